@@ -1,0 +1,160 @@
+#include "autograd/tape.hpp"
+
+#include <algorithm>
+
+#include "autograd/tensor_impl.hpp"
+
+namespace tapegrad {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+bool grad_enabled() { return g_grad_enabled; }
+
+template <class T>
+const Array<T>& BackwardContext<T>::input(std::size_t i) const {
+  return inputs_.at(i)->value;
+}
+
+template <class T>
+bool BackwardContext<T>::wants(std::size_t i) const {
+  return inputs_.at(i)->requires_grad;
+}
+
+template <class T>
+void BackwardContext<T>::accumulate(std::size_t i, Array<T> contribution) {
+  TensorImpl<T>& input = *inputs_.at(i);
+  if (!input.requires_grad) return;
+  Array<T> reduced = sum_to<T>(std::move(contribution), input.shape());
+  if (input.has_grad) {
+    input.grad += reduced;
+  } else {
+    input.grad = std::move(reduced);
+    input.has_grad = true;
+  }
+}
+
+template <class T>
+Tape<T>& Tape<T>::active() {
+  thread_local Tape<T> tape;
+  return tape;
+}
+
+template <class T>
+void Tape<T>::push(Node<T> node) {
+  nodes_.push_back(std::move(node));
+  if (nodes_.size() >= next_prune_) {
+    drop_unreachable();
+    next_prune_ = std::max<std::size_t>(4096, 2 * nodes_.size());
+  }
+}
+
+// A forward pass whose result is dropped without backward (evaluation without a
+// NoGradGuard) would otherwise grow the tape forever. A node whose output is gone can
+// never receive a gradient; dropping it releases its inputs, which may orphan earlier
+// nodes, so one sweep from the back finds them all.
+template <class T>
+void Tape<T>::drop_unreachable() {
+  std::vector<bool> dead(nodes_.size(), false);
+  for (std::size_t i = nodes_.size(); i-- > 0;) {
+    if (nodes_[i].output.expired()) {
+      dead[i] = true;
+      nodes_[i].inputs.clear();
+      nodes_[i].backward = nullptr;
+    }
+  }
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (dead[i]) continue;
+    if (kept != i) nodes_[kept] = std::move(nodes_[i]);  // never self-move: it empties
+    ++kept;
+  }
+  nodes_.resize(kept);
+}
+
+template <class T>
+void Tape<T>::clear() {
+  // Release from the back so freeing is in reverse creation order.
+  while (!nodes_.empty()) nodes_.pop_back();
+  nodes_.shrink_to_fit();
+  next_prune_ = 4096;
+}
+
+template <class T>
+std::string Tape<T>::to_string() const {
+  std::string out;
+  for (const Node<T>& node : nodes_) {
+    std::vector<std::string> inputs;
+    for (const auto& in : node.inputs) inputs.push_back(shape_str(in->shape()));
+    out += fmt::format("{} {} -> {}\n", node.op, fmt::join(inputs, ", "),
+                       shape_str(node.output_shape));
+  }
+  return out;
+}
+
+template <class T>
+void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed,
+                       bool retain_graph) {
+  if (!root->requires_grad)
+    fail("backward", "the tensor of shape {} does not require grad and has no history",
+         shape_str(root->shape()));
+  if (root->has_grad) {
+    root->grad += seed;
+  } else {
+    root->grad = std::move(seed);
+    root->has_grad = true;
+  }
+  // Outputs stay alive through the sweep (later nodes hold them as inputs), so a
+  // gradient that reaches a node's output is still there when its turn comes.
+  for (std::size_t i = nodes_.size(); i-- > 0;) {
+    Node<T>& node = nodes_[i];
+    std::shared_ptr<TensorImpl<T>> out = node.output.lock();
+    if (!out || !out->has_grad) continue;
+    BackwardContext<T> ctx(out->grad, out->value, node.inputs, node.op);
+    node.backward(ctx);
+    if (!out->retains_grad && out != root) {
+      out->grad = Array<T>();  // an intermediate's gradient is spent
+      out->has_grad = false;
+    }
+  }
+  if (!root->is_leaf && !root->retains_grad) {
+    root->grad = Array<T>();
+    root->has_grad = false;
+  }
+  if (!retain_graph) clear();
+}
+
+template <class T>
+Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> value,
+                 BackwardFn<T> backward) {
+  auto out = std::make_shared<TensorImpl<T>>(std::move(value));
+  if (!g_grad_enabled) return Tensor<T>(out);
+  bool any = false;
+  for (const Tensor<T>& in : inputs) any = any || in.requires_grad();
+  if (!any) return Tensor<T>(out);
+  out->requires_grad = true;
+  out->is_leaf = false;
+  Node<T> node;
+  node.op = op;
+  node.inputs.reserve(inputs.size());
+  for (const Tensor<T>& in : inputs) node.inputs.push_back(in.impl());
+  node.output = out;
+  node.output_shape = out->shape();
+  node.backward = std::move(backward);
+  Tape<T>::active().push(std::move(node));
+  return Tensor<T>(out);
+}
+
+template class BackwardContext<float>;
+template class BackwardContext<double>;
+template class Tape<float>;
+template class Tape<double>;
+template Tensor<float> record(const char*, const std::vector<Tensor<float>>&, Array<float>,
+                              BackwardFn<float>);
+template Tensor<double> record(const char*, const std::vector<Tensor<double>>&,
+                               Array<double>, BackwardFn<double>);
+
+}  // namespace tapegrad

@@ -1,0 +1,110 @@
+#pragma once
+// The tape: a Wengert list. Every differentiable op, as it runs, appends one Node;
+// backward() walks the list once in reverse (execution order is already a topological
+// order, so there is no graph search and no recursion), accumulates gradients with +=
+// through sum_to, and then clears the list.
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.hpp"
+
+namespace tapegrad {
+
+// Sums `grad` over the axes along which an input of `shape` was broadcast, so that the
+// result has exactly `shape`. The one place where broadcast gradients are reduced.
+template <class T>
+Array<T> sum_to(Array<T> grad, const Shape& shape);
+
+// What a node's backward function sees: the output's gradient and value, the inputs'
+// values, and a way to hand each input its share of the gradient.
+template <class T>
+class BackwardContext {
+ public:
+  BackwardContext(const Array<T>& grad, const Array<T>& output,
+                  const std::vector<std::shared_ptr<TensorImpl<T>>>& inputs, const char* op)
+      : grad_(grad), output_(output), inputs_(inputs), op_(op) {}
+  const Array<T>& grad() const { return grad_; }      // d(loss)/d(output)
+  const Array<T>& output() const { return output_; }  // the forward result
+  const Array<T>& input(std::size_t i) const;         // the forward inputs' values
+  bool wants(std::size_t i) const;                    // does input i require grad?
+  // d(loss)/d(input i) += sum_to(contribution, shape of input i)
+  void accumulate(std::size_t i, Array<T> contribution);
+  const char* op() const { return op_; }
+
+ private:
+  const Array<T>& grad_;
+  const Array<T>& output_;
+  const std::vector<std::shared_ptr<TensorImpl<T>>>& inputs_;
+  const char* op_;
+};
+
+template <class T>
+using BackwardFn = std::function<void(BackwardContext<T>&)>;
+
+template <class T>
+struct Node {
+  const char* op;  // a string literal: the op's name
+  std::vector<std::shared_ptr<TensorImpl<T>>> inputs;
+  // Weak on purpose: a node never owns its output, so there is no cycle, and a result
+  // nobody holds any more lets its node (and what the node keeps) be dropped.
+  std::weak_ptr<TensorImpl<T>> output;
+  Shape output_shape;
+  BackwardFn<T> backward;
+};
+
+template <class T>
+class Tape {
+ public:
+  static Tape& active();  // one tape per thread and element type
+
+  void push(Node<T> node);
+  std::size_t size() const { return nodes_.size(); }
+  const std::vector<Node<T>>& nodes() const { return nodes_; }
+  void clear();
+  // One line per node: "matmul (2,6,16), (16,16) -> (2,6,16)".
+  std::string to_string() const;
+
+  // Seeds root's gradient, walks the nodes from last to first, then clears the tape
+  // unless retain_graph.
+  void backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed, bool retain_graph);
+
+ private:
+  void drop_unreachable();
+  std::vector<Node<T>> nodes_;
+  std::size_t next_prune_ = 4096;
+};
+
+// Records nothing while alive (inference, optimiser updates, finite differences).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool grad_enabled();
+
+// The one way an op joins the tape: wraps `value` in a new tensor and, when grad is
+// enabled and any input requires grad, appends a node with `backward`.
+template <class T>
+Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> value,
+                 BackwardFn<T> backward);
+
+// Prints the active tape of element type T.
+template <class T>
+std::string tape_string() {
+  return Tape<T>::active().to_string();
+}
+
+extern template class Tape<float>;
+extern template class Tape<double>;
+extern template class BackwardContext<float>;
+extern template class BackwardContext<double>;
+
+}  // namespace tapegrad

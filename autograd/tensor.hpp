@@ -1,0 +1,94 @@
+#pragma once
+// Tensor<T>: a cheap, shared handle to {value, grad, requires_grad}. Copying a Tensor
+// copies the handle, never the data. T is float (training) or double (gradient checks).
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+
+#include <xtensor/xarray.hpp>
+
+#include "autograd/errors.hpp"
+
+namespace tapegrad {
+
+template <class T>
+using Array = xt::xarray<T>;
+
+template <class T>
+struct TensorImpl;  // autograd/tensor_impl.hpp; only ops and the engine look inside
+
+// The explicit, seeded source of all randomness: same seed, same numbers (same machine
+// and standard library).
+class Generator {
+ public:
+  explicit Generator(std::uint64_t seed = 0) : engine_(seed) {}
+  std::mt19937_64& engine() { return engine_; }
+  double normal(double mean = 0.0, double stddev = 1.0);
+  double uniform(double low = 0.0, double high = 1.0);
+  std::uint64_t integer(std::uint64_t below);  // uniform in [0, below)
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+template <class T>
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined handle; defined() is false
+  explicit Tensor(Array<T> value, bool requires_grad = false);
+  explicit Tensor(std::shared_ptr<TensorImpl<T>> impl) : impl_(std::move(impl)) {}
+
+  static Tensor zeros(const Shape& shape, bool requires_grad = false);
+  static Tensor ones(const Shape& shape, bool requires_grad = false);
+  static Tensor full(const Shape& shape, T value, bool requires_grad = false);
+  static Tensor scalar(T value, bool requires_grad = false);
+  static Tensor from_array(Array<T> value, bool requires_grad = false);
+  static Tensor randn(const Shape& shape, Generator& gen, T mean = T(0), T stddev = T(1),
+                      bool requires_grad = false);
+  static Tensor uniform(const Shape& shape, Generator& gen, T low = T(0), T high = T(1),
+                        bool requires_grad = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  Shape shape() const;
+  std::size_t dim() const;
+  std::size_t size() const;  // number of elements
+  std::string shape_string() const;
+
+  const Array<T>& value() const;
+  Array<T>& value();  // in-place edits (optimisers, initialisers) bypass the tape
+  const T* data() const;
+  T item() const;  // the value of a one-element tensor
+
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool requires = true);
+  bool is_leaf() const;  // made by the user, not by an op
+  bool has_grad() const;
+  const Array<T>& grad() const;  // throws if no gradient has reached this tensor
+  Array<T>& grad();
+  void zero_grad();  // drops the gradient (as PyTorch's set_to_none)
+  // Keep the gradient of a non-leaf tensor after backward (leaves always keep theirs).
+  Tensor& retain_grad();
+
+  // Reverse-mode sweep over the active tape, seeded with d(this)/d(this) = 1; this
+  // tensor must hold one element. Clears the tape afterwards unless retain_graph.
+  void backward(bool retain_graph = false) const;
+  // The same, seeded with d(loss)/d(this) = seed (seed has this tensor's shape).
+  void backward(const Array<T>& seed, bool retain_graph = false) const;
+
+  Tensor detach() const;  // same value (copied), no history, no grad
+  const std::shared_ptr<TensorImpl<T>>& impl() const { return impl_; }
+
+ private:
+  TensorImpl<T>& checked() const;
+  std::shared_ptr<TensorImpl<T>> impl_;
+};
+
+// Tensors alive right now (for leak tests): every TensorImpl counts itself.
+template <class T>
+long live_tensors();
+
+extern template class Tensor<float>;
+extern template class Tensor<double>;
+
+}  // namespace tapegrad

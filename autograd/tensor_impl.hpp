@@ -1,0 +1,38 @@
+#pragma once
+// What a Tensor handle points to. Only ops and the engine include this header.
+#include <atomic>
+
+#include <xtensor/xarray.hpp>
+
+#include "autograd/tensor.hpp"
+
+namespace tapegrad {
+
+template <class T>
+struct TensorImpl {
+  explicit TensorImpl(Array<T> v, bool requires = false)
+      : value(std::move(v)), requires_grad(requires) {
+    live.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~TensorImpl() { live.fetch_sub(1, std::memory_order_relaxed); }
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  Array<T> value;
+  Array<T> grad;  // meaningful only when has_grad
+  bool has_grad = false;
+  bool requires_grad = false;
+  bool is_leaf = true;        // false for op outputs recorded on the tape
+  bool retains_grad = false;  // keep a non-leaf's gradient after backward
+
+  Shape shape() const { return Shape(value.shape().begin(), value.shape().end()); }
+
+  inline static std::atomic<long> live{0};
+};
+
+template <class T>
+inline Shape shape_of(const Array<T>& a) {
+  return Shape(a.shape().begin(), a.shape().end());
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,208 @@
+#include "ops/elementwise.hpp"
+
+#include <cmath>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xoperation.hpp>
+
+#include "autograd/shape.hpp"
+#include "autograd/tape.hpp"
+#include "autograd/tensor_impl.hpp"
+
+namespace tapegrad {
+
+namespace {
+template <class T>
+void check_broadcast(const char* op, const Tensor<T>& a, const Tensor<T>& b) {
+  broadcast_shapes(op, a.shape(), b.shape());
+}
+}  // namespace
+
+// ---- binary ops: z has the broadcast shape; sum_to folds each gradient back --------
+
+// z = a + b
+template <class T>
+Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
+  check_broadcast("add", a, b);
+  return record<T>("add", {a, b}, a.value() + b.value(), [](BackwardContext<T>& c) {
+    // backward: da = dz, db = dz
+    c.accumulate(0, c.grad());
+    c.accumulate(1, c.grad());
+  });
+}
+template <class T>
+Tensor<T> add(const Tensor<T>& a, T b) {
+  return record<T>("add_scalar", {a}, a.value() + b,
+                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad()); });
+}
+
+// z = a - b
+template <class T>
+Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
+  check_broadcast("sub", a, b);
+  return record<T>("sub", {a, b}, a.value() - b.value(), [](BackwardContext<T>& c) {
+    // backward: da = dz, db = -dz
+    c.accumulate(0, c.grad());
+    if (c.wants(1)) c.accumulate(1, -c.grad());
+  });
+}
+template <class T>
+Tensor<T> sub(const Tensor<T>& a, T b) {
+  return record<T>("sub_scalar", {a}, a.value() - b,
+                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad()); });
+}
+template <class T>
+Tensor<T> sub(T a, const Tensor<T>& b) {
+  return record<T>("rsub_scalar", {b}, a - b.value(),
+                   [](BackwardContext<T>& c) { c.accumulate(0, -c.grad()); });
+}
+
+// z = a * b
+template <class T>
+Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
+  check_broadcast("mul", a, b);
+  return record<T>("mul", {a, b}, a.value() * b.value(), [](BackwardContext<T>& c) {
+    // backward: da = dz * b, db = dz * a
+    if (c.wants(0)) c.accumulate(0, c.grad() * c.input(1));
+    if (c.wants(1)) c.accumulate(1, c.grad() * c.input(0));
+  });
+}
+template <class T>
+Tensor<T> mul(const Tensor<T>& a, T b) {
+  return record<T>("mul_scalar", {a}, a.value() * b,
+                   [b](BackwardContext<T>& c) { c.accumulate(0, c.grad() * b); });
+}
+
+// z = a / b
+template <class T>
+Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
+  check_broadcast("div", a, b);
+  return record<T>("div", {a, b}, a.value() / b.value(), [](BackwardContext<T>& c) {
+    // backward: da = dz / b, db = -dz * z / b
+    if (c.wants(0)) c.accumulate(0, c.grad() / c.input(1));
+    if (c.wants(1)) c.accumulate(1, -c.grad() * c.output() / c.input(1));
+  });
+}
+template <class T>
+Tensor<T> div(const Tensor<T>& a, T b) {
+  return record<T>("div_scalar", {a}, a.value() / b,
+                   [b](BackwardContext<T>& c) { c.accumulate(0, c.grad() / b); });
+}
+template <class T>
+Tensor<T> div(T a, const Tensor<T>& b) {
+  // z = a / b; backward: db = -dz * z / b
+  return record<T>("rdiv_scalar", {b}, a / b.value(), [](BackwardContext<T>& c) {
+    c.accumulate(0, -c.grad() * c.output() / c.input(0));
+  });
+}
+
+// ---- unary ops ----------------------------------------------------------------------
+
+// z = -a; backward: da = -dz
+template <class T>
+Tensor<T> neg(const Tensor<T>& a) {
+  return record<T>("neg", {a}, -a.value(),
+                   [](BackwardContext<T>& c) { c.accumulate(0, -c.grad()); });
+}
+
+// z = exp(a); backward: da = dz * z
+template <class T>
+Tensor<T> exp(const Tensor<T>& a) {
+  return record<T>("exp", {a}, xt::exp(a.value()),
+                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad() * c.output()); });
+}
+
+// z = log(a); backward: da = dz / a
+template <class T>
+Tensor<T> log(const Tensor<T>& a) {
+  return record<T>("log", {a}, xt::log(a.value()),
+                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad() / c.input(0)); });
+}
+
+// z = sqrt(a); backward: da = dz / (2 z)
+template <class T>
+Tensor<T> sqrt(const Tensor<T>& a) {
+  return record<T>("sqrt", {a}, xt::sqrt(a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, c.grad() / (T(2) * c.output()));
+  });
+}
+
+// z = a^p; backward: da = dz * p * a^(p-1)
+template <class T>
+Tensor<T> pow(const Tensor<T>& a, T p) {
+  return record<T>("pow", {a}, xt::pow(a.value(), p), [p](BackwardContext<T>& c) {
+    c.accumulate(0, c.grad() * p * xt::pow(c.input(0), p - T(1)));
+  });
+}
+
+// z = tanh(a); backward: da = dz * (1 - z^2)
+template <class T>
+Tensor<T> tanh(const Tensor<T>& a) {
+  return record<T>("tanh", {a}, xt::tanh(a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, c.grad() * (T(1) - c.output() * c.output()));
+  });
+}
+
+// z = max(a, 0); backward: da = dz * [a > 0]
+template <class T>
+Tensor<T> relu(const Tensor<T>& a) {
+  return record<T>("relu", {a}, xt::maximum(a.value(), T(0)), [](BackwardContext<T>& c) {
+    c.accumulate(0, xt::where(c.input(0) > T(0), c.grad(), T(0)));
+  });
+}
+
+// z = 1 / (1 + exp(-a)); backward: da = dz * z * (1 - z)
+template <class T>
+Tensor<T> sigmoid(const Tensor<T>& a) {
+  return record<T>("sigmoid", {a}, T(1) / (T(1) + xt::exp(-a.value())),
+                   [](BackwardContext<T>& c) {
+                     c.accumulate(0, c.grad() * c.output() * (T(1) - c.output()));
+                   });
+}
+
+// z = 0.5 a (1 + tanh(u)), u = sqrt(2/pi) (a + 0.044715 a^3)
+// backward: da = dz * (0.5 (1 + t) + 0.5 a (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 a^2))
+template <class T>
+constexpr T kGeluK = T(0.7978845608028654);  // sqrt(2/pi)
+template <class T>
+constexpr T kGeluC = T(0.044715);
+
+template <class T>
+Tensor<T> gelu(const Tensor<T>& a) {
+  const T k = kGeluK<T>, c3 = kGeluC<T>;
+  const Array<T>& x = a.value();
+  Array<T> z = T(0.5) * x * (T(1) + xt::tanh(k * (x + c3 * x * x * x)));
+  return record<T>("gelu", {a}, std::move(z), [](BackwardContext<T>& c) {
+    const T k = kGeluK<T>, c3 = kGeluC<T>;
+    const Array<T>& x = c.input(0);
+    Array<T> t = xt::tanh(k * (x + c3 * x * x * x));
+    c.accumulate(0, c.grad() * (T(0.5) * (T(1) + t) +
+                                T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c3 * x * x)));
+  });
+}
+
+#define TAPEGRAD_INSTANTIATE(T)                                         \
+  template Tensor<T> add(const Tensor<T>&, const Tensor<T>&);           \
+  template Tensor<T> add(const Tensor<T>&, T);                          \
+  template Tensor<T> sub(const Tensor<T>&, const Tensor<T>&);           \
+  template Tensor<T> sub(const Tensor<T>&, T);                          \
+  template Tensor<T> sub(T, const Tensor<T>&);                          \
+  template Tensor<T> mul(const Tensor<T>&, const Tensor<T>&);           \
+  template Tensor<T> mul(const Tensor<T>&, T);                          \
+  template Tensor<T> div(const Tensor<T>&, const Tensor<T>&);           \
+  template Tensor<T> div(const Tensor<T>&, T);                          \
+  template Tensor<T> div(T, const Tensor<T>&);                          \
+  template Tensor<T> neg(const Tensor<T>&);                             \
+  template Tensor<T> exp(const Tensor<T>&);                             \
+  template Tensor<T> log(const Tensor<T>&);                             \
+  template Tensor<T> sqrt(const Tensor<T>&);                            \
+  template Tensor<T> pow(const Tensor<T>&, T);                          \
+  template Tensor<T> tanh(const Tensor<T>&);                            \
+  template Tensor<T> relu(const Tensor<T>&);                            \
+  template Tensor<T> sigmoid(const Tensor<T>&);                         \
+  template Tensor<T> gelu(const Tensor<T>&);
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
+
+}  // namespace tapegrad

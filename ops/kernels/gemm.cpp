@@ -1,0 +1,81 @@
+#include "ops/kernels/gemm.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <cblas.h>
+#include <omp.h>
+
+namespace tapegrad::kernels {
+
+namespace {
+int g_threads = 1;
+struct ThreadDefaults {
+  // One thread unless asked: small per-head gemms gain nothing from OpenBLAS threads,
+  // and spinning OpenBLAS and OpenMP workers on the same two cores slows both.
+  ThreadDefaults() { set_num_threads(1); }
+} g_thread_defaults;
+
+inline CBLAS_TRANSPOSE flag(bool t) { return t ? CblasTrans : CblasNoTrans; }
+
+void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
+               const float* A, const float* B, float beta, float* C) {
+  cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A,
+              int(ta ? M : K), B, int(tb ? K : N), beta, C, int(N));
+}
+void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, double alpha,
+               const double* A, const double* B, double beta, double* C) {
+  cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A,
+              int(ta ? M : K), B, int(tb ? K : N), beta, C, int(N));
+}
+}  // namespace
+
+void set_num_threads(int threads) {
+  if (threads <= 0) threads = omp_get_num_procs();
+  g_threads = threads;
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+int num_threads() { return g_threads; }
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
+          const T* A, const T* B, T beta, T* C) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = beta * C
+    for (std::size_t i = 0; i < M * N; ++i) C[i] = beta == T(0) ? T(0) : beta * C[i];
+    return;
+  }
+  gemm_call(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+}
+
+template <class T>
+void gemm_batch(const GemmBatch& b, T alpha, const T* A, const T* B, T beta, T* C) {
+  const std::size_t count = b.c_offset.size();
+  const bool distinct =
+      std::set<std::size_t>(b.c_offset.begin(), b.c_offset.end()).size() == count;
+  if (distinct && count > 1 && g_threads > 1) {
+    // Parallel over the batch, one BLAS thread each: OpenBLAS threads do not help the
+    // small per-head products, and both levels spinning on two cores is slower.
+    openblas_set_num_threads(1);
+#pragma omp parallel for schedule(static) num_threads(g_threads)
+    for (std::size_t i = 0; i < count; ++i)
+      gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],
+           beta, C + b.c_offset[i]);
+    openblas_set_num_threads(g_threads);
+  } else {
+    for (std::size_t i = 0; i < count; ++i)
+      gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],
+           beta, C + b.c_offset[i]);
+  }
+}
+
+template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*,
+                   const float*, float, float*);
+template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*,
+                   const double*, double, double*);
+template void gemm_batch(const GemmBatch&, float, const float*, const float*, float, float*);
+template void gemm_batch(const GemmBatch&, double, const double*, const double*, double,
+                         double*);
+
+}  // namespace tapegrad::kernels

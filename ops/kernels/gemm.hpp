@@ -1,0 +1,29 @@
+#pragma once
+// BLAS-backed matrix products on contiguous row-major memory. No autograd, no xtensor.
+#include <cstddef>
+#include <vector>
+
+namespace tapegrad::kernels {
+
+// C (M x N) = alpha * op(A) @ op(B) + beta * C, with op(X) = X or X^T. A, B and C are
+// contiguous row-major; a transposed operand is read through BLAS's transpose flag,
+// never copied.
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
+          const T* A, const T* B, T beta, T* C);
+
+// A batch of equally sized products C[i] = op(A[a_off[i]]) @ op(B[b_off[i]]) (+ beta C[i]),
+// offsets in elements. Products that write distinct C blocks run in parallel.
+struct GemmBatch {
+  std::size_t M = 0, N = 0, K = 0;
+  bool trans_a = false, trans_b = false;
+  std::vector<std::size_t> a_offset, b_offset, c_offset;
+};
+template <class T>
+void gemm_batch(const GemmBatch& batch, T alpha, const T* A, const T* B, T beta, T* C);
+
+// Threads used by tapegrad's kernels (and OpenBLAS). 0 means "all cores".
+void set_num_threads(int threads);
+int num_threads();
+
+}  // namespace tapegrad::kernels

@@ -1,0 +1,94 @@
+#include "ops/kernels/softmax.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace tapegrad::kernels {
+
+template <class T>
+void softmax_forward(const RowLayout& r, const T* x, const std::uint8_t* mask,
+                     std::size_t mask_period, T* y) {
+  const std::size_t L = r.length, I = r.inner;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (std::size_t o = 0; o < r.outer; ++o) {
+    for (std::size_t i = 0; i < I; ++i) {
+      const std::size_t base = o * L * I + i;
+      auto allowed = [&](std::size_t k) {
+        return mask == nullptr || mask[(base + k * I) % mask_period] != 0;
+      };
+      // Masked scores are -inf *before* the exponential, so they drop out of the sum.
+      T m = neg_inf;
+      for (std::size_t k = 0; k < L; ++k)
+        if (allowed(k) && x[base + k * I] > m) m = x[base + k * I];
+      if (m == neg_inf) {  // nothing to attend to (or every score -inf): zeros, not 0/0
+        for (std::size_t k = 0; k < L; ++k) y[base + k * I] = T(0);
+        continue;
+      }
+      T sum = T(0);
+      for (std::size_t k = 0; k < L; ++k) {
+        const T e = allowed(k) ? std::exp(x[base + k * I] - m) : T(0);
+        y[base + k * I] = e;
+        sum += e;
+      }
+      const T inv = T(1) / sum;
+      for (std::size_t k = 0; k < L; ++k) y[base + k * I] *= inv;
+    }
+  }
+}
+
+template <class T>
+void softmax_backward(const RowLayout& r, const T* y, const T* dy, T* dx) {
+  const std::size_t L = r.length, I = r.inner;
+  for (std::size_t o = 0; o < r.outer; ++o) {
+    for (std::size_t i = 0; i < I; ++i) {
+      const std::size_t base = o * L * I + i;
+      T dot = T(0);
+      for (std::size_t k = 0; k < L; ++k) dot += dy[base + k * I] * y[base + k * I];
+      for (std::size_t k = 0; k < L; ++k)
+        dx[base + k * I] = y[base + k * I] * (dy[base + k * I] - dot);
+    }
+  }
+}
+
+template <class T>
+void log_softmax_forward(const RowLayout& r, const T* x, T* y) {
+  const std::size_t L = r.length, I = r.inner;
+  for (std::size_t o = 0; o < r.outer; ++o) {
+    for (std::size_t i = 0; i < I; ++i) {
+      const std::size_t base = o * L * I + i;
+      T m = -std::numeric_limits<T>::infinity();
+      for (std::size_t k = 0; k < L; ++k) m = std::max(m, x[base + k * I]);
+      if (!std::isfinite(m)) m = T(0);  // all -inf rows stay -inf instead of NaN
+      T sum = T(0);
+      for (std::size_t k = 0; k < L; ++k) sum += std::exp(x[base + k * I] - m);
+      const T lse = m + std::log(sum);
+      for (std::size_t k = 0; k < L; ++k) y[base + k * I] = x[base + k * I] - lse;
+    }
+  }
+}
+
+template <class T>
+void log_softmax_backward(const RowLayout& r, const T* y, const T* dy, T* dx) {
+  const std::size_t L = r.length, I = r.inner;
+  for (std::size_t o = 0; o < r.outer; ++o) {
+    for (std::size_t i = 0; i < I; ++i) {
+      const std::size_t base = o * L * I + i;
+      T sum = T(0);
+      for (std::size_t k = 0; k < L; ++k) sum += dy[base + k * I];
+      for (std::size_t k = 0; k < L; ++k)
+        dx[base + k * I] = dy[base + k * I] - std::exp(y[base + k * I]) * sum;
+    }
+  }
+}
+
+#define TAPEGRAD_INSTANTIATE(T)                                                             \
+  template void softmax_forward(const RowLayout&, const T*, const std::uint8_t*, std::size_t, \
+                                T*);                                                         \
+  template void softmax_backward(const RowLayout&, const T*, const T*, T*);                  \
+  template void log_softmax_forward(const RowLayout&, const T*, T*);                         \
+  template void log_softmax_backward(const RowLayout&, const T*, const T*, T*);
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
+
+}  // namespace tapegrad::kernels

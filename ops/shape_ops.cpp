@@ -1,0 +1,153 @@
+#include "ops/shape_ops.hpp"
+
+#include <algorithm>
+
+#include <xtensor/xmanipulation.hpp>
+#include <xtensor/xstrided_view.hpp>
+
+#include "autograd/shape.hpp"
+#include "autograd/tape.hpp"
+#include "autograd/tensor_impl.hpp"
+
+namespace tapegrad {
+
+// y = a.reshape(shape): (n...) -> (m...) with the same number of elements
+// backward: da = dy.reshape(a.shape)
+template <class T>
+Tensor<T> reshape(const Tensor<T>& a, const Shape& shape) {
+  const Shape from = a.shape();
+  if (numel(from) != numel(shape))
+    fail("reshape", "cannot reshape {} ({} elements) to {} ({} elements)", shape_str(from),
+         numel(from), shape_str(shape), numel(shape));
+  Array<T> y = a.value();
+  y.reshape(shape);
+  return record<T>("reshape", {a}, std::move(y), [from](BackwardContext<T>& c) {
+    Array<T> g = c.grad();
+    g.reshape(from);
+    c.accumulate(0, std::move(g));
+  });
+}
+
+namespace {
+std::vector<std::size_t> inverse_permutation(const std::vector<std::size_t>& perm) {
+  std::vector<std::size_t> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = i;
+  return inv;
+}
+}  // namespace
+
+// y = a.transpose(perm): y.shape[i] = a.shape[perm[i]]
+// backward: da = dy.transpose(inverse(perm))
+template <class T>
+Tensor<T> transpose(const Tensor<T>& a, const std::vector<std::size_t>& perm) {
+  const Shape s = a.shape();
+  std::vector<std::size_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  bool valid = perm.size() == s.size();
+  for (std::size_t i = 0; valid && i < sorted.size(); ++i) valid = sorted[i] == i;
+  if (!valid)
+    fail("transpose", "({}) is not a permutation of the {} axes of {}", fmt::join(perm, ","),
+         s.size(), shape_str(s));
+  // Evaluated into a row-major container: a transposed view passed on as a buffer would
+  // be read in the wrong order.
+  Array<T> y = xt::transpose(a.value(), perm);
+  return record<T>("transpose", {a}, std::move(y),
+                   [inv = inverse_permutation(perm)](BackwardContext<T>& c) {
+                     c.accumulate(0, Array<T>(xt::transpose(c.grad(), inv)));
+                   });
+}
+
+// y = swapaxes(a, axis1, axis2), a transpose that exchanges two axes
+template <class T>
+Tensor<T> swapaxes(const Tensor<T>& a, long axis1, long axis2) {
+  const Shape s = a.shape();
+  const std::size_t i = normalize_axis("swapaxes", axis1, s);
+  const std::size_t j = normalize_axis("swapaxes", axis2, s);
+  std::vector<std::size_t> perm(s.size());
+  for (std::size_t k = 0; k < perm.size(); ++k) perm[k] = k;
+  std::swap(perm[i], perm[j]);
+  return transpose(a, perm);
+}
+
+namespace {
+xt::xstrided_slice_vector range_along(std::size_t rank, std::size_t axis, std::size_t start,
+                                      std::size_t stop) {
+  xt::xstrided_slice_vector sv(rank, xt::all());
+  sv[axis] = xt::range(start, stop);
+  return sv;
+}
+}  // namespace
+
+// y = a[..., start:stop, ...] along axis
+// backward: da = zeros(a.shape); da[..., start:stop, ...] = dy
+template <class T>
+Tensor<T> slice(const Tensor<T>& a, long axis, std::size_t start, std::size_t stop) {
+  const Shape s = a.shape();
+  if (s.empty()) fail("slice", "cannot slice a rank-0 tensor");
+  const std::size_t ax = normalize_axis("slice", axis, s);
+  if (start > stop || stop > s[ax])
+    fail("slice", "range [{}, {}) is out of bounds for axis {} of {}", start, stop, axis,
+         shape_str(s));
+  Array<T> y = xt::strided_view(a.value(), range_along(s.size(), ax, start, stop));
+  return record<T>("slice", {a}, std::move(y), [s, ax, start, stop](BackwardContext<T>& c) {
+    Array<T> g = Array<T>::from_shape(s);
+    g.fill(T(0));
+    xt::strided_view(g, range_along(s.size(), ax, start, stop)) = c.grad();
+    c.accumulate(0, std::move(g));
+  });
+}
+
+// y = concatenate(parts, axis)
+// backward: d(part k) = dy[..., offset_k : offset_k + size_k, ...]
+template <class T>
+Tensor<T> concatenate(const std::vector<Tensor<T>>& parts, long axis) {
+  if (parts.empty()) fail("concatenate", "needs at least one tensor");
+  const Shape first = parts[0].shape();
+  if (first.empty()) fail("concatenate", "cannot concatenate rank-0 tensors");
+  const std::size_t ax = normalize_axis("concatenate", axis, first);
+  Shape out = first;
+  out[ax] = 0;
+  std::vector<std::size_t> offsets;
+  for (const Tensor<T>& p : parts) {
+    Shape ps = p.shape();
+    Shape a = ps, b = first;
+    bool ok = ps.size() == first.size();
+    if (ok) {
+      a[ax] = b[ax] = 0;
+      ok = a == b;
+    }
+    if (!ok)
+      fail("concatenate", "shape {} does not match {} outside axis {}", shape_str(ps),
+           shape_str(first), axis);
+    offsets.push_back(out[ax]);
+    out[ax] += ps[ax];
+  }
+  Array<T> y = Array<T>::from_shape(out);
+  for (std::size_t k = 0; k < parts.size(); ++k)
+    xt::strided_view(y, range_along(out.size(), ax, offsets[k], offsets[k] + parts[k].shape()[ax])) =
+        parts[k].value();
+  std::vector<std::size_t> sizes;
+  for (const Tensor<T>& p : parts) sizes.push_back(p.shape()[ax]);
+  return record<T>("concatenate", parts, std::move(y),
+                     [ax, offsets, sizes](BackwardContext<T>& c) {
+                       const std::size_t rank = c.grad().dimension();
+                       for (std::size_t k = 0; k < offsets.size(); ++k) {
+                         if (!c.wants(k)) continue;
+                         c.accumulate(k, Array<T>(xt::strided_view(
+                                             c.grad(), range_along(rank, ax, offsets[k],
+                                                                   offsets[k] + sizes[k]))));
+                       }
+                     });
+}
+
+#define TAPEGRAD_INSTANTIATE(T)                                                       \
+  template Tensor<T> reshape(const Tensor<T>&, const Shape&);                        \
+  template Tensor<T> transpose(const Tensor<T>&, const std::vector<std::size_t>&);   \
+  template Tensor<T> swapaxes(const Tensor<T>&, long, long);                         \
+  template Tensor<T> concatenate(const std::vector<Tensor<T>>&, long);               \
+  template Tensor<T> slice(const Tensor<T>&, long, std::size_t, std::size_t);
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
+
+}  // namespace tapegrad

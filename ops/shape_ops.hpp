@@ -1,0 +1,20 @@
+#pragma once
+// Ops that move data without arithmetic. Every result is a new contiguous array.
+#include <vector>
+
+#include "autograd/tensor.hpp"
+
+namespace tapegrad {
+
+// Same elements in row-major order, new shape of equal size.
+template <class T> Tensor<T> reshape(const Tensor<T>& a, const Shape& shape);
+// Permutes the axes: result axis i is input axis perm[i] (NumPy's transpose(a, perm)).
+template <class T> Tensor<T> transpose(const Tensor<T>& a, const std::vector<std::size_t>& perm);
+// Exchanges two axes (negative axes count from the end).
+template <class T> Tensor<T> swapaxes(const Tensor<T>& a, long axis1, long axis2);
+// Joins tensors whose shapes agree except along `axis`.
+template <class T> Tensor<T> concatenate(const std::vector<Tensor<T>>& parts, long axis);
+// Elements [start, stop) along `axis`.
+template <class T> Tensor<T> slice(const Tensor<T>& a, long axis, std::size_t start, std::size_t stop);
+
+}  // namespace tapegrad

@@ -1,0 +1,136 @@
+// The engine: accumulation, one reverse sweep, freeing, NoGradGuard, printing.
+#include <catch2/catch.hpp>
+
+#include "tapegrad.hpp"
+
+using namespace tapegrad;
+
+TEST_CASE("a tensor used twice accumulates both contributions: y = x*x + x", "[tape]") {
+  Tensor<double> x(Array<double>{1.0, -2.0, 3.0}, true);
+  Tensor<double> y = sum(x * x + x);
+  y.backward();
+  // dy/dx = 2x + 1
+  CHECK(x.grad()(0) == Approx(3.0));
+  CHECK(x.grad()(1) == Approx(-3.0));
+  CHECK(x.grad()(2) == Approx(7.0));
+}
+
+TEST_CASE("gradients accumulate across two backward calls until zero_grad", "[tape]") {
+  Tensor<float> x(Array<float>{2.0f}, true);
+  sum(x * x).backward();
+  sum(x * x).backward();
+  CHECK(x.grad()(0) == Approx(8.0f));
+  x.zero_grad();
+  CHECK_FALSE(x.has_grad());
+}
+
+TEST_CASE("a chain of 100000 ops backwards without recursion", "[tape]") {
+  Tensor<double> x(Array<double>{1.0}, true);
+  Tensor<double> y = x;
+  for (int i = 0; i < 100000; ++i) y = y * 1.0 + 0.0;
+  CHECK(Tape<double>::active().size() == 200000);
+  sum(y).backward();
+  CHECK(x.grad()(0) == Approx(1.0));
+  CHECK(Tape<double>::active().size() == 0);
+}
+
+TEST_CASE("after backward the tape is empty and every intermediate is freed", "[tape]") {
+  const long before = live_tensors<double>();
+  {
+    Tensor<double> w(Array<double>{{1.0, 2.0}, {3.0, 4.0}}, true);
+    Tensor<double> x(Array<double>{{0.5, -1.0}}, false);
+    {
+      Tensor<double> loss = sum(tanh(matmul(x, w)) * 2.0);
+      CHECK(Tape<double>::active().size() == 4);
+      loss.backward();
+    }
+    CHECK(Tape<double>::active().size() == 0);
+    // only the two leaves survive: no node and no cycle keeps anything else alive
+    CHECK(live_tensors<double>() == before + 2);
+    CHECK(w.has_grad());
+  }
+  CHECK(live_tensors<double>() == before);
+}
+
+TEST_CASE("retain_graph keeps the tape for a second backward", "[tape]") {
+  Tensor<double> x(Array<double>{3.0}, true);
+  Tensor<double> y = sum(x * x);
+  y.backward(true);
+  CHECK(Tape<double>::active().size() == 2);
+  y.backward();
+  CHECK(x.grad()(0) == Approx(12.0));
+  CHECK(Tape<double>::active().size() == 0);
+}
+
+TEST_CASE("intermediate gradients are dropped unless retained", "[tape]") {
+  Tensor<double> x(Array<double>{1.0, 2.0}, true);
+  Tensor<double> h = x * 3.0;
+  Tensor<double> k = x * 5.0;
+  k.retain_grad();
+  sum(h + k).backward();
+  CHECK_FALSE(h.has_grad());
+  REQUIRE(k.has_grad());
+  CHECK(k.grad()(1) == Approx(1.0));
+}
+
+TEST_CASE("NoGradGuard records nothing and restores the previous state", "[tape]") {
+  Tensor<float> x(Array<float>{1.0f, 2.0f}, true);
+  {
+    NoGradGuard guard;
+    CHECK_FALSE(grad_enabled());
+    Tensor<float> y = exp(x) * x;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(Tape<float>::active().size() == 0);
+  }
+  CHECK(grad_enabled());
+  Tensor<float> z = exp(x);
+  CHECK(z.requires_grad());
+  CHECK(Tape<float>::active().size() == 1);
+  Tape<float>::active().clear();
+}
+
+TEST_CASE("results dropped without backward do not grow the tape without bound", "[tape]") {
+  Tensor<double> w(Array<double>{1.0, 2.0}, true);
+  for (int i = 0; i < 20000; ++i) {
+    Tensor<double> unused = exp(w * 2.0);  // an evaluation that forgot NoGradGuard
+  }
+  CHECK(Tape<double>::active().size() < 10000);
+  Tape<double>::active().clear();
+}
+
+TEST_CASE("the tape prints each op with its shapes", "[tape]") {
+  Tensor<float> x = Tensor<float>::ones({2, 6, 16}, true);
+  Tensor<float> w = Tensor<float>::ones({16, 16}, true);
+  Tensor<float> y = matmul(x, w);
+  CHECK(tape_string<float>() == "matmul (2,6,16), (16,16) -> (2,6,16)\n");
+  Tape<float>::active().clear();
+}
+
+TEST_CASE("backward errors are clear", "[tape]") {
+  Tensor<double> x(Array<double>{1.0, 2.0}, true);
+  Tensor<double> y = x * 2.0;
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("backward") && Catch::Contains("(2)"));
+  CHECK_THROWS_AS(y.backward(Array<double>{1.0, 2.0, 3.0}), std::invalid_argument);
+  Tensor<double> c(Array<double>{1.0});
+  CHECK_THROWS_WITH(c.backward(), Catch::Contains("does not require grad"));
+  CHECK_THROWS_WITH(c.grad(), Catch::Contains("no gradient"));
+  Tape<double>::active().clear();
+}
+
+TEST_CASE("a non-scalar output takes an explicit seed", "[tape]") {
+  Tensor<double> x(Array<double>{1.0, 2.0}, true);
+  Tensor<double> y = x * x;
+  y.backward(Array<double>{1.0, 10.0});
+  CHECK(x.grad()(0) == Approx(2.0));
+  CHECK(x.grad()(1) == Approx(40.0));
+}
+
+TEST_CASE("sum_to reduces leading and size-1 axes", "[tape][sum_to]") {
+  Array<double> g = xt::ones<double>({2, 3, 4});
+  Array<double> r = sum_to<double>(g, Shape{3, 1});
+  REQUIRE(r.shape().size() == 2);
+  CHECK(r.shape()[0] == 3);
+  CHECK(r.shape()[1] == 1);
+  CHECK(r(0, 0) == Approx(8.0));
+  CHECK_THROWS_AS(sum_to<double>(g, Shape{5}), ShapeError);
+}
