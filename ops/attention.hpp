@@ -1,0 +1,51 @@
+#pragma once
+// Attention exactly as specified in exercise np-05 (shared/seeds/004): causal_mask,
+// scaled_dot_product_attention and multi_head_attention, differentiable end to end.
+#include <optional>
+#include <utility>
+
+#include "autograd/tensor.hpp"
+#include "ops/softmax.hpp"  // Mask
+
+namespace tapegrad {
+
+// (T, T) boolean, true at [i, j] exactly when j <= i: query i sees keys 0..i.
+Mask causal_mask(std::size_t T);
+
+template <class T>
+struct AttentionResult {
+  Tensor<T> out;      // (..., Tq, d_v)
+  Tensor<T> weights;  // (..., Tq, Tk), rows sum to 1 (0 for a fully masked row)
+};
+
+// Q (..., Tq, d_k), K (..., Tk, d_k), V (..., Tk, d_v), leading axes broadcast together.
+// scores = Q @ swapaxes(K, -1, -2) * scale, scale defaulting to 1/sqrt(d_k); masked scores
+// (mask false) become -inf before the softmax; weights = softmax(scores, -1);
+// out = weights @ V. Both results are on the tape.
+template <class T>
+AttentionResult<T> scaled_dot_product_attention(const Tensor<T>& Q, const Tensor<T>& K,
+                                                const Tensor<T>& V,
+                                                const std::optional<Mask>& mask = std::nullopt,
+                                                std::optional<T> scale = std::nullopt);
+
+struct MultiHeadOptions {
+  bool causal = false;
+  std::optional<double> scale;  // default 1/sqrt(D / heads); 1.0 = unscaled
+};
+
+// x (B, T, D); Wq, Wk, Wv, Wo (D, D). Project, split into heads (B, heads, T, D/heads),
+// attend per head (one causal mask shared by every head and batch item when causal),
+// merge heads back to (B, T, D), project through Wo.
+template <class T>
+Tensor<T> multi_head_attention(const Tensor<T>& x, const Tensor<T>& Wq, const Tensor<T>& Wk,
+                               const Tensor<T>& Wv, const Tensor<T>& Wo, std::size_t heads,
+                               bool causal = false);
+
+// The same, with options, also returning the per-head weights (B, heads, T, T).
+template <class T>
+AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const Tensor<T>& Wq,
+                                                     const Tensor<T>& Wk, const Tensor<T>& Wv,
+                                                     const Tensor<T>& Wo, std::size_t heads,
+                                                     const MultiHeadOptions& options = {});
+
+}  // namespace tapegrad
