@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages tapegrad needs, and only those that are missing.
+# Idempotent and quick when nothing is missing. apt-get as root, sudo otherwise.
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --bench    also libtorch-dev (the benchmark's reference)
+set -euo pipefail
+
+packages=(
+  cmake g++ make ccache               # toolchain (ccache: rebuilds are cheap)
+  libxtensor-dev xtl-dev libxsimd-dev libxtensor-blas-dev libopenblas-dev
+  libfmt-dev libzip-dev libcli11-dev  # formatting, .npz checkpoints, example CLIs
+  catch2                              # tests (Catch2 v2)
+  python3-numpy                       # tests: numpy reads the checkpoints we write
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(libtorch-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+if [[ $(id -u) -eq 0 ]]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+  sudo=(sudo)
+else
+  echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
