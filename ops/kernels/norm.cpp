@@ -1,0 +1,124 @@
+#include "ops/kernels/norm.hpp"
+
+#include <cmath>
+
+// Row sums use `omp simd reduction`: without -ffast-math the compiler may not reorder a
+// floating-point sum by itself, so a plain loop would stay scalar.
+
+namespace tapegrad::kernels {
+
+template <class T>
+void layer_norm_forward(std::size_t rows, std::size_t D, const T* x, const T* gamma,
+                        const T* beta, T eps, T* y, T* mean, T* rstd) {
+  const T inv_d = T(1) / static_cast<T>(D);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    T s = T(0);
+#pragma omp simd reduction(+ : s)
+    for (std::size_t j = 0; j < D; ++j) s += xr[j];
+    const T m = s * inv_d;
+    // two passes (mean, then squared deviations): no cancellation as in E[x^2] - E[x]^2
+    T v = T(0);
+#pragma omp simd reduction(+ : v)
+    for (std::size_t j = 0; j < D; ++j) v += (xr[j] - m) * (xr[j] - m);
+    const T rs = T(1) / std::sqrt(v * inv_d + eps);
+#pragma omp simd
+    for (std::size_t j = 0; j < D; ++j) yr[j] = (xr[j] - m) * rs * gamma[j] + beta[j];
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+}
+
+template <class T>
+void layer_norm_backward(std::size_t rows, std::size_t D, const T* x, const T* gamma,
+                         const T* mean, const T* rstd, const T* dy, T* dx, T* dgamma,
+                         T* dbeta) {
+  const T inv_d = T(1) / static_cast<T>(D);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * D;
+    const T* dyr = dy + r * D;
+    const T m = mean[r], rs = rstd[r];
+    if (dx) {
+      // y = xhat * gamma + beta, xhat = (x - mean) * rstd: the mean and the variance both
+      // depend on every x of the row, which gives the two row-mean correction terms.
+      T sum_g = T(0), sum_gx = T(0);
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+      for (std::size_t j = 0; j < D; ++j) {
+        const T g = dyr[j] * gamma[j];
+        sum_g += g;
+        sum_gx += g * (xr[j] - m) * rs;
+      }
+      const T mg = sum_g * inv_d, mgx = sum_gx * inv_d;
+      T* dxr = dx + r * D;
+#pragma omp simd
+      for (std::size_t j = 0; j < D; ++j)
+        dxr[j] = rs * (dyr[j] * gamma[j] - mg - (xr[j] - m) * rs * mgx);
+    }
+    if (dgamma) {
+#pragma omp simd
+      for (std::size_t j = 0; j < D; ++j) dgamma[j] += dyr[j] * (xr[j] - m) * rs;
+    }
+    if (dbeta) {
+#pragma omp simd
+      for (std::size_t j = 0; j < D; ++j) dbeta[j] += dyr[j];
+    }
+  }
+}
+
+template <class T>
+void rms_norm_forward(std::size_t rows, std::size_t D, const T* x, const T* gamma, T eps, T* y,
+                      T* rstd) {
+  const T inv_d = T(1) / static_cast<T>(D);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    T ss = T(0);
+#pragma omp simd reduction(+ : ss)
+    for (std::size_t j = 0; j < D; ++j) ss += xr[j] * xr[j];
+    const T rs = T(1) / std::sqrt(ss * inv_d + eps);
+#pragma omp simd
+    for (std::size_t j = 0; j < D; ++j) yr[j] = xr[j] * rs * gamma[j];
+    rstd[r] = rs;
+  }
+}
+
+template <class T>
+void rms_norm_backward(std::size_t rows, std::size_t D, const T* x, const T* gamma,
+                       const T* rstd, const T* dy, T* dx, T* dgamma) {
+  const T inv_d = T(1) / static_cast<T>(D);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * D;
+    const T* dyr = dy + r * D;
+    const T rs = rstd[r];
+    if (dx) {
+      // y = xhat * gamma, xhat = x * rstd: only the mean square couples the row (no mean
+      // is subtracted), hence one correction term.
+      T sum_gx = T(0);
+#pragma omp simd reduction(+ : sum_gx)
+      for (std::size_t j = 0; j < D; ++j) sum_gx += dyr[j] * gamma[j] * xr[j] * rs;
+      const T mgx = sum_gx * inv_d;
+      T* dxr = dx + r * D;
+#pragma omp simd
+      for (std::size_t j = 0; j < D; ++j) dxr[j] = rs * (dyr[j] * gamma[j] - xr[j] * rs * mgx);
+    }
+    if (dgamma) {
+#pragma omp simd
+      for (std::size_t j = 0; j < D; ++j) dgamma[j] += dyr[j] * xr[j] * rs;
+    }
+  }
+}
+
+#define TAPEGRAD_INSTANTIATE(T)                                                               \
+  template void layer_norm_forward(std::size_t, std::size_t, const T*, const T*, const T*, T, \
+                                   T*, T*, T*);                                               \
+  template void layer_norm_backward(std::size_t, std::size_t, const T*, const T*, const T*,   \
+                                    const T*, const T*, T*, T*, T*);                          \
+  template void rms_norm_forward(std::size_t, std::size_t, const T*, const T*, T, T*, T*);    \
+  template void rms_norm_backward(std::size_t, std::size_t, const T*, const T*, const T*,     \
+                                  const T*, T*, T*);
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
+
+}  // namespace tapegrad::kernels
