@@ -58,14 +58,14 @@ Shape check_attention_args(const char* op, const Shape& q, const Shape& k, const
 
 template <class T>
 AttentionResult<T> attention(const char* op, const Tensor<T>& Q, const Tensor<T>& K,
-                             const Tensor<T>& V, const Mask* mask, std::optional<T> scale) {
+                             const Tensor<T>& V, const Mask* mask, std::optional<double> scale) {
   const Shape qs = Q.shape();
   check_attention_args(op, qs, K.shape(), V.shape(), mask);
   const std::size_t dk = qs.back();
   if (!scale && dk == 0)
     fail(op, "the default scale 1/sqrt(d_k) is undefined for d_k=0 (Q is {}, K is {})",
          shape_str(qs), K.shape_string());
-  const T s = scale ? *scale : T(1) / std::sqrt(T(dk));
+  const T s = scale ? T(*scale) : T(1) / std::sqrt(T(dk));
   if (!std::isfinite(s)) fail(op, "scale must be finite, got {}", s);
 
   // scores = Q @ swapaxes(K, -1, -2) * scale: Q (..., Tq, d_k), K (..., Tk, d_k)
@@ -99,8 +99,7 @@ AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T
   const std::size_t dh = D / heads;
   if (!options.scale && dh == 0)
     fail(op, "the default scale 1/sqrt(D/heads) is undefined for D=0 (x is {})", shape_str(xs));
-  const std::optional<T> scale =
-      options.scale ? std::optional<T>(T(*options.scale)) : std::optional<T>(T(1) / std::sqrt(T(dh)));
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(dh));
 
   // (B, T, D) @ (D, D) -> (B, T, D) -> (B, T, heads, dh) -> (B, heads, T, dh): the head
   // axis must sit in front of the token axis, or attention would mix heads as if they
@@ -132,7 +131,7 @@ Mask causal_mask(std::size_t T) {
 template <class T>
 AttentionResult<T> scaled_dot_product_attention(const Tensor<T>& Q, const Tensor<T>& K,
                                                 const Tensor<T>& V, const std::optional<Mask>& mask,
-                                                std::optional<T> scale) {
+                                                std::optional<double> scale) {
   return attention<T>("scaled_dot_product_attention", Q, K, V, mask ? &*mask : nullptr, scale);
 }
 
@@ -156,7 +155,7 @@ AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const T
 #define TAPEGRAD_INSTANTIATE(T)                                                              \
   template AttentionResult<T> scaled_dot_product_attention(                                 \
       const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const std::optional<Mask>&,      \
-      std::optional<T>);                                                                     \
+      std::optional<double>);                                                                     \
   template Tensor<T> multi_head_attention(const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, std::size_t, bool);             \

@@ -21,12 +21,13 @@ struct AttentionResult {
 // Q (..., Tq, d_k), K (..., Tk, d_k), V (..., Tk, d_v), leading axes broadcast together.
 // scores = Q @ swapaxes(K, -1, -2) * scale, scale defaulting to 1/sqrt(d_k); masked scores
 // (mask false) become -inf before the softmax; weights = softmax(scores, -1);
-// out = weights @ V. Both results are on the tape.
+// out = weights @ V. Both results are on the tape. The scale is a plain double (used in
+// T's precision) so that a call like (Q, K, V, std::nullopt, 1.0) works for float and double.
 template <class T>
 AttentionResult<T> scaled_dot_product_attention(const Tensor<T>& Q, const Tensor<T>& K,
                                                 const Tensor<T>& V,
                                                 const std::optional<Mask>& mask = std::nullopt,
-                                                std::optional<T> scale = std::nullopt);
+                                                std::optional<double> scale = std::nullopt);
 
 struct MultiHeadOptions {
   bool causal = false;
