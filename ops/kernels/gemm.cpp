@@ -19,14 +19,16 @@ struct ThreadDefaults {
 inline CBLAS_TRANSPOSE flag(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
 void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
-               const float* A, const float* B, float beta, float* C) {
-  cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A,
-              int(ta ? M : K), B, int(tb ? K : N), beta, C, int(N));
+               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
+               float* C, std::size_t ldc) {
+  cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
+              int(ldb), beta, C, int(ldc));
 }
 void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, double alpha,
-               const double* A, const double* B, double beta, double* C) {
-  cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A,
-              int(ta ? M : K), B, int(tb ? K : N), beta, C, int(N));
+               const double* A, std::size_t lda, const double* B, std::size_t ldb, double beta,
+               double* C, std::size_t ldc) {
+  cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
+              int(ldb), beta, C, int(ldc));
 }
 }  // namespace
 
@@ -38,15 +40,28 @@ void set_num_threads(int threads) {
 }
 int num_threads() { return g_threads; }
 
+SingleThreadedBlas::SingleThreadedBlas() { openblas_set_num_threads(1); }
+SingleThreadedBlas::~SingleThreadedBlas() { openblas_set_num_threads(g_threads); }
+
+template <class T>
+void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+                  T alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta,
+                  T* C, std::size_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = beta * C
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    return;
+  }
+  gemm_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
           const T* A, const T* B, T beta, T* C) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: C = beta * C
-    for (std::size_t i = 0; i < M * N; ++i) C[i] = beta == T(0) ? T(0) : beta * C[i];
-    return;
-  }
-  gemm_call(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
+  gemm_strided(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta,
+               C, N);
 }
 
 template <class T>
@@ -57,12 +72,11 @@ void gemm_batch(const GemmBatch& b, T alpha, const T* A, const T* B, T beta, T* 
   if (distinct && count > 1 && g_threads > 1) {
     // Parallel over the batch, one BLAS thread each: OpenBLAS threads do not help the
     // small per-head products, and both levels spinning on two cores is slower.
-    openblas_set_num_threads(1);
+    SingleThreadedBlas one_blas_thread;
 #pragma omp parallel for schedule(static) num_threads(g_threads)
     for (std::size_t i = 0; i < count; ++i)
       gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],
            beta, C + b.c_offset[i]);
-    openblas_set_num_threads(g_threads);
   } else {
     for (std::size_t i = 0; i < count; ++i)
       gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],
@@ -70,6 +84,12 @@ void gemm_batch(const GemmBatch& b, T alpha, const T* A, const T* B, T beta, T* 
   }
 }
 
+template void gemm_strided(bool, bool, std::size_t, std::size_t, std::size_t, float,
+                           const float*, std::size_t, const float*, std::size_t, float, float*,
+                           std::size_t);
+template void gemm_strided(bool, bool, std::size_t, std::size_t, std::size_t, double,
+                           const double*, std::size_t, const double*, std::size_t, double,
+                           double*, std::size_t);
 template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*,
                    const float*, float, float*);
 template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*,

@@ -12,6 +12,13 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
           const T* A, const T* B, T beta, T* C);
 
+// The same with explicit leading dimensions, for operands that are column blocks of a
+// wider row-major matrix (one head's (T, dh) slice of a (T, D) projection: ld = D).
+template <class T>
+void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+                  T alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta,
+                  T* C, std::size_t ldc);
+
 // A batch of equally sized products C[i] = op(A[a_off[i]]) @ op(B[b_off[i]]) (+ beta C[i]),
 // offsets in elements. Products that write distinct C blocks run in parallel.
 struct GemmBatch {
@@ -25,5 +32,15 @@ void gemm_batch(const GemmBatch& batch, T alpha, const T* A, const T* B, T beta,
 // Threads used by tapegrad's kernels (and OpenBLAS). 0 means "all cores".
 void set_num_threads(int threads);
 int num_threads();
+
+// While alive, OpenBLAS runs single-threaded: for kernels that parallelise over heads or
+// batch themselves, so BLAS threads and OpenMP threads do not fight over the cores.
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+};
 
 }  // namespace tapegrad::kernels
