@@ -1,0 +1,455 @@
+#pragma once
+// The measuring instrument shared by tapegrad_bench and torch_reference: the command line,
+// the workload list, deterministic inputs, the timing loop, peak RSS, the JSON line, and
+// naive double-precision references used to check each framework's answer once at
+// start-up (so a broken fast path cannot report a fast-looking number).
+// Standard library only: neither framework is visible here.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bench {
+
+// ---------------------------------------------------------------- workloads
+
+struct MhaShape {
+  const char* name;
+  std::size_t B, T, D, H;
+};
+// Issue 6's attention shapes: (B, T, D, heads).
+inline const std::vector<MhaShape>& mha_shapes() {
+  static const std::vector<MhaShape> s = {
+      {"S1", 1, 16, 32, 4}, {"S2", 8, 128, 128, 8}, {"S3", 4, 512, 256, 8}, {"S4", 1, 2048, 256, 8}};
+  return s;
+}
+inline const MhaShape& mha_shape(const std::string& name) {
+  for (const auto& s : mha_shapes())
+    if (name == s.name) return s;
+  throw std::invalid_argument("unknown shape " + name);
+}
+
+// TOY-GPT of issue 6.
+struct ToyGptShape {
+  std::size_t vocab = 65, context = 64, d_model = 128, heads = 4, layers = 2, mlp_ratio = 4,
+              batch = 32;
+  double lr = 3e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+constexpr std::size_t kChainOps = 1000, kChainLen = 16;
+constexpr std::size_t kGemmPeakN = 1024;  // the "one large gemm" ceiling
+
+// Every workload name, identical in both programs:
+//   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, toygpt_step, chain1000, bmm_S{1..4},
+//   gemm_peak_{f32,f64}.
+inline std::vector<std::string> workload_names() {
+  std::vector<std::string> w;
+  for (const char* pass : {"fwd", "fwdbwd"})
+    for (const char* dt : {"f32", "f64"})
+      for (const auto& s : mha_shapes())
+        w.push_back(std::string("mha_") + pass + "_" + dt + "_" + s.name);
+  w.push_back("toygpt_step");
+  w.push_back("chain1000");
+  for (const auto& s : mha_shapes()) w.push_back(std::string("bmm_") + s.name);
+  w.push_back("gemm_peak_f32");
+  w.push_back("gemm_peak_f64");
+  return w;
+}
+
+// "mha_fwdbwd_f32_S3" -> {backward, is_double, shape}
+struct MhaWorkload {
+  bool backward = false, is_double = false;
+  MhaShape shape{};
+};
+inline bool parse_mha(const std::string& w, MhaWorkload& out) {
+  if (w.rfind("mha_", 0) != 0) return false;
+  std::istringstream in(w.substr(4));
+  std::string pass, dt, shape;
+  if (!std::getline(in, pass, '_') || !std::getline(in, dt, '_') || !std::getline(in, shape))
+    return false;
+  out.backward = pass == "fwdbwd";
+  out.is_double = dt == "f64";
+  out.shape = mha_shape(shape);
+  return true;
+}
+
+// FLOPs of the matrix products (2 per multiply-add): four projections 8*B*T*D^2, scores
+// and weights@V 4*B*T^2*D (the full square: both frameworks compute the masked half too).
+// Backward doubles every product, so forward+backward is 3x the forward.
+inline double mha_flops(const MhaShape& s, bool backward) {
+  const double B = double(s.B), T = double(s.T), D = double(s.D);
+  const double fwd = 8 * B * T * D * D + 4 * B * T * T * D;
+  return backward ? 3 * fwd : fwd;
+}
+// B*H products (T, dh) @ (dh, T)
+inline double bmm_flops(const MhaShape& s) {
+  return 2.0 * double(s.B * s.H) * double(s.T) * double(s.T) * double(s.D / s.H);
+}
+// The side n of one square gemm with the same FLOPs as the batched product.
+inline std::size_t same_flops_gemm_n(const MhaShape& s) {
+  return std::size_t(std::llround(std::cbrt(bmm_flops(s) / 2.0)));
+}
+// Forward matmul FLOPs of one TOY-GPT step times 3 (forward + backward).
+inline double toygpt_flops(const ToyGptShape& g) {
+  const double tokens = double(g.batch * g.context), D = double(g.d_model);
+  const double per_token = 2.0 * (double(g.layers) * (4 + 2 * double(g.mlp_ratio)) * D * D +
+                                  D * double(g.vocab)) +
+                           double(g.layers) * 4.0 * double(g.context) * D;
+  return 3.0 * tokens * per_token;
+}
+
+// ---------------------------------------------------------------- command line
+
+struct Args {
+  std::string workload;
+  int threads = 1;
+  int repeats = 10;
+  int warmup = 2;
+  bool list = false, info = false;
+};
+
+inline void usage(const char* prog, const std::string& error) {
+  std::fprintf(stderr,
+               "%s: %s\nusage: %s --workload NAME [--threads N] [--repeats R] [--warmup W]\n"
+               "       %s --list | --info\n",
+               prog, error.c_str(), prog, prog);
+  std::exit(2);
+}
+
+inline Args parse_args(int argc, char** argv) {
+  Args a;
+  auto number = [&](int& i, const std::string& flag, int min) {
+    if (i + 1 >= argc) usage(argv[0], flag + " needs a value");
+    const std::string v = argv[++i];
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < min || n > 100000)
+      usage(argv[0], flag + ": bad value '" + v + "'");
+    return int(n);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "--workload") {
+      if (i + 1 >= argc) usage(argv[0], "--workload needs a value");
+      a.workload = argv[++i];
+    } else if (f == "--threads") {
+      a.threads = number(i, f, 1);
+    } else if (f == "--repeats") {
+      a.repeats = number(i, f, 1);
+    } else if (f == "--warmup") {
+      a.warmup = number(i, f, 0);
+    } else if (f == "--list") {
+      a.list = true;
+    } else if (f == "--info") {
+      a.info = true;
+    } else {
+      usage(argv[0], "unknown option '" + f + "'");
+    }
+  }
+  if (a.list || a.info) return a;
+  if (a.workload.empty()) usage(argv[0], "--workload is required");
+  const auto names = workload_names();
+  if (std::find(names.begin(), names.end(), a.workload) == names.end())
+    usage(argv[0], "unknown workload '" + a.workload + "' (see --list)");
+  return a;
+}
+
+// ---------------------------------------------------------------- measuring
+
+inline long peak_rss_kb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;  // kilobytes on Linux
+}
+
+inline double now_ms() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
+}
+
+// Runs `step` warmup times untimed, then `repeats` times, each timed on its own.
+inline std::vector<double> time_steps(int warmup, int repeats, const std::function<void()>& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> t;
+  t.reserve(std::size_t(repeats));
+  for (int i = 0; i < repeats; ++i) {
+    const double t0 = now_ms();
+    step();
+    t.push_back(now_ms() - t0);
+  }
+  return t;
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// What a workload hands back: its timed samples and extra named numbers (GFLOP/s, the
+// correctness-check errors, ...).
+struct Result {
+  std::vector<double> samples_ms;
+  std::vector<std::pair<std::string, double>> extra;
+  void add(const std::string& k, double v) { extra.emplace_back(k, v); }
+};
+
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+inline void print_json(const char* framework, const Args& a, const Result& r, long start_rss_kb) {
+  std::ostringstream o;
+  o << "{\"framework\":\"" << framework << "\",\"workload\":\"" << a.workload
+    << "\",\"threads\":" << a.threads << ",\"repeats\":" << a.repeats
+    << ",\"warmup\":" << a.warmup << ",\"median_ms\":" << json_number(median(r.samples_ms))
+    << ",\"min_ms\":"
+    << json_number(r.samples_ms.empty() ? std::nan("")
+                                        : *std::min_element(r.samples_ms.begin(), r.samples_ms.end()))
+    << ",\"peak_rss_kb\":" << peak_rss_kb() << ",\"start_rss_kb\":" << start_rss_kb
+    << ",\"samples_ms\":[";
+  for (std::size_t i = 0; i < r.samples_ms.size(); ++i)
+    o << (i ? "," : "") << json_number(r.samples_ms[i]);
+  o << "]";
+  for (const auto& [k, v] : r.extra) o << ",\"" << k << "\":" << json_number(v);
+  o << "}\n";
+  std::fputs(o.str().c_str(), stdout);
+  std::fflush(stdout);
+}
+
+// A failed correctness check ends the process with status 3 and no JSON line: the driver
+// then reports the workload as broken instead of timing it.
+inline void require(bool ok, const std::string& what) {
+  if (ok) return;
+  std::fprintf(stderr, "CORRECTNESS CHECK FAILED: %s\n", what.c_str());
+  std::exit(3);
+}
+
+// ---------------------------------------------------------------- inputs
+
+// Deterministic normal numbers from our own Box-Muller on mt19937_64, so both programs
+// feed bit-identical inputs to their framework.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : e_(seed) {}
+  double uniform() { return (double(e_() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+  double normal() {
+    if (have_) {
+      have_ = false;
+      return spare_;
+    }
+    const double u = uniform(), v = uniform();
+    const double r = std::sqrt(-2.0 * std::log(u));
+    spare_ = r * std::sin(6.283185307179586 * v);
+    have_ = true;
+    return r * std::cos(6.283185307179586 * v);
+  }
+  std::uint64_t below(std::uint64_t n) { return e_() % n; }
+  std::vector<double> normals(std::size_t n, double stddev) {
+    std::vector<double> v(n);
+    for (auto& x : v) x = stddev * normal();
+    return v;
+  }
+
+ private:
+  std::mt19937_64 e_;
+  bool have_ = false;
+  double spare_ = 0;
+};
+
+// Inputs of one MHA call: x (B,T,D) ~ N(0,1), the weights (D,D) ~ N(0, 1/D) so every
+// activation stays of unit scale, G (B,T,D) the upstream gradient.
+struct MhaInputs {
+  std::vector<double> x, Wq, Wk, Wv, Wo, G;
+};
+inline MhaInputs make_mha_inputs(const MhaShape& s, std::uint64_t seed = 42) {
+  Rng r(seed);
+  MhaInputs in;
+  const double ws = 1.0 / std::sqrt(double(s.D));
+  in.x = r.normals(s.B * s.T * s.D, 1.0);
+  in.Wq = r.normals(s.D * s.D, ws);
+  in.Wk = r.normals(s.D * s.D, ws);
+  in.Wv = r.normals(s.D * s.D, ws);
+  in.Wo = r.normals(s.D * s.D, ws);
+  in.G = r.normals(s.B * s.T * s.D, 1.0);
+  return in;
+}
+
+template <class R>
+std::vector<R> cast(const std::vector<double>& v) {
+  return std::vector<R>(v.begin(), v.end());
+}
+
+// ---------------------------------------------------------------- naive references
+
+// The seed's causal multi-head attention for output rows `rows` of batch item b, by plain
+// loops in double: y[b, t, :] for each t in rows, row after row.
+inline std::vector<double> naive_mha_rows(const MhaInputs& in, const MhaShape& s, std::size_t b,
+                                          const std::vector<std::size_t>& rows) {
+  const std::size_t T = s.T, D = s.D, H = s.H, dh = D / H;
+  std::size_t tmax = 0;
+  for (auto t : rows) tmax = std::max(tmax, t);
+  auto project = [&](const std::vector<double>& W, std::size_t t, double* out) {
+    const double* xr = &in.x[(b * T + t) * D];
+    for (std::size_t j = 0; j < D; ++j) out[j] = 0;
+    for (std::size_t i = 0; i < D; ++i)
+      for (std::size_t j = 0; j < D; ++j) out[j] += xr[i] * W[i * D + j];
+  };
+  std::vector<double> K((tmax + 1) * D), V((tmax + 1) * D);
+  for (std::size_t t = 0; t <= tmax; ++t) {
+    project(in.Wk, t, &K[t * D]);
+    project(in.Wv, t, &V[t * D]);
+  }
+  std::vector<double> out;
+  std::vector<double> q(D), o(D), w(tmax + 1);
+  for (auto t : rows) {
+    project(in.Wq, t, q.data());
+    for (std::size_t h = 0; h < H; ++h) {
+      double m = -INFINITY;
+      for (std::size_t j = 0; j <= t; ++j) {  // causal: keys 0..t only
+        double sc = 0;
+        for (std::size_t d = 0; d < dh; ++d) sc += q[h * dh + d] * K[j * D + h * dh + d];
+        w[j] = sc / std::sqrt(double(dh));
+        m = std::max(m, w[j]);
+      }
+      double z = 0;
+      for (std::size_t j = 0; j <= t; ++j) z += (w[j] = std::exp(w[j] - m));
+      for (std::size_t d = 0; d < dh; ++d) {
+        double acc = 0;
+        for (std::size_t j = 0; j <= t; ++j) acc += w[j] / z * V[j * D + h * dh + d];
+        o[h * dh + d] = acc;
+      }
+    }
+    for (std::size_t j = 0; j < D; ++j) {
+      double acc = 0;
+      for (std::size_t i = 0; i < D; ++i) acc += o[i] * in.Wo[i * D + j];
+      out.push_back(acc);
+    }
+  }
+  return out;
+}
+
+// The rows whose forward value is checked at every shape: the first, one in the middle,
+// the last (the longest causal sum), all in the last batch item.
+inline std::vector<std::size_t> check_rows(const MhaShape& s) {
+  return {0, s.T / 3, s.T - 1};
+}
+
+template <class R>
+double max_rel_error(const std::vector<R>& got, const std::vector<double>& want) {
+  double scale = 0, err = 0;
+  for (double w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::abs(double(got[i]) - want[i]));
+  return err / std::max(scale, 1e-300);
+}
+
+// Checks a framework's MHA: `forward(inputs) -> y (B,T,D)` against the naive loop on
+// sampled rows, and, when `backward(inputs) -> {dx, dWq, dWk, dWv, dWo}` (for the loss
+// <y, G>) is given, the gradients against a central difference of <y, G> along one random
+// direction through all five inputs at once (any wrong gradient moves the sum).
+// R is the workload's element type; the tolerances are set for it. Adds the errors to r.
+template <class R>
+void check_mha(const MhaShape& s, const MhaInputs& in,
+               const std::function<std::vector<R>(const MhaInputs&)>& forward,
+               const std::function<std::vector<std::vector<R>>(const MhaInputs&)>& backward,
+               Result& r) {
+  const bool dbl = sizeof(R) == 8;
+  const std::vector<std::size_t> rows = check_rows(s);
+  const std::vector<R> y = forward(in);
+  require(y.size() == s.B * s.T * s.D, "MHA output has the wrong size");
+  std::vector<R> got;
+  for (auto t : rows)
+    for (std::size_t j = 0; j < s.D; ++j) got.push_back(y[((s.B - 1) * s.T + t) * s.D + j]);
+  const double fwd_err = max_rel_error(got, naive_mha_rows(in, s, s.B - 1, rows));
+  r.add("check_fwd_rel_err", fwd_err);
+  require(fwd_err < (dbl ? 1e-10 : 1e-4),
+          "MHA forward differs from the naive loop by " + std::to_string(fwd_err));
+  if (!backward) return;
+
+  // d<y,G> along U = sum_i <grad_i, U_i>, versus (L(p + eps U) - L(p - eps U)) / 2 eps.
+  const std::vector<std::vector<R>> g = backward(in);
+  require(g.size() == 5, "MHA backward must return 5 gradients");
+  Rng rng(7);
+  MhaInputs u = in;
+  std::vector<double>* parts[5] = {&u.x, &u.Wq, &u.Wk, &u.Wv, &u.Wo};
+  const std::vector<double>* base[5] = {&in.x, &in.Wq, &in.Wk, &in.Wv, &in.Wo};
+  std::vector<std::vector<double>> dir(5);
+  double analytic = 0;
+  for (int i = 0; i < 5; ++i) {
+    require(g[i].size() == base[i]->size(), "MHA gradient " + std::to_string(i) + " has the wrong size");
+    dir[i] = rng.normals(base[i]->size(), i == 0 ? 1.0 : 1.0 / std::sqrt(double(s.D)));
+    for (std::size_t k = 0; k < dir[i].size(); ++k) analytic += double(g[i][k]) * dir[i][k];
+  }
+  const double eps = dbl ? 1e-5 : 1e-2;
+  auto loss_at = [&](double sign) {
+    for (int i = 0; i < 5; ++i)
+      for (std::size_t k = 0; k < dir[i].size(); ++k)
+        (*parts[i])[k] = (*base[i])[k] + sign * eps * dir[i][k];
+    const std::vector<R> yy = forward(u);
+    double L = 0;
+    for (std::size_t k = 0; k < yy.size(); ++k) L += double(yy[k]) * in.G[k];
+    return L;
+  };
+  const double numeric = (loss_at(+1) - loss_at(-1)) / (2 * eps);
+  const double bwd_err = std::abs(numeric - analytic) / std::max(std::abs(numeric), 1e-12);
+  r.add("check_bwd_rel_err", bwd_err);
+  require(bwd_err < (dbl ? 1e-6 : 2e-2),
+          "MHA gradients disagree with a central difference: analytic " + std::to_string(analytic) +
+              ", numeric " + std::to_string(numeric));
+}
+
+// The 1,000-op chain: y = x; op i % 3: 0 -> y * 0.9, 1 -> y + b, 2 -> tanh(y); loss = sum(y).
+// Returns {loss, dloss/dx, dloss/db} computed by plain loops in double.
+struct ChainReference {
+  double loss = 0;
+  std::vector<double> dx, db;
+};
+// x ~ N(0, 1); b ~ N(0, 0.01), small so that y stays near 0 where tanh' ~ 1: dloss/dx then
+// shrinks by about 0.9 per three ops (to ~1e-16 after 1,000) and never reaches float
+// denormals, which would time the FPU's slow path instead of the framework.
+inline std::pair<std::vector<double>, std::vector<double>> make_chain_inputs() {
+  Rng r(11);
+  auto x = r.normals(kChainLen, 1.0);
+  auto b = r.normals(kChainLen, 0.01);
+  return {x, b};
+}
+inline ChainReference naive_chain(const std::vector<double>& x, const std::vector<double>& b) {
+  const std::size_t n = x.size();
+  ChainReference ref;
+  ref.dx.assign(n, 0);
+  ref.db.assign(n, 0);
+  for (std::size_t e = 0; e < n; ++e) {
+    std::vector<double> ys(kChainOps + 1);  // y after each op, for the backward sweep
+    ys[0] = x[e];
+    for (std::size_t i = 0; i < kChainOps; ++i) {
+      const double y = ys[i];
+      ys[i + 1] = i % 3 == 0 ? y * 0.9 : i % 3 == 1 ? y + b[e] : std::tanh(y);
+    }
+    ref.loss += ys[kChainOps];
+    double g = 1;
+    for (std::size_t i = kChainOps; i-- > 0;) {
+      if (i % 3 == 0) g *= 0.9;
+      else if (i % 3 == 1) ref.db[e] += g;
+      else g *= 1 - ys[i + 1] * ys[i + 1];
+    }
+    ref.dx[e] = g;
+  }
+  return ref;
+}
+
+}  // namespace bench

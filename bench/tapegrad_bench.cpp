@@ -1,0 +1,279 @@
+// tapegrad side of issue 6's benchmark: one workload per process, one JSON line out.
+// The same command line and the same inputs as torch_reference.cpp (see harness.hpp).
+#include <array>
+#include <cstdlib>
+#include <cstring>
+
+#include "harness.hpp"
+#include "ops/attention.hpp"
+#include "ops/kernels/gemm.hpp"
+#include "tapegrad.hpp"
+
+extern "C" {
+char* openblas_get_config();
+char* openblas_get_corename();
+int openblas_get_num_threads();
+}
+
+namespace {
+
+using namespace tapegrad;
+using bench::Args;
+using bench::MhaInputs;
+using bench::MhaShape;
+using bench::Result;
+
+volatile double g_sink = 0;  // keeps results observable so no step is optimised away
+
+template <class R>
+Tensor<R> tensor_of(const std::vector<double>& v, const Shape& shape, bool requires_grad) {
+  Array<R> a = Array<R>::from_shape(shape);
+  std::copy(v.begin(), v.end(), a.begin());
+  return Tensor<R>(std::move(a), requires_grad);
+}
+
+template <class R>
+std::vector<R> values(const Array<R>& a) {
+  return std::vector<R>(a.begin(), a.end());
+}
+
+// ------------------------------------------------------------ multi-head attention
+
+template <class R>
+struct MhaTensors {
+  Tensor<R> x, Wq, Wk, Wv, Wo;
+  MhaTensors(const MhaInputs& in, const MhaShape& s, bool rg)
+      : x(tensor_of<R>(in.x, {s.B, s.T, s.D}, rg)),
+        Wq(tensor_of<R>(in.Wq, {s.D, s.D}, rg)),
+        Wk(tensor_of<R>(in.Wk, {s.D, s.D}, rg)),
+        Wv(tensor_of<R>(in.Wv, {s.D, s.D}, rg)),
+        Wo(tensor_of<R>(in.Wo, {s.D, s.D}, rg)) {}
+  Tensor<R> forward(std::size_t heads) const {
+    return multi_head_attention(x, Wq, Wk, Wv, Wo, heads, /*causal=*/true);
+  }
+  void zero_grad() {
+    for (Tensor<R>* t : {&x, &Wq, &Wk, &Wv, &Wo}) t->zero_grad();
+  }
+};
+
+template <class R>
+void check_mha_at(const MhaShape& s, bool with_backward, Result& r) {
+  const MhaInputs in = bench::make_mha_inputs(s);
+  std::function<std::vector<R>(const MhaInputs&)> fwd = [&](const MhaInputs& i) {
+    NoGradGuard no_grad;
+    return values(MhaTensors<R>(i, s, false).forward(s.H).value());
+  };
+  std::function<std::vector<std::vector<R>>(const MhaInputs&)> bwd;
+  if (with_backward)
+    bwd = [&](const MhaInputs& i) {
+      MhaTensors<R> t(i, s, true);
+      t.forward(s.H).backward(tensor_of<R>(i.G, {s.B, s.T, s.D}, false).value());
+      return std::vector<std::vector<R>>{values(t.x.grad()), values(t.Wq.grad()),
+                                         values(t.Wk.grad()), values(t.Wv.grad()),
+                                         values(t.Wo.grad())};
+    };
+  bench::check_mha<R>(s, in, fwd, bwd, r);
+}
+
+template <class R>
+Result run_mha(const Args& a, const bench::MhaWorkload& w) {
+  const MhaShape& s = w.shape;
+  Result r;
+  Result s1_check;  // S1 is always checked too: small, and every code path of the op
+  check_mha_at<R>(bench::mha_shape("S1"), w.backward, s1_check);
+  check_mha_at<R>(s, w.backward, r);
+
+  const MhaInputs in = bench::make_mha_inputs(s);
+  MhaTensors<R> t(in, s, w.backward);
+  const Array<R> G = tensor_of<R>(in.G, {s.B, s.T, s.D}, false).value();
+  if (w.backward) {
+    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+      t.zero_grad();
+      Tensor<R> y = t.forward(s.H);
+      y.backward(G);
+      g_sink = g_sink + double(t.x.grad()(0));
+    });
+  } else {
+    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+      NoGradGuard no_grad;
+      Tensor<R> y = t.forward(s.H);
+      g_sink = g_sink + double(y.data()[0]);
+    });
+  }
+  r.add("gflops", bench::mha_flops(s, w.backward) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ 1,000-op chain
+
+Result run_chain(const Args& a) {
+  const auto [xv, bv] = bench::make_chain_inputs();
+  Tensor<float> x = tensor_of<float>(xv, {bench::kChainLen}, true);
+  Tensor<float> b = tensor_of<float>(bv, {bench::kChainLen}, true);
+  float loss = 0;
+  auto step = [&] {
+    x.zero_grad();
+    b.zero_grad();
+    Tensor<float> y = x;
+    for (std::size_t i = 0; i < bench::kChainOps; ++i)
+      y = i % 3 == 0 ? y * 0.9f : i % 3 == 1 ? y + b : tapegrad::tanh(y);
+    Tensor<float> L = sum(y);
+    L.backward();
+    loss = L.item();
+  };
+  step();
+  const bench::ChainReference ref = bench::naive_chain(xv, bv);
+  Result r;
+  const double e_loss = std::abs(loss - ref.loss) / std::abs(ref.loss);
+  const double e_dx = bench::max_rel_error(values(x.grad()), ref.dx);
+  const double e_db = bench::max_rel_error(values(b.grad()), ref.db);
+  r.add("check_loss_rel_err", e_loss);
+  r.add("check_grad_rel_err", std::max(e_dx, e_db));
+  bench::require(e_loss < 1e-4 && e_dx < 1e-3 && e_db < 1e-3,
+                 "chain loss/gradients differ from the naive loop");
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, step);
+  return r;
+}
+
+// ------------------------------------------------------------ batched matmul in attention
+
+// q, k (B, H, T, dh): scores = q @ k^T, B*H gemms of (T, dh) @ (dh, T). Timed three ways
+// in the same loop: the differentiable op (matmul_nt, allocating its result), the raw
+// batched kernel into a reused buffer, and one square sgemm of the same FLOPs.
+Result run_bmm(const Args& a, const MhaShape& s) {
+  const std::size_t BH = s.B * s.H, T = s.T, dh = s.D / s.H;
+  bench::Rng rng(3);
+  Tensor<float> q = tensor_of<float>(rng.normals(BH * T * dh, 1.0), {s.B, s.H, T, dh}, false);
+  Tensor<float> k = tensor_of<float>(rng.normals(BH * T * dh, 1.0), {s.B, s.H, T, dh}, false);
+  const std::size_t n = bench::same_flops_gemm_n(s);
+  std::vector<float> A(n * n), Bm(n * n), C(n * n), S(BH * T * T);
+  for (auto& v : A) v = float(rng.normal());
+  for (auto& v : Bm) v = float(rng.normal());
+  kernels::GemmBatch batch;
+  batch.M = T, batch.N = T, batch.K = dh, batch.trans_b = true;
+  for (std::size_t i = 0; i < BH; ++i) {
+    batch.a_offset.push_back(i * T * dh);
+    batch.b_offset.push_back(i * T * dh);
+    batch.c_offset.push_back(i * T * T);
+  }
+
+  // Check the op against a naive dot product at a few entries.
+  Result r;
+  {
+    NoGradGuard no_grad;
+    const Tensor<float> sc = matmul_nt(q, k);
+    double err = 0;
+    for (std::size_t e : {std::size_t(0), BH * T * T / 2 + 7, BH * T * T - 1}) {
+      const std::size_t bh = e / (T * T), i = (e / T) % T, j = e % T;
+      double want = 0;
+      for (std::size_t d = 0; d < dh; ++d)
+        want += double(q.data()[(bh * T + i) * dh + d]) * double(k.data()[(bh * T + j) * dh + d]);
+      err = std::max(err, std::abs(sc.data()[e] - want) / (1 + std::abs(want)));
+    }
+    r.add("check_rel_err", err);
+    bench::require(err < 1e-4, "matmul_nt differs from a naive dot product");
+  }
+
+  std::vector<double> kernel_ms, sgemm_ms;
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    {
+      NoGradGuard no_grad;
+      const Tensor<float> sc = matmul_nt(q, k);
+      g_sink = g_sink + double(sc.data()[0]);
+    }
+    double t0 = bench::now_ms();
+    kernels::gemm_batch<float>(batch, 1.0f, q.data(), k.data(), 0.0f, S.data());
+    kernel_ms.push_back(bench::now_ms() - t0);
+    t0 = bench::now_ms();
+    kernels::gemm<float>(false, false, n, n, n, 1.0f, A.data(), Bm.data(), 0.0f, C.data());
+    sgemm_ms.push_back(bench::now_ms() - t0);
+    g_sink = g_sink + double(S[0]) + double(C[0]);
+  });
+  // time_steps ran warmup + repeats steps; keep the timed ones
+  kernel_ms.erase(kernel_ms.begin(), kernel_ms.begin() + a.warmup);
+  sgemm_ms.erase(sgemm_ms.begin(), sgemm_ms.begin() + a.warmup);
+  const double flops = bench::bmm_flops(s);
+  const double op = flops / (bench::median(r.samples_ms) * 1e6);
+  const double kern = flops / (bench::median(kernel_ms) * 1e6);
+  const double big = 2.0 * double(n) * double(n) * double(n) / (bench::median(sgemm_ms) * 1e6);
+  r.add("gflops", op);
+  r.add("kernel_ms", bench::median(kernel_ms));
+  r.add("kernel_gflops", kern);
+  r.add("sgemm_n", double(n));
+  r.add("sgemm_ms", bench::median(sgemm_ms));
+  r.add("sgemm_gflops", big);
+  r.add("fraction", op / big);
+  r.add("kernel_fraction", kern / big);
+  return r;
+}
+
+// ------------------------------------------------------------ the gemm ceiling
+
+template <class R>
+Result run_gemm_peak(const Args& a) {
+  const std::size_t n = bench::kGemmPeakN;
+  bench::Rng rng(5);
+  std::vector<R> A(n * n), B(n * n), C(n * n);
+  for (auto& v : A) v = R(rng.normal());
+  for (auto& v : B) v = R(rng.normal());
+  Result r;
+  kernels::gemm<R>(false, false, n, n, n, R(1), A.data(), B.data(), R(0), C.data());
+  double want = 0;
+  for (std::size_t k = 0; k < n; ++k) want += double(A[7 * n + k]) * double(B[k * n + 3]);
+  const double err = std::abs(C[7 * n + 3] - want) / (1 + std::abs(want));
+  r.add("check_rel_err", err);
+  bench::require(err < 1e-3, "gemm differs from a naive dot product");
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    kernels::gemm<R>(false, false, n, n, n, R(1), A.data(), B.data(), R(0), C.data());
+    g_sink = g_sink + double(C[0]);
+  });
+  r.add("gflops", 2.0 * double(n * n) * double(n) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+void print_info() {
+  auto env = [](const char* k) {
+    const char* v = std::getenv(k);
+    return std::string(v ? v : "(unset)");
+  };
+  std::printf(
+      "{\"framework\":\"tapegrad\",\"openblas_config\":\"%s\",\"openblas_corename\":\"%s\","
+      "\"openblas_threads\":%d,\"OPENBLAS_CORETYPE\":\"%s\",\"OPENBLAS_L2_SIZE\":\"%s\","
+      "\"compiler\":\"g++ %s\"}\n",
+      openblas_get_config(), openblas_get_corename(), openblas_get_num_threads(),
+      env("OPENBLAS_CORETYPE").c_str(), env("OPENBLAS_L2_SIZE").c_str(), __VERSION__);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long start_rss = bench::peak_rss_kb();
+  const Args a = bench::parse_args(argc, argv);
+  if (a.list) {
+    for (const auto& w : bench::workload_names()) std::printf("%s\n", w.c_str());
+    return 0;
+  }
+  kernels::set_num_threads(a.threads);
+  if (a.info) {
+    print_info();
+    return 0;
+  }
+  Result r;
+  bench::MhaWorkload mha;
+  if (bench::parse_mha(a.workload, mha)) {
+    r = mha.is_double ? run_mha<double>(a, mha) : run_mha<float>(a, mha);
+  } else if (a.workload == "chain1000") {
+    r = run_chain(a);
+  } else if (a.workload.rfind("bmm_", 0) == 0) {
+    r = run_bmm(a, bench::mha_shape(a.workload.substr(4)));
+  } else if (a.workload == "gemm_peak_f32") {
+    r = run_gemm_peak<float>(a);
+  } else if (a.workload == "gemm_peak_f64") {
+    r = run_gemm_peak<double>(a);
+  } else {
+    std::fprintf(stderr, "tapegrad_bench: workload %s is not implemented\n", a.workload.c_str());
+    return 4;
+  }
+  bench::print_json("tapegrad", a, r, start_rss);
+  return 0;
+}

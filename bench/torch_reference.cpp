@@ -1,0 +1,300 @@
+// libtorch side of issue 6's benchmark: the same workloads, shapes, dtypes, inputs and
+// command line as tapegrad_bench.cpp (see harness.hpp), written as a PyTorch user writes
+// them in C++. One workload per process, one JSON line out.
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "harness.hpp"
+
+namespace {
+
+using bench::Args;
+using bench::MhaInputs;
+using bench::MhaShape;
+using bench::Result;
+
+volatile double g_sink = 0;
+
+template <class R>
+torch::Dtype dtype_of() {
+  return sizeof(R) == 8 ? torch::kFloat64 : torch::kFloat32;
+}
+
+template <class R>
+torch::Tensor tensor_of(const std::vector<double>& v, std::vector<int64_t> shape, bool rg) {
+  torch::Tensor t = torch::tensor(v, torch::kFloat64).to(dtype_of<R>()).reshape(shape).contiguous();
+  return t.set_requires_grad(rg);
+}
+
+template <class R>
+std::vector<R> values(const torch::Tensor& t) {
+  torch::Tensor c = t.detach().contiguous();
+  const R* p = c.data_ptr<R>();
+  return std::vector<R>(p, p + c.numel());
+}
+
+// ------------------------------------------------------------ multi-head attention
+
+// The seed's formulation (shared/seeds/004): project, split heads with reshape +
+// transpose, scaled scores, -inf where the causal mask forbids, softmax, weights @ V,
+// merge heads, project through Wo. `blocked` is ~causal_mask(T), built once per shape as
+// a PyTorch module keeps it in a buffer (so libtorch is not charged for rebuilding it).
+torch::Tensor mha(const torch::Tensor& x, const torch::Tensor& Wq, const torch::Tensor& Wk,
+                  const torch::Tensor& Wv, const torch::Tensor& Wo, int64_t heads,
+                  const torch::Tensor& blocked) {
+  const int64_t B = x.size(0), T = x.size(1), D = x.size(2), dh = D / heads;
+  auto split = [&](const torch::Tensor& p) { return p.reshape({B, T, heads, dh}).transpose(1, 2); };
+  const torch::Tensor q = split(torch::matmul(x, Wq));
+  const torch::Tensor k = split(torch::matmul(x, Wk));
+  const torch::Tensor v = split(torch::matmul(x, Wv));
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(dh));
+  scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+  const torch::Tensor w = torch::softmax(scores, -1);
+  const torch::Tensor o = torch::matmul(w, v).transpose(1, 2).reshape({B, T, D});
+  return torch::matmul(o, Wo);
+}
+
+torch::Tensor blocked_mask(int64_t T) {
+  return torch::ones({T, T}, torch::kBool).tril().logical_not();
+}
+
+template <class R>
+struct MhaTensors {
+  torch::Tensor x, Wq, Wk, Wv, Wo, blocked;
+  int64_t heads;
+  MhaTensors(const MhaInputs& in, const MhaShape& s, bool rg)
+      : x(tensor_of<R>(in.x, {int64_t(s.B), int64_t(s.T), int64_t(s.D)}, rg)),
+        Wq(tensor_of<R>(in.Wq, {int64_t(s.D), int64_t(s.D)}, rg)),
+        Wk(tensor_of<R>(in.Wk, {int64_t(s.D), int64_t(s.D)}, rg)),
+        Wv(tensor_of<R>(in.Wv, {int64_t(s.D), int64_t(s.D)}, rg)),
+        Wo(tensor_of<R>(in.Wo, {int64_t(s.D), int64_t(s.D)}, rg)),
+        blocked(blocked_mask(int64_t(s.T))),
+        heads(int64_t(s.H)) {}
+  torch::Tensor forward() const { return mha(x, Wq, Wk, Wv, Wo, heads, blocked); }
+  void zero_grad() {  // set_to_none, as optimizer.zero_grad() does by default in 2.x
+    for (torch::Tensor* t : {&x, &Wq, &Wk, &Wv, &Wo}) t->mutable_grad() = torch::Tensor();
+  }
+};
+
+template <class R>
+void check_mha_at(const MhaShape& s, bool with_backward, Result& r) {
+  const MhaInputs in = bench::make_mha_inputs(s);
+  std::function<std::vector<R>(const MhaInputs&)> fwd = [&](const MhaInputs& i) {
+    torch::NoGradGuard no_grad;
+    return values<R>(MhaTensors<R>(i, s, false).forward());
+  };
+  std::function<std::vector<std::vector<R>>(const MhaInputs&)> bwd;
+  if (with_backward)
+    bwd = [&](const MhaInputs& i) {
+      MhaTensors<R> t(i, s, true);
+      t.forward().backward(tensor_of<R>(i.G, {int64_t(s.B), int64_t(s.T), int64_t(s.D)}, false));
+      return std::vector<std::vector<R>>{values<R>(t.x.grad()), values<R>(t.Wq.grad()),
+                                         values<R>(t.Wk.grad()), values<R>(t.Wv.grad()),
+                                         values<R>(t.Wo.grad())};
+    };
+  bench::check_mha<R>(s, in, fwd, bwd, r);
+}
+
+template <class R>
+Result run_mha(const Args& a, const bench::MhaWorkload& w) {
+  const MhaShape& s = w.shape;
+  Result r;
+  Result s1_check;
+  check_mha_at<R>(bench::mha_shape("S1"), w.backward, s1_check);
+  check_mha_at<R>(s, w.backward, r);
+
+  const MhaInputs in = bench::make_mha_inputs(s);
+  MhaTensors<R> t(in, s, w.backward);
+  const torch::Tensor G = tensor_of<R>(in.G, {int64_t(s.B), int64_t(s.T), int64_t(s.D)}, false);
+  if (w.backward) {
+    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+      t.zero_grad();
+      torch::Tensor y = t.forward();
+      y.backward(G);
+      g_sink = g_sink + t.x.grad().template data_ptr<R>()[0];
+    });
+  } else {
+    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+      torch::NoGradGuard no_grad;
+      torch::Tensor y = t.forward();
+      g_sink = g_sink + y.data_ptr<R>()[0];
+    });
+  }
+  r.add("gflops", bench::mha_flops(s, w.backward) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ 1,000-op chain
+
+Result run_chain(const Args& a) {
+  const auto [xv, bv] = bench::make_chain_inputs();
+  torch::Tensor x = tensor_of<float>(xv, {int64_t(bench::kChainLen)}, true);
+  torch::Tensor b = tensor_of<float>(bv, {int64_t(bench::kChainLen)}, true);
+  float loss = 0;
+  auto step = [&] {
+    x.mutable_grad() = torch::Tensor();
+    b.mutable_grad() = torch::Tensor();
+    torch::Tensor y = x;
+    for (std::size_t i = 0; i < bench::kChainOps; ++i)
+      y = i % 3 == 0 ? y * 0.9f : i % 3 == 1 ? y + b : torch::tanh(y);
+    torch::Tensor L = y.sum();
+    L.backward();
+    loss = L.item<float>();
+  };
+  step();
+  const bench::ChainReference ref = bench::naive_chain(xv, bv);
+  Result r;
+  const double e_loss = std::abs(loss - ref.loss) / std::abs(ref.loss);
+  const double e_dx = bench::max_rel_error(values<float>(x.grad()), ref.dx);
+  const double e_db = bench::max_rel_error(values<float>(b.grad()), ref.db);
+  r.add("check_loss_rel_err", e_loss);
+  r.add("check_grad_rel_err", std::max(e_dx, e_db));
+  bench::require(e_loss < 1e-4 && e_dx < 1e-3 && e_db < 1e-3,
+                 "chain loss/gradients differ from the naive loop");
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, step);
+  return r;
+}
+
+// ------------------------------------------------------------ batched matmul in attention
+
+// The same three timings as tapegrad_bench: torch::matmul(q, k^T) allocating its result,
+// bmm_out into a reused buffer, and one square mm_out of the same FLOPs.
+Result run_bmm(const Args& a, const MhaShape& s) {
+  const int64_t B = int64_t(s.B), H = int64_t(s.H), T = int64_t(s.T), dh = int64_t(s.D / s.H);
+  bench::Rng rng(3);
+  const torch::Tensor q = tensor_of<float>(rng.normals(s.B * s.H * s.T * (s.D / s.H), 1.0), {B, H, T, dh}, false);
+  const torch::Tensor k = tensor_of<float>(rng.normals(s.B * s.H * s.T * (s.D / s.H), 1.0), {B, H, T, dh}, false);
+  const int64_t n = int64_t(bench::same_flops_gemm_n(s));
+  std::vector<double> av(std::size_t(n * n)), bv(std::size_t(n * n));
+  for (auto& v : av) v = double(float(rng.normal()));
+  for (auto& v : bv) v = double(float(rng.normal()));
+  const torch::Tensor A = tensor_of<float>(av, {n, n}, false), Bm = tensor_of<float>(bv, {n, n}, false);
+  torch::Tensor C = torch::empty({n, n}, torch::kFloat32);
+  torch::Tensor S = torch::empty({B * H, T, T}, torch::kFloat32);
+  const torch::Tensor q3 = q.reshape({B * H, T, dh}), k3t = k.reshape({B * H, T, dh}).transpose(1, 2);
+
+  torch::NoGradGuard no_grad;
+  Result r;
+  {
+    const torch::Tensor sc = torch::matmul(q, k.transpose(-2, -1)).contiguous();
+    const float* qp = q.data_ptr<float>();
+    const float* kp = k.data_ptr<float>();
+    const int64_t total = B * H * T * T;
+    double err = 0;
+    for (int64_t e : {int64_t(0), total / 2 + 7, total - 1}) {
+      const int64_t bh = e / (T * T), i = (e / T) % T, j = e % T;
+      double want = 0;
+      for (int64_t d = 0; d < dh; ++d) want += double(qp[(bh * T + i) * dh + d]) * double(kp[(bh * T + j) * dh + d]);
+      err = std::max(err, std::abs(sc.data_ptr<float>()[e] - want) / (1 + std::abs(want)));
+    }
+    r.add("check_rel_err", err);
+    bench::require(err < 1e-4, "torch::matmul differs from a naive dot product");
+  }
+
+  std::vector<double> kernel_ms, sgemm_ms;
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    {
+      const torch::Tensor sc = torch::matmul(q, k.transpose(-2, -1));
+      g_sink = g_sink + sc.data_ptr<float>()[0];
+    }
+    double t0 = bench::now_ms();
+    torch::bmm_out(S, q3, k3t);
+    kernel_ms.push_back(bench::now_ms() - t0);
+    t0 = bench::now_ms();
+    torch::mm_out(C, A, Bm);
+    sgemm_ms.push_back(bench::now_ms() - t0);
+    g_sink = g_sink + S.data_ptr<float>()[0] + C.data_ptr<float>()[0];
+  });
+  kernel_ms.erase(kernel_ms.begin(), kernel_ms.begin() + a.warmup);
+  sgemm_ms.erase(sgemm_ms.begin(), sgemm_ms.begin() + a.warmup);
+  const double flops = bench::bmm_flops(s);
+  const double op = flops / (bench::median(r.samples_ms) * 1e6);
+  const double kern = flops / (bench::median(kernel_ms) * 1e6);
+  const double big = 2.0 * double(n) * double(n) * double(n) / (bench::median(sgemm_ms) * 1e6);
+  r.add("gflops", op);
+  r.add("kernel_ms", bench::median(kernel_ms));
+  r.add("kernel_gflops", kern);
+  r.add("sgemm_n", double(n));
+  r.add("sgemm_ms", bench::median(sgemm_ms));
+  r.add("sgemm_gflops", big);
+  r.add("fraction", op / big);
+  r.add("kernel_fraction", kern / big);
+  return r;
+}
+
+// ------------------------------------------------------------ the gemm ceiling
+
+template <class R>
+Result run_gemm_peak(const Args& a) {
+  const int64_t n = int64_t(bench::kGemmPeakN);
+  bench::Rng rng(5);
+  const torch::Tensor A = tensor_of<R>(rng.normals(std::size_t(n * n), 1.0), {n, n}, false);
+  const torch::Tensor B = tensor_of<R>(rng.normals(std::size_t(n * n), 1.0), {n, n}, false);
+  torch::Tensor C = torch::empty({n, n}, dtype_of<R>());
+  torch::NoGradGuard no_grad;
+  torch::mm_out(C, A, B);
+  double want = 0;
+  for (int64_t k = 0; k < n; ++k) want += double(A.data_ptr<R>()[7 * n + k]) * double(B.data_ptr<R>()[k * n + 3]);
+  const double err = std::abs(C.data_ptr<R>()[7 * n + 3] - want) / (1 + std::abs(want));
+  Result r;
+  r.add("check_rel_err", err);
+  bench::require(err < 1e-3, "torch::mm differs from a naive dot product");
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    torch::mm_out(C, A, B);
+    g_sink = g_sink + double(C.data_ptr<R>()[0]);
+  });
+  r.add("gflops", 2.0 * double(n * n) * double(n) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+void print_info() {
+  std::string cfg = at::show_config() + at::get_parallel_info();
+  std::string esc;
+  for (char c : cfg) {
+    if (c == '"' || c == '\\') esc += '\\';
+    if (c == '\n') { esc += "\\n"; continue; }
+    esc += c;
+  }
+  std::printf("{\"framework\":\"libtorch\",\"version\":\"%s\",\"config\":\"%s\"}\n",
+              TORCH_VERSION, esc.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long start_rss = bench::peak_rss_kb();
+  const Args a = bench::parse_args(argc, argv);
+  if (a.list) {
+    for (const auto& w : bench::workload_names()) std::printf("%s\n", w.c_str());
+    return 0;
+  }
+  // Intra-op threads as asked; no inter-op pool (one stream of ops, as in training).
+  at::set_num_interop_threads(1);
+  torch::set_num_threads(a.threads);
+  if (a.info) {
+    print_info();
+    return 0;
+  }
+  Result r;
+  bench::MhaWorkload mha_w;
+  if (bench::parse_mha(a.workload, mha_w)) {
+    r = mha_w.is_double ? run_mha<double>(a, mha_w) : run_mha<float>(a, mha_w);
+  } else if (a.workload == "chain1000") {
+    r = run_chain(a);
+  } else if (a.workload.rfind("bmm_", 0) == 0) {
+    r = run_bmm(a, bench::mha_shape(a.workload.substr(4)));
+  } else if (a.workload == "gemm_peak_f32") {
+    r = run_gemm_peak<float>(a);
+  } else if (a.workload == "gemm_peak_f64") {
+    r = run_gemm_peak<double>(a);
+  } else {
+    std::fprintf(stderr, "torch_reference: workload %s is not implemented\n", a.workload.c_str());
+    return 4;
+  }
+  bench::print_json("libtorch", a, r, start_rss);
+  return 0;
+}
