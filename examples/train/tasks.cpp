@@ -1,0 +1,317 @@
+#include "examples/train/tasks.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace tapegrad::train {
+
+std::uint64_t hash_tokens(const std::vector<std::int64_t>& tokens) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
+  for (std::int64_t t : tokens) {
+    auto u = static_cast<std::uint64_t>(t);
+    for (int byte = 0; byte < 8; ++byte) {
+      h ^= (u >> (8 * byte)) & 0xffu;
+      h *= 0x100000001b3ULL;  // FNV prime
+    }
+  }
+  // splitmix64 finaliser: FNV's low bits are weak, and the bucket is h % 16.
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------
+// Sequence tasks
+
+bool SequenceTask::known(const std::string& name) {
+  return name == "sort" || name == "reverse" || name == "recall";
+}
+
+SequenceTask SequenceTask::make(const std::string& name) {
+  SequenceTask t;
+  t.name_ = name;
+  if (name == "sort" || name == "reverse") {
+    t.symbols_ = 10;
+    t.input_len_ = t.answer_len_ = name == "sort" ? 8 : 12;
+    t.separator_ = t.symbols_;
+  } else if (name == "recall") {
+    // keys 0..15, values 16..25, SEP 26: k1 v1 ... k8 v8 q SEP v(q)
+    t.pairs_ = 8;
+    t.num_keys_ = 16;
+    t.symbols_ = 10;
+    t.input_len_ = 2 * t.pairs_ + 1;
+    t.answer_len_ = 1;
+    t.separator_ = t.num_keys_ + t.symbols_;
+  } else {
+    throw std::invalid_argument("unknown task '" + name + "' (expected sort, reverse or recall)");
+  }
+  return t;
+}
+
+Example SequenceTask::generate(Generator& gen) const {
+  Example ex;
+  if (name_ == "recall") {
+    // Distinct keys: a partial Fisher-Yates shuffle of 0..num_keys-1.
+    std::vector<std::int64_t> keys(static_cast<std::size_t>(num_keys_));
+    std::iota(keys.begin(), keys.end(), 0);
+    for (std::size_t i = 0; i < pairs_; ++i) {
+      std::size_t j = i + std::size_t(gen.integer(keys.size() - i));
+      std::swap(keys[i], keys[j]);
+    }
+    for (std::size_t i = 0; i < pairs_; ++i) {
+      ex.input.push_back(keys[i]);
+      ex.input.push_back(num_keys_ + std::int64_t(gen.integer(std::uint64_t(symbols_))));
+    }
+    ex.input.push_back(keys[gen.integer(pairs_)]);
+  } else {
+    for (std::size_t i = 0; i < input_len_; ++i) {
+      ex.input.push_back(std::int64_t(gen.integer(std::uint64_t(symbols_))));
+    }
+  }
+  ex.answer = solve(ex.input);
+  return ex;
+}
+
+std::vector<std::int64_t> SequenceTask::solve(const std::vector<std::int64_t>& input) const {
+  if (name_ == "sort") {
+    std::vector<std::int64_t> out = input;
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  if (name_ == "reverse") return {input.rbegin(), input.rend()};
+  // recall: the value that follows the query key's first (only) occurrence
+  std::int64_t query = input.back();
+  for (std::size_t i = 0; i + 1 < input.size() - 1; i += 2) {
+    if (input[i] == query) return {input[i + 1]};
+  }
+  throw std::invalid_argument("recall: the query key is not among the pairs");
+}
+
+bool SequenceTask::is_held_out(const std::vector<std::int64_t>& input) const {
+  return hash_tokens(input) % kHoldoutBuckets == 0;
+}
+
+Example SequenceTask::sample_train(Generator& gen) const {
+  for (;;) {
+    Example ex = generate(gen);
+    if (!is_held_out(ex.input)) return ex;
+  }
+}
+
+Example SequenceTask::sample_eval(Generator& gen) const {
+  for (;;) {
+    Example ex = generate(gen);
+    if (is_held_out(ex.input)) return ex;
+  }
+}
+
+std::vector<std::int64_t> SequenceTask::sequence(const Example& ex) const {
+  std::vector<std::int64_t> seq = ex.input;
+  seq.push_back(separator_);
+  seq.insert(seq.end(), ex.answer.begin(), ex.answer.end());
+  return seq;
+}
+
+Batch SequenceTask::make_batch(const std::vector<Example>& examples) const {
+  const std::size_t B = examples.size(), T = context();
+  Batch batch;
+  batch.tokens = Indices::from_shape({B, T});
+  batch.targets = Indices::from_shape({B, T});
+  for (std::size_t b = 0; b < B; ++b) {
+    std::vector<std::int64_t> seq = sequence(examples[b]);
+    for (std::size_t t = 0; t < T; ++t) {
+      batch.tokens(b, t) = seq[t];
+      // Position t predicts seq[t + 1]; the answer occupies seq[input_len + 1 ...].
+      batch.targets(b, t) = t >= input_len_ ? seq[t + 1] : kIgnore;
+    }
+  }
+  return batch;
+}
+
+Batch SequenceTask::train_batch(std::size_t batch, Generator& gen) const {
+  std::vector<Example> examples;
+  examples.reserve(batch);
+  for (std::size_t b = 0; b < batch; ++b) examples.push_back(sample_train(gen));
+  return make_batch(examples);
+}
+
+std::string SequenceTask::format(const std::vector<std::int64_t>& tokens) const {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (i) out << ' ';
+    std::int64_t t = tokens[i];
+    if (t == separator_) {
+      out << '|';
+    } else if (name_ == "recall") {
+      // keys print as letters a..p, values as digits 0..9
+      if (t < num_keys_) out << char('a' + t);
+      else out << (t - num_keys_);
+    } else {
+      out << t;
+    }
+  }
+  return out.str();
+}
+
+// ---------------------------------------------------------------------------------------
+// UTF-8
+
+std::vector<std::uint32_t> utf8_decode(const std::string& s) {
+  std::vector<std::uint32_t> out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
+    bool ok = len != 0 && i + len <= n;
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      if ((p[i + k] & 0xc0) != 0x80) ok = false;
+      else cp = (cp << 6) | (p[i + k] & 0x3fu);
+    }
+    // Reject overlong forms, surrogates and values past U+10FFFF.
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+               (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)) {
+      ok = false;
+    }
+    if (!ok) {
+      out.push_back(0xfffd);
+      i += 1;  // resynchronise on the next byte
+      continue;
+    }
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+std::string utf8_encode(const std::vector<std::uint32_t>& cps) {
+  std::string out;
+  for (std::uint32_t cp : cps) {
+    if (cp < 0x80) {
+      out += char(cp);
+    } else if (cp < 0x800) {
+      out += char(0xc0 | (cp >> 6));
+      out += char(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += char(0xe0 | (cp >> 12));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+    } else {
+      out += char(0xf0 | (cp >> 18));
+      out += char(0x80 | ((cp >> 12) & 0x3f));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Text
+
+TextTask TextTask::from_file(const std::string& path, std::size_t context) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read --text file " + path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error("cannot read --text file " + path);
+  return from_string(text, context);
+}
+
+TextTask TextTask::from_string(const std::string& utf8, std::size_t context) {
+  std::vector<std::uint32_t> cps = utf8_decode(utf8);
+  std::vector<std::uint32_t> vocab = cps;
+  std::sort(vocab.begin(), vocab.end());
+  vocab.erase(std::unique(vocab.begin(), vocab.end()), vocab.end());
+  return from_string(utf8, context, std::move(vocab));
+}
+
+TextTask TextTask::from_string(const std::string& utf8, std::size_t context,
+                               std::vector<std::uint32_t> vocab) {
+  TextTask t = vocabulary_only(std::move(vocab), context);
+  std::vector<std::int64_t> ids = t.encode(utf8);
+  if (ids.size() < 10 * (context + 1)) {
+    throw std::runtime_error("the text has " + std::to_string(ids.size()) +
+                             " characters; context " + std::to_string(context) +
+                             " needs at least " + std::to_string(10 * (context + 1)));
+  }
+  std::size_t split = ids.size() - ids.size() / 10;
+  t.train_.assign(ids.begin(), ids.begin() + std::ptrdiff_t(split));
+  t.eval_.assign(ids.begin() + std::ptrdiff_t(split), ids.end());
+  return t;
+}
+
+TextTask TextTask::vocabulary_only(std::vector<std::uint32_t> vocab, std::size_t context) {
+  TextTask t;
+  t.context_ = context;
+  t.vocab_ = std::move(vocab);
+  if (!std::is_sorted(t.vocab_.begin(), t.vocab_.end())) {
+    throw std::runtime_error("text vocabulary is not sorted");
+  }
+  return t;
+}
+
+Batch TextTask::train_batch(std::size_t batch, Generator& gen) const {
+  const std::size_t T = context_;
+  Batch out;
+  out.tokens = Indices::from_shape({batch, T});
+  out.targets = Indices::from_shape({batch, T});
+  for (std::size_t b = 0; b < batch; ++b) {
+    std::size_t start = std::size_t(gen.integer(train_.size() - T));
+    for (std::size_t t = 0; t < T; ++t) {
+      out.tokens(b, t) = train_[start + t];
+      out.targets(b, t) = train_[start + t + 1];
+    }
+  }
+  return out;
+}
+
+std::vector<Batch> TextTask::eval_batches(std::size_t batch, std::size_t max_windows) const {
+  const std::size_t T = context_;
+  std::size_t windows = eval_.size() > T ? (eval_.size() - 1) / T : 0;
+  windows = std::min(windows, max_windows);
+  std::vector<Batch> out;
+  for (std::size_t w0 = 0; w0 < windows; w0 += batch) {
+    std::size_t B = std::min(batch, windows - w0);
+    Batch b;
+    b.tokens = Indices::from_shape({B, T});
+    b.targets = Indices::from_shape({B, T});
+    for (std::size_t i = 0; i < B; ++i) {
+      std::size_t start = (w0 + i) * T;
+      for (std::size_t t = 0; t < T; ++t) {
+        b.tokens(i, t) = eval_[start + t];
+        b.targets(i, t) = eval_[start + t + 1];
+      }
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::vector<std::int64_t> TextTask::encode(const std::string& utf8) const {
+  std::vector<std::int64_t> ids;
+  for (std::uint32_t cp : utf8_decode(utf8)) {
+    auto it = std::lower_bound(vocab_.begin(), vocab_.end(), cp);
+    if (it != vocab_.end() && *it == cp) ids.push_back(std::int64_t(it - vocab_.begin()));
+  }
+  return ids;
+}
+
+std::string TextTask::decode(const std::vector<std::int64_t>& ids) const {
+  std::vector<std::uint32_t> cps;
+  for (std::int64_t id : ids) {
+    if (id >= 0 && std::size_t(id) < vocab_.size()) cps.push_back(vocab_[std::size_t(id)]);
+  }
+  return utf8_encode(cps);
+}
+
+}  // namespace tapegrad::train

@@ -1,0 +1,123 @@
+#pragma once
+// The training tasks of train_tiny_transformer, generated in code from a seeded Generator.
+//
+// Sequence tasks (sort, reverse, recall) are laid out for a decoder-only model as
+//     input tokens, SEP, answer tokens
+// The model reads seq[0 : L-1] and is trained to predict seq[1 : L]; only the positions
+// whose target is an answer token carry loss (the others hold kIgnore). Held-out
+// evaluation inputs are disjoint from training inputs: an input belongs to the held-out
+// side exactly when its hash falls in one bucket of kHoldoutBuckets, and training samples
+// are drawn only from the other buckets.
+//
+// The text task is a character-level language model over the distinct Unicode code points
+// of a UTF-8 file: the first 90% of the characters train, the last 10% evaluate.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.hpp"
+#include "ops/embedding.hpp"  // Indices
+
+namespace tapegrad::train {
+
+constexpr std::int64_t kIgnore = -100;          // target of a position without loss
+constexpr std::uint64_t kHoldoutBuckets = 16;   // 1 input in 16 is reserved for evaluation
+
+struct Batch {
+  Indices tokens;   // (B, T) model input
+  Indices targets;  // (B, T) next tokens, kIgnore where there is no loss
+};
+
+struct Example {
+  std::vector<std::int64_t> input;
+  std::vector<std::int64_t> answer;
+};
+
+class SequenceTask {
+ public:
+  // name: "sort" (8 tokens over 10 symbols -> the same tokens sorted ascending),
+  // "reverse" (12 tokens over 10 symbols -> reversed), "recall" (8 key-value pairs with
+  // distinct keys, then a query key taken from them -> its value). Throws
+  // std::invalid_argument for any other name.
+  static SequenceTask make(const std::string& name);
+  static bool known(const std::string& name);
+  static std::vector<std::string> names() { return {"sort", "reverse", "recall"}; }
+
+  const std::string& name() const { return name_; }
+  std::size_t input_len() const { return input_len_; }
+  std::size_t answer_len() const { return answer_len_; }
+  std::int64_t separator() const { return separator_; }
+  std::size_t vocab_size() const { return std::size_t(separator_) + 1; }
+  // The model's input length: input + SEP + answer, minus the last token (never read).
+  std::size_t context() const { return input_len_ + answer_len_; }
+
+  // A uniformly random example, held out or not.
+  Example generate(Generator& gen) const;
+  // The correct answer for an input (sorted, reversed, or the queried value).
+  std::vector<std::int64_t> solve(const std::vector<std::int64_t>& input) const;
+  // True when the input is reserved for evaluation (its hash picks bucket 0).
+  bool is_held_out(const std::vector<std::int64_t>& input) const;
+  Example sample_train(Generator& gen) const;  // rejection-samples a non-held-out input
+  Example sample_eval(Generator& gen) const;   // rejection-samples a held-out input
+
+  std::vector<std::int64_t> sequence(const Example& ex) const;  // input, SEP, answer
+  // tokens[b] = seq[0 : L-1]; targets[b][t] = seq[t+1] on answer positions, else kIgnore.
+  Batch make_batch(const std::vector<Example>& examples) const;
+  Batch train_batch(std::size_t batch, Generator& gen) const;
+  // The first position of tokens whose target is answer[0] (= input_len).
+  std::size_t first_answer_position() const { return input_len_; }
+
+  std::string format(const std::vector<std::int64_t>& tokens) const;  // "3 1 4 1 5"
+
+ private:
+  std::string name_;
+  std::size_t input_len_ = 0, answer_len_ = 0;
+  std::int64_t symbols_ = 0;      // sort/reverse: symbols 0..symbols-1
+  std::int64_t num_keys_ = 0;     // recall: keys 0..num_keys-1, values num_keys..+symbols
+  std::size_t pairs_ = 0;
+  std::int64_t separator_ = 0;
+};
+
+// 64-bit FNV-1a over the tokens, finished with a splitmix64 mix (stable across runs).
+std::uint64_t hash_tokens(const std::vector<std::int64_t>& tokens);
+
+// Character-level language modelling on a UTF-8 file.
+class TextTask {
+ public:
+  // Decodes UTF-8 (invalid bytes become U+FFFD) and builds the vocabulary of the distinct
+  // code points, sorted. Throws std::runtime_error if the file cannot be read, or is too
+  // short for the context (it needs at least 10 * (context + 1) characters).
+  static TextTask from_file(const std::string& path, std::size_t context);
+  static TextTask from_string(const std::string& utf8, std::size_t context);
+  // Rebuilds a task with a known vocabulary (for --resume); characters outside it are
+  // dropped.
+  static TextTask from_string(const std::string& utf8, std::size_t context,
+                              std::vector<std::uint32_t> vocab);
+  // A task for sampling only: a vocabulary and no data.
+  static TextTask vocabulary_only(std::vector<std::uint32_t> vocab, std::size_t context);
+
+  std::size_t vocab_size() const { return vocab_.size(); }
+  std::size_t context() const { return context_; }
+  const std::vector<std::uint32_t>& vocab() const { return vocab_; }
+  std::size_t train_chars() const { return train_.size(); }
+  std::size_t eval_chars() const { return eval_.size(); }
+
+  // Random windows of the training text: tokens (B, T) and every next character.
+  Batch train_batch(std::size_t batch, Generator& gen) const;
+  // Up to `max_windows` non-overlapping windows of the evaluation text, in order.
+  std::vector<Batch> eval_batches(std::size_t batch, std::size_t max_windows) const;
+
+  // Encodes a UTF-8 string (characters outside the vocabulary are dropped).
+  std::vector<std::int64_t> encode(const std::string& utf8) const;
+  std::string decode(const std::vector<std::int64_t>& ids) const;
+
+ private:
+  std::size_t context_ = 0;
+  std::vector<std::uint32_t> vocab_;
+  std::vector<std::int64_t> train_, eval_;
+};
+
+std::vector<std::uint32_t> utf8_decode(const std::string& s);
+std::string utf8_encode(const std::vector<std::uint32_t>& cps);
+
+}  // namespace tapegrad::train

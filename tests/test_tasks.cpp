@@ -1,0 +1,204 @@
+// examples/train/tasks: the built-in tasks of train_tiny_transformer. Expected answers come
+// from the definitions (a sorted permutation, the reverse, the value after the query key),
+// checked here with independent code, never with the generator's own solve().
+#ifdef TAPEGRAD_WITH_EXAMPLES  // built only together with the example programs
+#include <algorithm>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "examples/train/tasks.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::train;
+
+namespace {
+
+std::vector<std::int64_t> row(const Indices& a, std::size_t b) {
+  std::vector<std::int64_t> out;
+  for (std::size_t t = 0; t < a.shape()[1]; ++t) out.push_back(a(b, t));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tasks: sizes and vocabulary of the three sequence tasks", "[tasks]") {
+  SequenceTask sort = SequenceTask::make("sort");
+  CHECK(sort.input_len() == 8);
+  CHECK(sort.answer_len() == 8);
+  CHECK(sort.vocab_size() == 11);  // 10 symbols + SEP
+  CHECK(sort.context() == 16);     // 8 + SEP + 8, minus the last token
+  SequenceTask rev = SequenceTask::make("reverse");
+  CHECK(rev.input_len() == 12);
+  CHECK(rev.answer_len() == 12);
+  CHECK(rev.context() == 24);
+  SequenceTask recall = SequenceTask::make("recall");
+  CHECK(recall.input_len() == 17);  // 8 pairs + query
+  CHECK(recall.answer_len() == 1);
+  CHECK(recall.vocab_size() == 27);  // 16 keys + 10 values + SEP
+  CHECK_THROWS_AS(SequenceTask::make("copy"), std::invalid_argument);
+  CHECK(SequenceTask::known("sort"));
+  CHECK_FALSE(SequenceTask::known("Sort"));
+}
+
+TEST_CASE("tasks: sort answers are the sorted input", "[tasks]") {
+  SequenceTask task = SequenceTask::make("sort");
+  Generator gen(1);
+  for (int i = 0; i < 200; ++i) {
+    Example ex = task.generate(gen);
+    REQUIRE(ex.input.size() == 8);
+    REQUIRE(ex.answer.size() == 8);
+    for (auto t : ex.input) REQUIRE((t >= 0 && t < 10));
+    CHECK(std::is_sorted(ex.answer.begin(), ex.answer.end()));
+    CHECK(std::is_permutation(ex.answer.begin(), ex.answer.end(), ex.input.begin()));
+  }
+  // A hand-made case.
+  CHECK(task.solve({3, 1, 4, 1, 5, 9, 2, 6}) == std::vector<std::int64_t>{1, 1, 2, 3, 4, 5, 6, 9});
+}
+
+TEST_CASE("tasks: reverse answers are the reversed input", "[tasks]") {
+  SequenceTask task = SequenceTask::make("reverse");
+  Generator gen(2);
+  for (int i = 0; i < 100; ++i) {
+    Example ex = task.generate(gen);
+    REQUIRE(ex.input.size() == 12);
+    for (std::size_t k = 0; k < 12; ++k) CHECK(ex.answer[k] == ex.input[11 - k]);
+  }
+}
+
+TEST_CASE("tasks: recall has 8 distinct keys and answers the queried value", "[tasks]") {
+  SequenceTask task = SequenceTask::make("recall");
+  Generator gen(3);
+  std::set<std::int64_t> queried_positions;
+  for (int i = 0; i < 300; ++i) {
+    Example ex = task.generate(gen);
+    REQUIRE(ex.input.size() == 17);
+    std::set<std::int64_t> keys;
+    for (std::size_t p = 0; p < 8; ++p) {
+      std::int64_t k = ex.input[2 * p], v = ex.input[2 * p + 1];
+      CHECK((k >= 0 && k < 16));
+      CHECK((v >= 16 && v < 26));
+      keys.insert(k);
+    }
+    CHECK(keys.size() == 8);
+    std::int64_t q = ex.input[16];
+    REQUIRE(keys.count(q) == 1);
+    std::size_t where = 0;
+    while (ex.input[2 * where] != q) ++where;
+    queried_positions.insert(std::int64_t(where));
+    REQUIRE(ex.answer.size() == 1);
+    CHECK(ex.answer[0] == ex.input[2 * where + 1]);
+  }
+  CHECK(queried_positions.size() == 8);  // every pair gets queried
+  // hand-made: keys a(0)..h(7) with values 16..23, query f(5) -> 21
+  std::vector<std::int64_t> in;
+  for (std::int64_t p = 0; p < 8; ++p) { in.push_back(p); in.push_back(16 + p); }
+  in.push_back(5);
+  CHECK(task.solve(in) == std::vector<std::int64_t>{21});
+}
+
+TEST_CASE("tasks: batches put SEP after the input and loss only on the answer", "[tasks]") {
+  for (const std::string name : {"sort", "reverse", "recall"}) {
+    SequenceTask task = SequenceTask::make(name);
+    Generator gen(4);
+    std::vector<Example> examples;
+    for (int i = 0; i < 5; ++i) examples.push_back(task.generate(gen));
+    Batch batch = task.make_batch(examples);
+    const std::size_t L = task.input_len(), A = task.answer_len(), T = task.context();
+    REQUIRE(batch.tokens.shape() == std::vector<std::size_t>{5, T});
+    REQUIRE(batch.targets.shape() == std::vector<std::size_t>{5, T});
+    for (std::size_t b = 0; b < 5; ++b) {
+      std::vector<std::int64_t> tok = row(batch.tokens, b), tgt = row(batch.targets, b);
+      for (std::size_t t = 0; t < L; ++t) {
+        CHECK(tok[t] == examples[b].input[t]);
+        CHECK(tgt[t] == kIgnore);
+      }
+      CHECK(tok[L] == task.separator());
+      for (std::size_t i = 0; i < A; ++i) CHECK(tgt[L + i] == examples[b].answer[i]);
+      // teacher forcing: the answer is fed back one position later
+      for (std::size_t i = 0; i + 1 < A; ++i) CHECK(tok[L + 1 + i] == examples[b].answer[i]);
+    }
+  }
+}
+
+TEST_CASE("tasks: the same seed gives the same batches", "[tasks]") {
+  SequenceTask task = SequenceTask::make("sort");
+  Generator a(42), b(42), c(43);
+  Batch x = task.train_batch(16, a), y = task.train_batch(16, b), z = task.train_batch(16, c);
+  CHECK((x.tokens == y.tokens));
+  CHECK((x.targets == y.targets));
+  CHECK_FALSE((x.tokens == z.tokens));
+}
+
+TEST_CASE("tasks: held-out inputs never appear in training batches", "[tasks]") {
+  for (const std::string name : {"sort", "reverse", "recall"}) {
+    SequenceTask task = SequenceTask::make(name);
+    Generator eval_gen(7), train_gen(8), any_gen(9);
+    std::set<std::vector<std::int64_t>> eval_inputs;
+    for (int i = 0; i < 500; ++i) {
+      Example ex = task.sample_eval(eval_gen);
+      CHECK(task.is_held_out(ex.input));
+      eval_inputs.insert(ex.input);
+    }
+    std::size_t collisions = 0;
+    for (int i = 0; i < 200; ++i) {
+      Batch batch = task.train_batch(32, train_gen);
+      for (std::size_t b = 0; b < 32; ++b) {
+        std::vector<std::int64_t> tok = row(batch.tokens, b);
+        std::vector<std::int64_t> input(tok.begin(), tok.begin() + std::ptrdiff_t(task.input_len()));
+        CHECK_FALSE(task.is_held_out(input));
+        collisions += eval_inputs.count(input);
+      }
+    }
+    CHECK(collisions == 0);
+    // The held-out bucket is about 1/16 of all inputs (6400 draws: 400 expected, sd ~19).
+    std::size_t held = 0;
+    for (int i = 0; i < 6400; ++i) held += task.is_held_out(task.generate(any_gen).input);
+    CHECK(held > 300);
+    CHECK(held < 500);
+  }
+}
+
+TEST_CASE("tasks: an input always lands on the same side of the split", "[tasks]") {
+  // The side is a function of the input alone (its hash), so no seed can leak a held-out
+  // input into training.
+  SequenceTask task = SequenceTask::make("sort");
+  std::vector<std::int64_t> in{0, 1, 2, 3, 4, 5, 6, 7};
+  bool first = task.is_held_out(in);
+  for (int i = 0; i < 10; ++i) CHECK(task.is_held_out(in) == first);
+  CHECK(hash_tokens(in) == hash_tokens(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  CHECK(hash_tokens(in) != hash_tokens(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 7, 6}));
+}
+
+TEST_CASE("tasks: UTF-8 decoding and encoding round trip", "[tasks]") {
+  std::string s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z";  // a é € 😀 z
+  std::vector<std::uint32_t> cps = utf8_decode(s);
+  CHECK(cps == std::vector<std::uint32_t>{0x61, 0xe9, 0x20ac, 0x1f600, 0x7a});
+  CHECK(utf8_encode(cps) == s);
+  // a lone continuation byte and a truncated sequence become U+FFFD
+  CHECK(utf8_decode("a\x80" "b") == std::vector<std::uint32_t>{0x61, 0xfffd, 0x62});
+  CHECK(utf8_decode("\xe2\x82") == std::vector<std::uint32_t>{0xfffd, 0xfffd});
+}
+
+TEST_CASE("tasks: text vocabulary is the distinct code points and windows shift by one", "[tasks]") {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "h\xc3\xa9llo w\xc3\xb6rld ";  // 12 characters each
+  TextTask task = TextTask::from_string(text, 8);
+  // distinct: ' ' d h l o r w é ö
+  CHECK(task.vocab_size() == 9);
+  CHECK(task.decode(task.encode("h\xc3\xa9llo")) == "h\xc3\xa9llo");
+  CHECK(task.train_chars() + task.eval_chars() == 480);
+  CHECK(task.eval_chars() == 48);
+  Generator gen(5);
+  Batch batch = task.train_batch(4, gen);
+  REQUIRE(batch.tokens.shape() == std::vector<std::size_t>{4, 8});
+  for (std::size_t b = 0; b < 4; ++b)
+    for (std::size_t t = 0; t + 1 < 8; ++t) CHECK(batch.targets(b, t) == batch.tokens(b, t + 1));
+  std::vector<Batch> eval = task.eval_batches(2, 100);
+  std::size_t windows = 0;
+  for (const Batch& b : eval) windows += b.tokens.shape()[0];
+  CHECK(windows == (48 - 1) / 8);
+  CHECK_THROWS_AS(TextTask::from_string("too short", 8), std::runtime_error);
+  CHECK_THROWS_AS(TextTask::from_file("/nonexistent/file.txt", 8), std::runtime_error);
+}
+#endif
