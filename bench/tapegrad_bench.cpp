@@ -6,6 +6,8 @@
 
 #include "harness.hpp"
 #include "ops/attention.hpp"
+#include "nn/optim.hpp"
+#include "nn/tinygpt.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "tapegrad.hpp"
 
@@ -80,8 +82,10 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
   const MhaShape& s = w.shape;
   Result r;
   Result s1_check;  // S1 is always checked too: small, and every code path of the op
-  check_mha_at<R>(bench::mha_shape("S1"), w.backward, s1_check);
-  check_mha_at<R>(s, w.backward, r);
+  if (!a.skip_check) {
+    check_mha_at<R>(bench::mha_shape("S1"), w.backward, s1_check);
+    check_mha_at<R>(s, w.backward, r);
+  }
 
   const MhaInputs in = bench::make_mha_inputs(s);
   MhaTensors<R> t(in, s, w.backward);
@@ -101,6 +105,52 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
     });
   }
   r.add("gflops", bench::mha_flops(s, w.backward) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ TOY-GPT training step
+
+// One step = zero_grad, forward + cross-entropy, backward, AdamW, as a training loop runs.
+Result run_toygpt(const Args& a) {
+  const bench::ToyGptShape g;
+  TinyGPTConfig c;
+  c.vocab = g.vocab;
+  c.context = g.context;
+  c.d_model = g.d_model;
+  c.heads = g.heads;
+  c.layers = g.layers;
+  c.mlp_ratio = g.mlp_ratio;
+  c.norm = NormKind::layer_norm;
+  c.seed = 1;
+  TinyGPT<float> model(c);
+  AdamWOptions o;
+  o.lr = g.lr;
+  o.beta1 = g.beta1;
+  o.beta2 = g.beta2;
+  o.eps = g.eps;
+  o.weight_decay = g.weight_decay;
+  AdamW<float> opt(model.parameters(), o);
+
+  const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
+  Indices tokens = Indices::from_shape({g.batch, g.context});
+  Indices targets = Indices::from_shape({g.batch, g.context});
+  for (std::size_t b = 0; b < g.batch; ++b)
+    for (std::size_t t = 0; t < g.context; ++t) {
+      tokens(b, t) = seq[b * (g.context + 1) + t];
+      targets(b, t) = seq[b * (g.context + 1) + t + 1];
+    }
+  std::vector<double> losses;
+  Result r;
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    opt.zero_grad();
+    Tensor<float> loss = model.loss(tokens, targets);
+    loss.backward();
+    opt.step();
+    losses.push_back(double(loss.item()));
+  });
+  bench::check_toygpt_losses(g, losses, r);
+  r.add("parameters", double(model.parameter_count()));
+  r.add("gflops", bench::toygpt_flops(g) / (bench::median(r.samples_ms) * 1e6));
   return r;
 }
 
@@ -262,6 +312,8 @@ int main(int argc, char** argv) {
   bench::MhaWorkload mha;
   if (bench::parse_mha(a.workload, mha)) {
     r = mha.is_double ? run_mha<double>(a, mha) : run_mha<float>(a, mha);
+  } else if (a.workload == "toygpt_step") {
+    r = run_toygpt(a);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {

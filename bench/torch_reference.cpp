@@ -104,8 +104,10 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
   const MhaShape& s = w.shape;
   Result r;
   Result s1_check;
-  check_mha_at<R>(bench::mha_shape("S1"), w.backward, s1_check);
-  check_mha_at<R>(s, w.backward, r);
+  if (!a.skip_check) {
+    check_mha_at<R>(bench::mha_shape("S1"), w.backward, s1_check);
+    check_mha_at<R>(s, w.backward, r);
+  }
 
   const MhaInputs in = bench::make_mha_inputs(s);
   MhaTensors<R> t(in, s, w.backward);
@@ -125,6 +127,99 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
     });
   }
   r.add("gflops", bench::mha_flops(s, w.backward) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ TOY-GPT training step
+
+// TinyGPT written out as a PyTorch user would, with the same structure as tapegrad's
+// nn::TinyGPT: token + learned positional embedding, `layers` pre-norm blocks
+// x + mha(ln1(x)), x + proj(gelu_tanh(fc(ln2(x)))), final LayerNorm, untied bias-free
+// head. Linear layers are F.linear with nn.Linear's (out, in) weights; attention is the
+// seed's mha() above with (D, D) weights and no biases, as tapegrad's. GPT-2 init:
+// normal(0, 0.02), residual projections (Wo, proj) 0.02 / sqrt(2 * layers).
+struct ToyGpt {
+  struct Layer {
+    torch::Tensor ln1_w, ln1_b, Wq, Wk, Wv, Wo, ln2_w, ln2_b, fc_w, fc_b, proj_w, proj_b;
+  };
+  bench::ToyGptShape g;
+  torch::Tensor tok, pos, lnf_w, lnf_b, head_w, blocked;
+  std::vector<Layer> layers;
+
+  explicit ToyGpt(const bench::ToyGptShape& shape) : g(shape) {
+    torch::manual_seed(1);
+    const int64_t V = int64_t(g.vocab), C = int64_t(g.context), D = int64_t(g.d_model),
+                  Hd = int64_t(g.mlp_ratio * g.d_model);
+    const double std = 0.02, res = 0.02 / std::sqrt(2.0 * double(g.layers));
+    auto normal = [](std::vector<int64_t> shape, double sd) {
+      return (torch::randn(shape) * sd).set_requires_grad(true);
+    };
+    auto ones = [](int64_t n) { return torch::ones({n}).set_requires_grad(true); };
+    auto zeros = [](int64_t n) { return torch::zeros({n}).set_requires_grad(true); };
+    tok = normal({V, D}, std);
+    pos = normal({C, D}, std);
+    for (std::size_t l = 0; l < g.layers; ++l)
+      layers.push_back({ones(D), zeros(D), normal({D, D}, std), normal({D, D}, std),
+                        normal({D, D}, std), normal({D, D}, res), ones(D), zeros(D),
+                        normal({Hd, D}, std), zeros(Hd), normal({D, Hd}, res), zeros(D)});
+    lnf_w = ones(D);
+    lnf_b = zeros(D);
+    head_w = normal({V, D}, std);
+    blocked = blocked_mask(C);
+  }
+  std::vector<torch::Tensor> parameters() const {
+    std::vector<torch::Tensor> p = {tok, pos};
+    for (const Layer& L : layers)
+      for (const torch::Tensor& t : {L.ln1_w, L.ln1_b, L.Wq, L.Wk, L.Wv, L.Wo, L.ln2_w, L.ln2_b,
+                                     L.fc_w, L.fc_b, L.proj_w, L.proj_b})
+        p.push_back(t);
+    for (const torch::Tensor& t : {lnf_w, lnf_b, head_w}) p.push_back(t);
+    return p;
+  }
+  // tokens (B, T) int64 -> mean next-token cross-entropy against targets (B, T)
+  torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets) const {
+    const int64_t D = int64_t(g.d_model), T = tokens.size(1);
+    torch::Tensor x = torch::embedding(tok, tokens) + pos.slice(0, 0, T);
+    for (const Layer& L : layers) {
+      x = x + mha(torch::layer_norm(x, {D}, L.ln1_w, L.ln1_b, 1e-5), L.Wq, L.Wk, L.Wv, L.Wo,
+                  int64_t(g.heads), blocked);
+      const torch::Tensor h = torch::layer_norm(x, {D}, L.ln2_w, L.ln2_b, 1e-5);
+      x = x + torch::linear(torch::gelu(torch::linear(h, L.fc_w, L.fc_b), "tanh"), L.proj_w,
+                            L.proj_b);
+    }
+    const torch::Tensor logits =
+        torch::linear(torch::layer_norm(x, {D}, lnf_w, lnf_b, 1e-5), head_w);
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, int64_t(g.vocab)}),
+                                                targets.reshape({-1}));
+  }
+};
+
+Result run_toygpt(const Args& a) {
+  const bench::ToyGptShape g;
+  ToyGpt model(g);
+  torch::optim::AdamW opt(model.parameters(), torch::optim::AdamWOptions(g.lr)
+                                                  .betas({g.beta1, g.beta2})
+                                                  .eps(g.eps)
+                                                  .weight_decay(g.weight_decay));
+  const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
+  const torch::Tensor all =
+      torch::tensor(seq, torch::kInt64).reshape({int64_t(g.batch), int64_t(g.context + 1)});
+  const torch::Tensor tokens = all.slice(1, 0, int64_t(g.context)).contiguous();
+  const torch::Tensor targets = all.slice(1, 1, int64_t(g.context) + 1).contiguous();
+  std::vector<double> losses;
+  Result r;
+  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    opt.zero_grad();
+    torch::Tensor loss = model.loss(tokens, targets);
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item<double>());
+  });
+  bench::check_toygpt_losses(g, losses, r);
+  double count = 0;
+  for (const auto& p : model.parameters()) count += double(p.numel());
+  r.add("parameters", count);
+  r.add("gflops", bench::toygpt_flops(g) / (bench::median(r.samples_ms) * 1e6));
   return r;
 }
 
@@ -283,6 +378,8 @@ int main(int argc, char** argv) {
   bench::MhaWorkload mha_w;
   if (bench::parse_mha(a.workload, mha_w)) {
     r = mha_w.is_double ? run_mha<double>(a, mha_w) : run_mha<float>(a, mha_w);
+  } else if (a.workload == "toygpt_step") {
+    r = run_toygpt(a);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {
