@@ -3,6 +3,7 @@
 #include <xtensor/xarray.hpp>
 
 #include "autograd/gradcheck.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor.hpp"
 #include "ops/elementwise.hpp"

@@ -2,11 +2,16 @@
 
 #include <xtensor/xbuilder.hpp>
 
+#include "autograd/memory.hpp"
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
 
 namespace tapegrad {
+
+// Referencing the memory policy links its start-up initialiser into every program that
+// uses tensors (a static library drops object files nothing refers to).
+[[maybe_unused]] static const bool g_memory_policy_linked = memory_reuse_enabled() || true;
 
 double Generator::normal(double mean, double stddev) {
   return std::normal_distribution<double>(mean, stddev)(engine_);

@@ -134,3 +134,14 @@ TEST_CASE("sum_to reduces leading and size-1 axes", "[tape][sum_to]") {
   CHECK(r(0, 0) == Approx(8.0));
   CHECK_THROWS_AS(sum_to<double>(g, Shape{5}), ShapeError);
 }
+
+TEST_CASE("the memory reuse policy is on by default and can be switched", "[memory]") {
+  // on unless the environment opted out (GLIBC_TUNABLES malloc settings or
+  // TAPEGRAD_MALLOC_REUSE=0)
+  const bool env_opt_out = std::getenv("GLIBC_TUNABLES") || std::getenv("TAPEGRAD_MALLOC_REUSE");
+  if (!env_opt_out) CHECK(memory_reuse_enabled());
+  CHECK_FALSE(set_memory_reuse(false));
+  CHECK_FALSE(memory_reuse_enabled());
+  CHECK(set_memory_reuse(true));
+  CHECK(memory_reuse_enabled());
+}
