@@ -1,0 +1,120 @@
+#pragma once
+// Shared by the op tests: random tensors, value comparison, gradcheck that explains a
+// failure, and a check that a bad call throws ShapeError naming the op and its shapes.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "tapegrad.hpp"
+
+namespace tapegrad::test {
+
+template <class T>
+Shape array_shape(const Array<T>& a) {
+  return Shape(a.shape().begin(), a.shape().end());
+}
+
+// Tolerance for comparing a forward result with a hand-computed value.
+template <class T>
+constexpr double tolerance() {
+  return std::is_same<T, float>::value ? 1e-6 : 1e-13;
+}
+
+// Uniform in [low, high), reproducible from `seed`.
+template <class T>
+Tensor<T> random(const Shape& shape, std::uint64_t seed, bool requires_grad = true,
+                 double low = -1.0, double high = 1.0) {
+  Generator gen(seed);
+  return Tensor<T>::uniform(shape, gen, T(low), T(high), requires_grad);
+}
+
+// Uniform values pushed at least `gap` away from zero (for relu, div, and other kinks).
+template <class T>
+Tensor<T> random_away_from_zero(const Shape& shape, std::uint64_t seed, double gap = 0.1,
+                                bool requires_grad = true) {
+  Tensor<T> t = random<T>(shape, seed, requires_grad);
+  for (T& v : t.value()) v = v < T(0) ? v - T(gap) : v + T(gap);
+  return t;
+}
+
+// Row-major values from a flat list, with a shape.
+template <class T>
+Tensor<T> make(const Shape& shape, const std::vector<double>& values, bool requires_grad = false) {
+  Array<T> a = Array<T>::from_shape(shape);
+  REQUIRE(a.size() == values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) a.data()[i] = static_cast<T>(values[i]);
+  return Tensor<T>(std::move(a), requires_grad);
+}
+
+// 0, 1, 2, ... in row-major order.
+template <class T>
+Tensor<T> arange(const Shape& shape, bool requires_grad = false) {
+  Array<T> a = Array<T>::from_shape(shape);
+  for (std::size_t i = 0; i < a.size(); ++i) a.data()[i] = static_cast<T>(i);
+  return Tensor<T>(std::move(a), requires_grad);
+}
+
+// `got` has exactly `shape` and the row-major `expected` values, to a relative tolerance.
+template <class T>
+void check_values(const Array<T>& got, const Shape& shape, const std::vector<double>& expected,
+                  double tol = tolerance<T>()) {
+  REQUIRE(shape_str(array_shape(got)) == shape_str(shape));
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("element " << i);
+    CHECK(static_cast<double>(got.data()[i]) == Approx(expected[i]).epsilon(tol).margin(tol));
+  }
+}
+template <class T>
+void check_values(const Tensor<T>& got, const Shape& shape, const std::vector<double>& expected,
+                  double tol = tolerance<T>()) {
+  check_values<T>(got.value(), shape, expected, tol);
+}
+
+// Same shape and elementwise equal to a tolerance.
+template <class T>
+void check_close(const Array<T>& got, const Array<T>& expected, double tol = tolerance<T>()) {
+  REQUIRE(shape_str(array_shape(got)) == shape_str(array_shape(expected)));
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("element " << i);
+    CHECK(static_cast<double>(got.data()[i]) ==
+          Approx(static_cast<double>(expected.data()[i])).epsilon(tol).margin(tol));
+  }
+}
+
+// gradcheck in T (double: PyTorch's default tolerances); prints the per-input table on
+// failure. Leaves the tape empty.
+template <class T>
+void require_gradcheck(const TensorFunction<T>& f, const std::vector<Tensor<T>>& inputs,
+                       GradcheckOptions options = {}) {
+  const GradcheckResult result = gradcheck<T>(f, inputs, options);
+  INFO(result.to_string());
+  REQUIRE(result.passed);
+  REQUIRE(Tape<T>::active().size() == 0);
+}
+
+// `call` throws ShapeError (a std::invalid_argument) whose message contains every one
+// of `parts` (the op's name and the shapes involved).
+inline void require_shape_error(const std::function<void()>& call,
+                                const std::vector<std::string>& parts) {
+  bool thrown = false;
+  try {
+    call();
+  } catch (const std::invalid_argument& e) {
+    thrown = true;
+    const std::string message = e.what();
+    INFO("message: " << message);
+    CHECK(dynamic_cast<const ShapeError*>(&e) != nullptr);
+    for (const std::string& part : parts) CHECK_THAT(message, Catch::Contains(part));
+  }
+  INFO("expected a ShapeError mentioning " << parts.front());
+  CHECK(thrown);
+  Tape<float>::active().clear();
+  Tape<double>::active().clear();
+}
+
+}  // namespace tapegrad::test
