@@ -171,6 +171,11 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   // NumPy: a 1-D operand becomes (1, K) or (K, 1), and that axis is removed afterwards.
   if (a.dim() == 1 || b.dim() == 1) {
     const bool va = a.dim() == 1, vb = b.dim() == 1;
+    // checked here so the message shows the user's shapes, not the promoted ones
+    const std::size_t bK = vb ? b.shape()[0] : b.shape()[b.dim() - 2];
+    if (a.shape().back() != bK)
+      fail("matmul", "inner dimensions differ: {} @ {} ({} vs {})", a.shape_string(),
+           b.shape_string(), a.shape().back(), bK);
     const Tensor<T> a2 = va ? reshape(a, Shape{1, a.size()}) : a;
     const Tensor<T> b2 = vb ? reshape(b, Shape{b.size(), 1}) : b;
     Tensor<T> c = matmul_impl<T>("matmul", a2, b2, false);
