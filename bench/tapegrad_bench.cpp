@@ -326,6 +326,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tapegrad_bench: workload %s is not implemented\n", a.workload.c_str());
     return 4;
   }
+  r.add("blas_threads", openblas_get_num_threads());
   bench::print_json("tapegrad", a, r, start_rss);
   return 0;
 }

@@ -2,6 +2,7 @@
 // command line as tapegrad_bench.cpp (see harness.hpp), written as a PyTorch user writes
 // them in C++. One workload per process, one JSON line out.
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -346,6 +347,23 @@ Result run_gemm_peak(const Args& a) {
   return r;
 }
 
+// Debian's libtorch calls BLAS through libblas.so.3, which is OpenBLAS here; torch does not
+// know it is OpenBLAS, so its thread count is looked up rather than assumed.
+int blas_threads() {
+  using Fn = int (*)();
+  auto f = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return f ? f() : -1;
+}
+
+// torch::set_num_threads does not reach OpenBLAS in Debian's build (BLAS_INFO=generic):
+// left alone, OpenBLAS would run every gemm on all cores even at --threads 1. The same
+// thread count for both frameworks means telling OpenBLAS too.
+void set_blas_threads(int n) {
+  using Fn = void (*)(int);
+  auto f = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (f) f(n);
+}
+
 void print_info() {
   std::string cfg = at::show_config() + at::get_parallel_info();
   std::string esc;
@@ -354,8 +372,10 @@ void print_info() {
     if (c == '\n') { esc += "\\n"; continue; }
     esc += c;
   }
-  std::printf("{\"framework\":\"libtorch\",\"version\":\"%s\",\"config\":\"%s\"}\n",
-              TORCH_VERSION, esc.c_str());
+  std::printf(
+      "{\"framework\":\"libtorch\",\"version\":\"%s\",\"intra_op_threads\":%d,"
+      "\"openblas_threads\":%d,\"config\":\"%s\"}\n",
+      TORCH_VERSION, at::get_num_threads(), blas_threads(), esc.c_str());
 }
 
 }  // namespace
@@ -370,6 +390,7 @@ int main(int argc, char** argv) {
   // Intra-op threads as asked; no inter-op pool (one stream of ops, as in training).
   at::set_num_interop_threads(1);
   torch::set_num_threads(a.threads);
+  set_blas_threads(a.threads);
   if (a.info) {
     print_info();
     return 0;
@@ -392,6 +413,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "torch_reference: workload %s is not implemented\n", a.workload.c_str());
     return 4;
   }
+  r.add("blas_threads", blas_threads());
   bench::print_json("libtorch", a, r, start_rss);
   return 0;
 }
