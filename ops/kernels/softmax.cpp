@@ -58,11 +58,17 @@ void log_softmax_forward(const RowLayout& r, const T* x, T* y) {
       const std::size_t base = o * L * I + i;
       T m = -std::numeric_limits<T>::infinity();
       for (std::size_t k = 0; k < L; ++k) m = std::max(m, x[base + k * I]);
-      if (!std::isfinite(m)) m = T(0);  // all -inf rows stay -inf instead of NaN
+      if (!std::isfinite(m)) m = T(0);
       T sum = T(0);
       for (std::size_t k = 0; k < L; ++k) sum += std::exp(x[base + k * I] - m);
-      const T lse = m + std::log(sum);
-      for (std::size_t k = 0; k < L; ++k) y[base + k * I] = x[base + k * I] - lse;
+      if (sum == T(0)) {  // an all -inf row stays -inf: -inf - log(0) would be NaN
+        for (std::size_t k = 0; k < L; ++k) y[base + k * I] = -std::numeric_limits<T>::infinity();
+        continue;
+      }
+      // (x - m) - log(sum), not x - (m + log(sum)): near a large m the rounded m + log(sum)
+      // would cost float its digits (log_softmax([1000, 1001]) off by 3e-5)
+      const T log_sum = std::log(sum);
+      for (std::size_t k = 0; k < L; ++k) y[base + k * I] = (x[base + k * I] - m) - log_sum;
     }
   }
 }
