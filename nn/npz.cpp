@@ -29,9 +29,10 @@ namespace tapegrad {
 namespace {
 
 constexpr std::size_t kMaxNameBytes = 1024;
-// A member larger than this is rejected before reading (numpy itself has no such
-// limit; a checkpoint of this project never comes close).
+// A member (or all members together) larger than this is rejected before reading; numpy
+// has no such limit, a checkpoint of this project never comes close.
 constexpr std::uint64_t kMaxMemberBytes = std::uint64_t{4} << 30;
+constexpr std::uint64_t kMaxTotalBytes = std::uint64_t{8} << 30;
 constexpr std::size_t kMaxRank = 32;  // numpy's NPY_MAXDIMS
 constexpr std::size_t kReadChunk = std::size_t{1} << 20;
 // A fixed member time (2000-01-01) makes the same arrays give the same file, byte for byte.
@@ -379,6 +380,33 @@ std::string read_member(zip_t* za, zip_uint64_t index, std::uint64_t claimed,
   return data;
 }
 
+// The sizes a member's directory record claims, checked against the archive before any
+// byte is read: numpy writes stored or deflated members, a stored member is as long as
+// its compressed bytes, and deflate cannot expand more than 1032:1. So what a hostile
+// header may make us read is bounded by the file's own size (and the caps above).
+void check_member_sizes(const zip_stat_t& st, std::size_t archive_bytes, std::uint64_t total,
+                        const std::string& where) {
+  const std::uint64_t need = ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD | ZIP_STAT_ENCRYPTION_METHOD;
+  if ((st.valid & need) != need) fail_npz(where, "incomplete directory record");
+  if (st.encryption_method != ZIP_EM_NONE) fail_npz(where, "encrypted members are not supported");
+  if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
+    fail_npz(where, "compression method " + std::to_string(st.comp_method) +
+                        " is not supported (numpy writes stored or deflated members)");
+  if (st.comp_size > archive_bytes)
+    fail_npz(where, "claims " + std::to_string(st.comp_size) + " compressed bytes in a " +
+                        std::to_string(archive_bytes) + "-byte archive");
+  if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size)
+    fail_npz(where, "stored member claims " + std::to_string(st.size) + " bytes but holds " +
+                        std::to_string(st.comp_size));
+  if (st.comp_method == ZIP_CM_DEFLATE && st.size / 1032 > st.comp_size)
+    fail_npz(where, "claims " + std::to_string(st.size) + " bytes from " +
+                        std::to_string(st.comp_size) + " deflated bytes, beyond deflate's ratio");
+  if (st.size > kMaxMemberBytes)
+    fail_npz(where, "claims " + std::to_string(st.size) + " bytes, over the 4 GiB member limit");
+  if (st.size > kMaxTotalBytes - total)
+    fail_npz(where, "the archive's members add up to more than the 8 GiB limit");
+}
+
 std::vector<NpzEntry> read_zip(std::string_view bytes, const std::string& label) {
   const std::string where = "load_npz: " + label;
   if (bytes.empty()) fail_npz(where, "empty file, not an npz archive");
@@ -397,6 +425,7 @@ std::vector<NpzEntry> read_zip(std::string_view bytes, const std::string& label)
   if (n < 0) fail_npz(where, "cannot list the archive's members");
   std::vector<NpzEntry> entries;
   std::set<std::string> seen;
+  std::uint64_t total = 0;
   for (zip_int64_t i = 0; i < n; ++i) {
     const zip_uint64_t index = static_cast<zip_uint64_t>(i);
     zip_stat_t st;
@@ -413,8 +442,8 @@ std::vector<NpzEntry> read_zip(std::string_view bytes, const std::string& label)
     std::string name = member.substr(0, member.size() - suffix.size());
     check_npz_name(name, mwhere);
     if (!seen.insert(name).second) fail_npz(mwhere, "appears twice in the archive");
-    if (st.size > kMaxMemberBytes)
-      fail_npz(mwhere, "claims " + std::to_string(st.size) + " bytes, over the 4 GiB limit");
+    check_member_sizes(st, bytes.size(), total, mwhere);
+    total += st.size;
     const std::string data = read_member(za.get(), index, st.size, mwhere);
     entries.emplace_back(std::move(name), parse_npy(data, mwhere));
   }

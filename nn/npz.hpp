@@ -95,7 +95,8 @@ std::string save_npz_bytes(const std::vector<NpzEntry>& entries, bool compress =
 
 // Reads every member of the npz at `path`, in archive order. Accepts the dtypes <f4, <f8
 // and <i8 (also their big-endian forms, and <i4 / |b1 widened to int64) in C or Fortran
-// order; npy format versions 1.0, 2.0 and 3.0. Anything else -> NpzError.
+// order; npy format versions 1.0, 2.0 and 3.0; stored or deflated members of at most
+// 4 GiB each and 8 GiB together. Anything else -> NpzError.
 std::vector<NpzEntry> load_npz(const std::string& path);
 
 // load_npz on bytes already in memory (the fuzzing entry point); `label` stands for the

@@ -27,6 +27,7 @@ numpy_savez_compressed.npz holds the same arrays, deflated.
 """
 import io
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -66,10 +67,12 @@ def raw_npy(header, payload):
     return b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + payload
 
 
-def write_zip(path, members):
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+def write_zip(path, members, method=zipfile.ZIP_STORED):
+    # A fixed member time, so re-running the script rewrites identical files.
+    with zipfile.ZipFile(path, "w", method) as z:
         for name, data in members:
-            z.writestr(name, data)
+            z.writestr(zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0)), data,
+                       compress_type=method)
 
 
 def make_fixtures(out):
@@ -95,12 +98,10 @@ def make_fixtures(out):
     write_zip(f"{out}/bad_extra_key.npz",
               [("w.npy", raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1, }", b"\0" * 8))])
     write_zip(f"{out}/bad_path_name.npz", [("../evil.npy", ok)])
-    with zipfile.ZipFile(f"{out}/bad_duplicate_member.npz", "w") as z:
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            z.writestr("w.npy", ok)
-            z.writestr("w.npy", ok)
+    write_zip(f"{out}/bad_bzip2_member.npz", [("w.npy", ok)], zipfile.ZIP_BZIP2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate: that's the point
+        write_zip(f"{out}/bad_duplicate_member.npz", [("w.npy", ok), ("w.npy", ok)])
     # numpy.savez of nothing: a valid, empty archive (loads as no entries).
     np.savez(f"{out}/numpy_empty.npz")
     print(f"wrote fixtures to {out}")

@@ -360,6 +360,7 @@ TEST_CASE("npz rejects each damaged or unsupported fixture with a clear message"
       {"bad_structured_dtype.npz", {"s.npy", "structured"}},
       {"bad_extra_key.npz", {"w.npy", "unexpected key 'x'"}},
       {"bad_path_name.npz", {"../evil.npy", "'/'"}},
+      {"bad_bzip2_member.npz", {"w.npy", "compression method 12"}},
       {"bad_duplicate_member.npz", {"not a valid zip archive", "already exists"}},  // libzip refuses it
   };
   for (const auto& c : cases) {
