@@ -1,6 +1,7 @@
 #include "autograd/tape.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/tensor_impl.hpp"
 
@@ -8,11 +9,30 @@ namespace tapegrad {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local bool g_anomaly = false;
+
+template <class T>
+bool all_finite(const Array<T>& a) {
+  for (const T& v : a)
+    if (!std::isfinite(v)) return false;
+  return true;
 }
+
+template <class T>
+std::string input_shapes(const std::vector<Tensor<T>>& inputs) {
+  std::vector<std::string> s;
+  for (const Tensor<T>& t : inputs) s.push_back(t.shape_string());
+  return fmt::format("{}", fmt::join(s, ", "));
+}
+}  // namespace
 
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
 bool grad_enabled() { return g_grad_enabled; }
+
+AnomalyGuard::AnomalyGuard() : previous_(g_anomaly) { g_anomaly = true; }
+AnomalyGuard::~AnomalyGuard() { g_anomaly = previous_; }
+bool anomaly_mode() { return g_anomaly; }
 
 template <class T>
 const Array<T>& BackwardContext<T>::input(std::size_t i) const {
@@ -29,6 +49,10 @@ void BackwardContext<T>::accumulate(std::size_t i, Array<T> contribution) {
   TensorImpl<T>& input = *inputs_.at(i);
   if (!input.requires_grad) return;
   Array<T> reduced = sum_to<T>(std::move(contribution), input.shape());
+  if (g_anomaly && !all_finite(reduced))
+    throw AnomalyError(fmt::format(
+        "anomaly: the backward of {} produced a non-finite gradient for its input {} of shape {}",
+        op_, i, shape_str(input.shape())));
   if (input.has_grad) {
     input.grad += reduced;
   } else {
@@ -107,6 +131,14 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
     root->grad = std::move(seed);
     root->has_grad = true;
   }
+  // An exception mid-sweep (anomaly mode) must not leave half-used nodes behind.
+  struct ClearOnExit {
+    Tape& tape;
+    bool retain;
+    ~ClearOnExit() {
+      if (!retain) tape.clear();
+    }
+  } clear_on_exit{*this, retain_graph};
   // Outputs stay alive through the sweep (later nodes hold them as inputs), so a
   // gradient that reaches a node's output is still there when its turn comes.
   for (std::size_t i = nodes_.size(); i-- > 0;) {
@@ -124,12 +156,14 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
     root->grad = Array<T>();
     root->has_grad = false;
   }
-  if (!retain_graph) clear();
 }
 
 template <class T>
 Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> value,
                  BackwardFn<T> backward) {
+  if (g_anomaly && !all_finite(value))
+    throw AnomalyError(fmt::format("anomaly: {} produced a non-finite value: inputs {} -> {}", op,
+                                   input_shapes(inputs), shape_str(shape_of(value))));
   auto out = std::make_shared<TensorImpl<T>>(std::move(value));
   if (!g_grad_enabled) return Tensor<T>(out);
   bool any = false;

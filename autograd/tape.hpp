@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,25 @@ class NoGradGuard {
   bool previous_;
 };
 bool grad_enabled();
+
+// Anomaly mode (as torch.autograd.detect_anomaly): while a guard is alive, every op's
+// output and every gradient an op's backward produces is checked for NaN and Inf, and the
+// first one found throws AnomalyError naming the op and the shapes.
+class AnomalyError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class AnomalyGuard {
+ public:
+  AnomalyGuard();
+  ~AnomalyGuard();
+  AnomalyGuard(const AnomalyGuard&) = delete;
+  AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool anomaly_mode();
 
 // The one way an op joins the tape: wraps `value` in a new tensor and, when grad is
 // enabled and any input requires grad, appends a node with `backward`.

@@ -145,3 +145,24 @@ TEST_CASE("the memory reuse policy is on by default and can be switched", "[memo
   CHECK(set_memory_reuse(true));
   CHECK(memory_reuse_enabled());
 }
+
+TEST_CASE("anomaly mode names the op whose output is not finite", "[anomaly]") {
+  Tensor<double> x(Array<double>{1.0, -1.0}, true);
+  CHECK_NOTHROW(log(x));  // off by default: NaN passes silently, as in NumPy
+  AnomalyGuard guard;
+  CHECK(anomaly_mode());
+  CHECK_THROWS_WITH(log(x), Catch::Contains("anomaly: log") && Catch::Contains("(2)"));
+  Tape<double>::active().clear();
+}
+
+TEST_CASE("anomaly mode catches a non-finite gradient in backward", "[anomaly]") {
+  // sqrt(0) is finite, its gradient 1 / (2 sqrt(0)) is not
+  Tensor<double> x(Array<double>{0.0, 4.0}, true);
+  Tensor<double> y = sum(sqrt(x));
+  {
+    AnomalyGuard guard;
+    CHECK_THROWS_WITH(y.backward(), Catch::Contains("backward of sqrt"));
+  }
+  CHECK_FALSE(anomaly_mode());
+  CHECK(Tape<double>::active().size() == 0);  // the failed sweep left no nodes behind
+}
