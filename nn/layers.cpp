@@ -1,0 +1,80 @@
+#include "nn/layers.hpp"
+
+#include "ops/elementwise.hpp"
+#include "ops/embedding.hpp"
+#include "ops/matmul.hpp"
+#include "ops/norm.hpp"
+
+namespace tapegrad {
+
+template <class T>
+Linear<T>::Linear(std::size_t in, std::size_t out, bool bias, Generator& gen, double std)
+    : in_(in), out_(out) {
+  if (in == 0 || out == 0) fail("Linear", "in={} and out={} must be positive", in, out);
+  weight_ = this->register_parameter("weight", init::normal<T>({in, out}, gen, std));
+  if (bias) bias_ = this->register_parameter("bias", init::constant<T>({out}, 0.0));
+}
+
+// y = x @ weight + bias: x (..., in) @ weight (in, out) -> (..., out), bias (out)
+// broadcast over the leading axes; backward comes from matmul and add.
+template <class T>
+Tensor<T> Linear<T>::forward(const Tensor<T>& x) const {
+  if (x.dim() == 0 || x.shape().back() != in_)
+    fail("Linear", "x of shape {} must end in in_features={} (weight is {})", x.shape_string(),
+         in_, weight_.shape_string());
+  Tensor<T> y = matmul(x, weight_);
+  return bias_.defined() ? y + bias_ : y;
+}
+
+template <class T>
+Embedding<T>::Embedding(std::size_t num, std::size_t dim, Generator& gen, double std)
+    : num_(num), dim_(dim) {
+  if (num == 0 || dim == 0) fail("Embedding", "num={} and dim={} must be positive", num, dim);
+  weight_ = this->register_parameter("weight", init::normal<T>({num, dim}, gen, std));
+}
+
+// ids (...) -> weight[ids]: (..., dim); the range check is embedding()'s.
+template <class T>
+Tensor<T> Embedding<T>::forward(const Indices& ids) const {
+  return embedding(weight_, ids);
+}
+
+template <class T>
+Norm<T>::Norm(NormKind kind, std::size_t dim, double eps)
+    : kind_(kind), dim_(dim), eps_(static_cast<T>(eps)) {
+  if (dim == 0) fail(kind == NormKind::layer_norm ? "LayerNorm" : "RMSNorm", "dim must be positive");
+  weight_ = this->register_parameter("weight", init::constant<T>({dim}, 1.0));
+  if (kind == NormKind::layer_norm)
+    bias_ = this->register_parameter("bias", init::constant<T>({dim}, 0.0));
+}
+
+// x (..., dim) -> (..., dim); the shape checks are layer_norm's and rms_norm's.
+template <class T>
+Tensor<T> Norm<T>::forward(const Tensor<T>& x) const {
+  return kind_ == NormKind::layer_norm ? layer_norm(x, weight_, bias_, eps_)
+                                       : rms_norm(x, weight_, eps_);
+}
+
+template <class T>
+MLP<T>::MLP(std::size_t d_model, std::size_t hidden, Generator& gen, double std, double out_std)
+    : fc_(d_model, hidden, true, gen, std), proj_(hidden, d_model, true, gen, out_std) {
+  this->register_module("fc", fc_);
+  this->register_module("proj", proj_);
+}
+
+// x (..., D) -> fc -> (..., hidden) -> gelu -> proj -> (..., D)
+template <class T>
+Tensor<T> MLP<T>::forward(const Tensor<T>& x) const {
+  return proj_(gelu(fc_(x)));
+}
+
+template class Linear<float>;
+template class Linear<double>;
+template class Embedding<float>;
+template class Embedding<double>;
+template class Norm<float>;
+template class Norm<double>;
+template class MLP<float>;
+template class MLP<double>;
+
+}  // namespace tapegrad
