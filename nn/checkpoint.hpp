@@ -1,0 +1,70 @@
+#pragma once
+// Checkpoints: every parameter plus the TinyGPT config in one .npz (nn/npz) that
+// numpy.load reads. Keys are the parameter names (`blocks.0.attn.Wq`); the config sits
+// under the reserved prefix `__config__.` as 0-d entries:
+//   int64:   format (1), vocab, context, d_model, heads, layers, mlp_ratio,
+//            norm (0 layer_norm, 1 rms_norm), attention_init (0 gpt2,
+//            1 variance_preserving), seed (the uint64 bit pattern)
+//   float64: attention_scale (NaN = the default 1/sqrt(d_head))
+// Saving is atomic (save_npz). Loading reads and checks everything before it writes a
+// single value, so a failed load leaves the model as it was.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nn/module.hpp"
+#include "nn/npz.hpp"
+#include "nn/tinygpt.hpp"
+
+namespace tapegrad {
+
+// A checkpoint that does not fit: a missing or unexpected name, a wrong shape or dtype,
+// a missing or invalid config entry. The message names the file and the entry. (A file
+// that is not a readable npz at all raises NpzError from nn/npz.)
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr const char* kConfigPrefix = "__config__.";
+
+// The config as npz entries (`__config__.*`) and back. config_from_entries throws
+// CheckpointError naming `label` if an entry is missing, has the wrong dtype or shape,
+// or the config does not validate.
+std::vector<NpzEntry> config_entries(const TinyGPTConfig& config);
+TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries,
+                                  const std::string& label);
+
+// Parameters of any module (and `extra` entries, e.g. a config) -> `path`.
+template <class T>
+void save_parameters(const std::string& path, const Module<T>& module,
+                     const std::vector<NpzEntry>& extra = {});
+// Copies every parameter of `module` from `path`. The file must hold exactly the
+// module's names (entries under `__config__.` aside), each with its shape and dtype T.
+template <class T>
+void load_parameters(const std::string& path, Module<T>& module);
+
+// save_parameters(path, model, config_entries(model.config()))
+template <class T>
+void save_checkpoint(const std::string& path, const TinyGPT<T>& model);
+// A new TinyGPT built from the file's config, with the file's parameters.
+template <class T>
+TinyGPT<T> load_checkpoint(const std::string& path);
+// Into an existing model: its architecture (everything in the config but seed and
+// attention_init, which only affect initialisation) must equal the file's.
+template <class T>
+void load_checkpoint(const std::string& path, TinyGPT<T>& model);
+TinyGPTConfig read_checkpoint_config(const std::string& path);
+
+#define TAPEGRAD_CHECKPOINT_EXTERN(T)                                                      \
+  extern template void save_parameters(const std::string&, const Module<T>&,              \
+                                       const std::vector<NpzEntry>&);                      \
+  extern template void load_parameters(const std::string&, Module<T>&);                    \
+  extern template void save_checkpoint(const std::string&, const TinyGPT<T>&);             \
+  extern template TinyGPT<T> load_checkpoint(const std::string&);                          \
+  extern template void load_checkpoint(const std::string&, TinyGPT<T>&);
+TAPEGRAD_CHECKPOINT_EXTERN(float)
+TAPEGRAD_CHECKPOINT_EXTERN(double)
+#undef TAPEGRAD_CHECKPOINT_EXTERN
+
+}  // namespace tapegrad

@@ -1,0 +1,224 @@
+// nn/checkpoint: round trips (bitwise values, equal config) and every way a file can fail
+// to fit: wrong shape, missing or unexpected name, wrong dtype, no config, truncated or
+// corrupted bytes. A failed load leaves the model untouched.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "helpers.hpp"
+#include "nn/checkpoint.hpp"
+#include "nn/npz.hpp"
+#include "nn/tinygpt.hpp"
+
+using namespace tapegrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory, removed with everything in it at scope exit.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path = fs::temp_directory_path() /
+           ("tapegrad_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+TinyGPTConfig config(std::uint64_t seed = 5) {
+  TinyGPTConfig c;
+  c.vocab = 9;
+  c.context = 5;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 2;
+  c.mlp_ratio = 3;
+  c.seed = seed;
+  return c;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+template <class T>
+bool same_parameters(const Module<T>& a, const Module<T>& b) {
+  const auto& pa = a.named_parameters();
+  const auto& pb = b.named_parameters();
+  if (pa.size() != pb.size()) return false;
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    if (pa[i].name != pb[i].name || pa[i].tensor.shape() != pb[i].tensor.shape() ||
+        std::memcmp(pa[i].tensor.data(), pb[i].tensor.data(), pa[i].tensor.size() * sizeof(T)) != 0)
+      return false;
+  return true;
+}
+
+// `call` throws a std::runtime_error whose message contains every one of `parts`.
+void require_error(const std::function<void()>& call, const std::vector<std::string>& parts) {
+  bool thrown = false;
+  try {
+    call();
+  } catch (const std::runtime_error& e) {
+    thrown = true;
+    const std::string message = e.what();
+    INFO("message: " << message);
+    for (const std::string& part : parts) CHECK_THAT(message, Catch::Contains(part));
+  }
+  INFO("expected an error mentioning " << parts.front());
+  CHECK(thrown);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint round trip restores every value bitwise and the config", "[checkpoint]") {
+  TempDir dir;
+  TinyGPTConfig c = config(0xFFFFFFFFFFFFFFF0ull);  // a seed above 2^63 survives int64
+  c.norm = NormKind::rms_norm;
+  c.attention_scale = 1.0;
+  c.attention_init = AttentionInit::variance_preserving;
+  TinyGPT<float> model(c);
+  // values no initialiser would produce, including a -0 and a denormal
+  model.parameter("head.weight").value()(0, 0) = -0.0f;
+  model.parameter("head.weight").value()(0, 1) = 1e-40f;
+  const std::string path = dir.file("model.npz");
+  save_checkpoint(path, model);
+
+  TinyGPT<float> back = load_checkpoint<float>(path);
+  CHECK(back.config() == c);
+  CHECK(same_parameters(model, back));
+  CHECK(std::signbit(back.parameter("head.weight").value()(0, 0)));
+
+  TinyGPTConfig other = c;
+  other.seed = 1;  // same architecture, different initial values
+  TinyGPT<float> into(other);
+  CHECK_FALSE(same_parameters(model, into));
+  load_checkpoint(path, into);
+  CHECK(same_parameters(model, into));
+
+  // the file is a plain npz: parameter names and the config as keys
+  const std::vector<NpzEntry> entries = load_npz(path);
+  CHECK(find_npz_entry(entries, "blocks.1.attn.Wq") != nullptr);
+  REQUIRE(find_npz_entry(entries, "__config__.attention_scale") != nullptr);
+  CHECK(find_npz_entry(entries, "__config__.attention_scale")->as<double>()() == 1.0);
+  CHECK(find_npz_entry(entries, "__config__.vocab")->as<std::int64_t>()() == 9);
+}
+
+TEST_CASE("checkpoint round trip in double with the default attention scale", "[checkpoint]") {
+  TempDir dir;
+  TinyGPT<double> model(config());
+  save_checkpoint(dir.file("d.npz"), model);
+  TinyGPT<double> back = load_checkpoint<double>(dir.file("d.npz"));
+  CHECK(back.config() == config());
+  CHECK_FALSE(back.config().attention_scale.has_value());
+  CHECK(same_parameters(model, back));
+  // saving over an existing checkpoint replaces it
+  model.parameter("norm_f.weight").value()(0) = 3.0;
+  save_checkpoint(dir.file("d.npz"), model);
+  CHECK(load_checkpoint<double>(dir.file("d.npz")).parameter("norm_f.weight").value()(0) == 3.0);
+}
+
+TEST_CASE("checkpoint rejects a wrong shape and a different architecture", "[checkpoint]") {
+  TempDir dir;
+  TinyGPT<float> small(config());
+  save_checkpoint(dir.file("small.npz"), small);
+  TinyGPTConfig wide_config = config();
+  wide_config.d_model = 16;
+  TinyGPT<float> wide(wide_config);
+  const TinyGPT<float> before = TinyGPT<float>(wide_config);
+  require_error([&] { load_parameters(dir.file("small.npz"), wide); },
+                {"small.npz", "tok_emb.weight", "shape (9,8) in the file but (9,16)"});
+  require_error([&] { load_checkpoint(dir.file("small.npz"), wide); },
+                {"small.npz", "differs", "d_model=8", "d_model=16"});
+  CHECK(same_parameters(wide, before));  // nothing was written
+}
+
+TEST_CASE("checkpoint rejects a missing name and an unexpected one", "[checkpoint]") {
+  TempDir dir;
+  TinyGPT<float> model(config());
+  std::vector<NpzEntry> entries = config_entries(model.config());
+  for (const auto& p : model.named_parameters())
+    if (p.name != "blocks.1.mlp.fc.bias") entries.emplace_back(p.name, xt::xarray<float>(p.tensor.value()));
+  save_npz(dir.file("missing.npz"), entries);
+  require_error([&] { load_checkpoint<float>(dir.file("missing.npz")); },
+                {"missing.npz", "'blocks.1.mlp.fc.bias'", "(24)", "missing"});
+
+  entries.emplace_back("blocks.1.mlp.fc.bias", xt::xarray<float>::from_shape({24}));
+  entries.emplace_back("blocks.2.attn.Wq", xt::xarray<float>::from_shape({8, 8}));
+  save_npz(dir.file("extra.npz"), entries);
+  require_error([&] { load_checkpoint<float>(dir.file("extra.npz")); },
+                {"extra.npz", "'blocks.2.attn.Wq'", "not a parameter"});
+}
+
+TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkpoint]") {
+  TempDir dir;
+  TinyGPT<float> model(config());
+  save_checkpoint(dir.file("f32.npz"), model);
+  require_error([&] { load_checkpoint<double>(dir.file("f32.npz")); },
+                {"f32.npz", "tok_emb.weight", "float32 in the file but the model is float64"});
+  save_parameters(dir.file("bare.npz"), model);  // parameters only
+  require_error([&] { load_checkpoint<float>(dir.file("bare.npz")); },
+                {"bare.npz", "missing config entry '__config__.format'"});
+  // ... which load_parameters accepts
+  TinyGPT<float> other(config(6));
+  load_parameters(dir.file("bare.npz"), other);
+  CHECK(same_parameters(model, other));
+
+  std::vector<NpzEntry> entries = config_entries(model.config());
+  for (auto& e : entries)
+    if (e.name == "__config__.heads") e.array = xt::xarray<std::int64_t>{3};  // 8 % 3 != 0
+  save_npz(dir.file("badconfig.npz"), entries);
+  require_error([&] { read_checkpoint_config(dir.file("badconfig.npz")); },
+                {"badconfig.npz", "invalid config", "heads=3"});
+  for (auto& e : entries)
+    if (e.name == "__config__.heads") e.array = xt::xarray<std::int64_t>{-2};
+  save_npz(dir.file("negative.npz"), entries);
+  require_error([&] { read_checkpoint_config(dir.file("negative.npz")); },
+                {"negative.npz", "__config__.heads", "-2"});
+}
+
+TEST_CASE("checkpoint rejects truncated corrupted and missing files", "[checkpoint]") {
+  TempDir dir;
+  TinyGPT<float> model(config());
+  const std::string good = dir.file("good.npz");
+  save_checkpoint(good, model);
+  const std::string bytes = read_bytes(good);
+  REQUIRE(bytes.size() > 1000);
+  for (std::size_t keep : {std::size_t{0}, std::size_t{10}, bytes.size() / 2, bytes.size() - 1}) {
+    INFO("truncated to " << keep << " of " << bytes.size() << " bytes");
+    write_bytes(dir.file("cut.npz"), bytes.substr(0, keep));
+    require_error([&] { load_checkpoint<float>(dir.file("cut.npz")); }, {"cut.npz"});
+  }
+  // flipped bytes inside an array's data: the zip's CRC catches them
+  std::string damaged = bytes;
+  for (std::size_t i = bytes.size() / 3; i < bytes.size() / 3 + 8; ++i) damaged[i] ^= 0x5a;
+  write_bytes(dir.file("flipped.npz"), damaged);
+  TinyGPT<float> target(config(9));
+  const TinyGPT<float> untouched(config(9));
+  require_error([&] { load_checkpoint(dir.file("flipped.npz"), target); }, {"flipped.npz"});
+  CHECK(same_parameters(target, untouched));
+
+  write_bytes(dir.file("text.npz"), "this is not a zip file at all");
+  require_error([&] { load_checkpoint<float>(dir.file("text.npz")); }, {"text.npz"});
+  require_error([&] { load_checkpoint<float>(dir.file("absent.npz")); }, {"absent.npz"});
+  require_error([&] { save_checkpoint(dir.file("no/such/dir/x.npz"), model); }, {"x.npz"});
+  // and the good file still loads
+  CHECK(same_parameters(model, load_checkpoint<float>(good)));
+}
