@@ -1,0 +1,52 @@
+#pragma once
+// Evaluation, greedy decoding and sampling of a trained TinyGPT (no gradients recorded).
+//
+// Accuracy is teacher-forced: every position whose target is not kIgnore is predicted by
+// the argmax of its logits with the true prefix as input. A sequence counts as exact when
+// every such position is right. For the sequence tasks this exact accuracy equals greedy
+// decoding's: when all teacher-forced argmaxes are right, greedy decoding feeds back the
+// same tokens and so produces the same answer, and the first wrong teacher-forced argmax
+// is also greedy decoding's first wrong token. Per-token accuracy is the teacher-forced
+// one (greedy decoding's would count the tokens after a first mistake as well).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "examples/train/tasks.hpp"
+#include "nn/tinygpt.hpp"
+
+namespace tapegrad::train {
+
+struct EvalResult {
+  double loss = 0;            // mean cross-entropy over the scored positions
+  double token_accuracy = 0;  // scored positions whose argmax is the target
+  double exact_accuracy = 0;  // sequences with every scored position right
+  std::size_t sequences = 0, tokens = 0;
+};
+
+EvalResult evaluate(TinyGPT<float>& model, const std::vector<Batch>& batches);
+
+// The eval set of a sequence task in batches of at most `batch` examples.
+std::vector<Batch> batch_examples(const SequenceTask& task, const std::vector<Example>& examples,
+                                  std::size_t batch);
+
+// Greedy decoding of the answers: feed input + SEP, append the argmax, repeat.
+std::vector<std::vector<std::int64_t>> greedy_answers(TinyGPT<float>& model,
+                                                      const SequenceTask& task,
+                                                      const std::vector<Example>& examples);
+
+struct SampleOptions {
+  std::size_t tokens = 0;
+  double temperature = 1.0;  // 0: greedy
+  double top_p = 1.0;        // nucleus sampling: smallest set with probability >= top_p
+};
+
+// Continues `prompt` by `options.tokens` tokens (the model sees the last `context` of them).
+std::vector<std::int64_t> sample(TinyGPT<float>& model, std::vector<std::int64_t> prompt,
+                                 const SampleOptions& options, Generator& gen);
+
+// Picks a token from logits (V) at `temperature` with nucleus `top_p` (exposed for tests).
+std::int64_t sample_logits(const float* logits, std::size_t V, double temperature, double top_p,
+                           Generator& gen);
+
+}  // namespace tapegrad::train

@@ -1,0 +1,69 @@
+#include "examples/train/model_check.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace tapegrad::train {
+
+TinyGPTConfig small_config(const TinyGPTConfig& config) {
+  TinyGPTConfig s = config;
+  s.heads = std::min<std::size_t>(config.heads, 2);
+  s.d_model = 4 * s.heads;
+  s.layers = std::min<std::size_t>(config.layers, 2);
+  return s;
+}
+
+ModelCheck check_model_gradients(const TinyGPTConfig& small, const Batch& batch,
+                                 std::size_t max_elements, std::uint64_t seed) {
+  auto start = std::chrono::steady_clock::now();
+  TinyGPT<double> model(small);
+  std::vector<Tensor<double>> params = model.parameters();
+  // gradcheck perturbs the parameter tensors in place; the model reads the same handles.
+  TensorFunction<double> f = [&](const std::vector<Tensor<double>>&) {
+    return model.loss(batch.tokens, batch.targets, kIgnore);
+  };
+  GradcheckOptions options;  // double: eps 1e-6, atol 1e-5, rtol 1e-3
+  options.max_elements = max_elements;
+  options.seed = seed;
+  GradcheckResult result = gradcheck<double>(f, params, options);
+
+  ModelCheck out;
+  out.config = small;
+  const auto& named = model.named_parameters();
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const InputCheck& c = result.inputs.at(i);
+    ParameterCheck row{named[i].name, c.shape, c.checked, c.max_abs_error, c.max_rel_error,
+                       c.passed};
+    out.passed = out.passed && c.passed;
+    out.max_rel_error = std::max(out.max_rel_error, c.max_rel_error);
+    out.rows.push_back(row);
+  }
+  out.passed = out.passed && result.passed;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+std::string format_model_check(const ModelCheck& check) {
+  std::size_t name_w = 9;
+  for (const ParameterCheck& r : check.rows) name_w = std::max(name_w, r.name.size());
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-*s  %-10s  %7s  %11s  %11s  %s\n", int(name_w), "parameter",
+                "shape", "checked", "max abs err", "max rel err", "pass");
+  out += line;
+  for (const ParameterCheck& r : check.rows) {
+    std::string shape = "(";
+    for (std::size_t i = 0; i < r.shape.size(); ++i) {
+      shape += (i ? "," : "") + std::to_string(r.shape[i]);
+    }
+    shape += ")";
+    std::snprintf(line, sizeof line, "%-*s  %-10s  %7zu  %11.2e  %11.2e  %s\n", int(name_w),
+                  r.name.c_str(), shape.c_str(), r.checked, r.max_abs_error, r.max_rel_error,
+                  r.passed ? "yes" : "NO");
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace tapegrad::train

@@ -1,0 +1,42 @@
+#pragma once
+// The pre-training gradient check: the same architecture at a small size, in double,
+// has d(loss)/d(parameter) compared with central finite differences for every parameter
+// tensor (a seeded sample of elements per tensor), on a real batch of the task.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.hpp"
+#include "examples/train/tasks.hpp"
+#include "nn/tinygpt.hpp"
+
+namespace tapegrad::train {
+
+struct ParameterCheck {
+  std::string name;
+  Shape shape;
+  std::size_t checked = 0;
+  double max_abs_error = 0, max_rel_error = 0;
+  bool passed = true;
+};
+
+struct ModelCheck {
+  TinyGPTConfig config;  // the small double-precision model that was checked
+  std::vector<ParameterCheck> rows;
+  bool passed = true;
+  double seconds = 0;
+  double max_rel_error = 0;
+};
+
+// The small version of `config`: d_model 8 (2 heads) or 4 * heads if larger, at most 2
+// layers, the same vocab, context, norm, MLP ratio and attention scale.
+TinyGPTConfig small_config(const TinyGPTConfig& config);
+
+// Checks every parameter of TinyGPT<double>(small) on `batch` (its loss with kIgnore).
+ModelCheck check_model_gradients(const TinyGPTConfig& small, const Batch& batch,
+                                 std::size_t max_elements = 6, std::uint64_t seed = 0);
+
+// "parameter  shape  checked  max abs err  max rel err  pass" rows, one per tensor.
+std::string format_model_check(const ModelCheck& check);
+
+}  // namespace tapegrad::train

@@ -1,0 +1,243 @@
+// examples/train_tiny_transformer end to end: the binary is run through std::system.
+// Usage errors exit 2 with one line on stderr and write nothing; a tiny run writes every
+// output; the same seed reproduces the losses; --resume reproduces the eval loss exactly.
+#if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "nn/checkpoint.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path dir = fs::path(TAPEGRAD_BINARY_DIR) / "test_train_cli" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs the trainer with `args` (already shell-quoted where needed); stdout and stderr go
+// to files in `dir`.
+RunResult run(const std::string& args, const fs::path& dir) {
+  fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  std::string cmd = std::string("'") + TAPEGRAD_TRAIN_BIN + "' " + args + " >'" + out.string() +
+                    "' 2>'" + err.string() + "' </dev/null";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::size_t lines(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// The raw text of a metrics.json value ("0.123...", "\"sort\"", "null").
+std::string json_value(const std::string& json, const std::string& key) {
+  std::smatch m;
+  std::regex re("\"" + key + "\": ([^,\\n]*)");
+  if (!std::regex_search(json, m, re)) return "<missing>";
+  return m[1];
+}
+
+const char* kTiny = "--d-model 16 --heads 2 --layers 1 --batch 8 --eval-size 40 --threads 1 --quiet";
+
+}  // namespace
+
+TEST_CASE("train cli: bad options and values exit 2 with one line and write nothing", "[train_cli]") {
+  fs::path dir = scratch("usage");
+  fs::path out = dir / "never";
+  const std::string o = " --out '" + out.string() + "'";
+  const char* cases[] = {
+      "--bogus",                   // unknown option
+      "--steps",                   // missing value
+      "--steps abc",               // not a number
+      "--steps -5",                // out of range
+      "--lr 0",                    // out of range
+      "--task copy",               // not a task
+      "--norm batch",              // not a norm
+      "--heads 3",                 // does not divide d_model 64
+      "--warmup 50 --steps 10",    // warm-up longer than the run
+      "--min-lr 0.1 --lr 0.01",    // min above peak
+      "--text /nonexistent/input.txt",
+      "--text /etc/hostname --task sort",
+      "--sample 5",                // sampling needs a text model
+      "--resume /nonexistent/model.npz",
+      "extra_positional",
+  };
+  for (const char* args : cases) {
+    INFO(args);
+    RunResult r = run(std::string(args) + o, dir);
+    CHECK(r.code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find("train_tiny_transformer") == 0);
+    CHECK(r.out.empty());
+  }
+  CHECK_FALSE(fs::exists(out));  // nothing written, not even the directory, before a
+                                 // usage error found in the options themselves
+
+  // An --out that cannot be a directory (it lies under a regular file).
+  fs::path file = dir / "a_file";
+  std::ofstream(file) << "x";
+  RunResult r = run("--steps 1 --skip-gradcheck --out '" + (file / "sub").string() + "'", dir);
+  CHECK(r.code == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("--out") != std::string::npos);
+
+  // A damaged checkpoint is a usage error too, with a clear message.
+  fs::path bad = dir / "bad.npz";
+  std::ofstream(bad) << "PK\x03\x04 this is not a zip";
+  RunResult b = run("--resume '" + bad.string() + "' --steps 0" + o, dir);
+  CHECK(b.code == 2);
+  CHECK(lines(b.err) == 1);
+  CHECK(b.err.find("bad.npz") != std::string::npos);
+}
+
+TEST_CASE("train cli: --help documents every option and exits 0", "[train_cli]") {
+  fs::path dir = scratch("help");
+  RunResult r = run("--help", dir);
+  CHECK(r.code == 0);
+  for (const char* opt : {"--task", "--text", "--d-model", "--heads", "--layers", "--mlp-ratio",
+                          "--norm", "--no-scale", "--batch", "--steps", "--lr", "--min-lr",
+                          "--warmup", "--weight-decay", "--clip", "--seed", "--out", "--resume",
+                          "--threads", "--skip-gradcheck", "--eval-every", "--quiet", "--sample",
+                          "--temperature", "--top-p", "--prompt"}) {
+    INFO(opt);
+    CHECK(r.out.find(opt) != std::string::npos);
+  }
+}
+
+TEST_CASE("train cli: a tiny run writes its outputs and --resume reproduces eval loss", "[train_cli]") {
+  fs::path dir = scratch("tiny");
+  fs::path a = dir / "a", b = dir / "b", c = dir / "c";
+  std::string common = std::string(kTiny) + " --steps 20 --warmup 5 --skip-gradcheck --seed 3";
+  RunResult r1 = run(common + " --out '" + a.string() + "'", dir);
+  INFO(r1.err);
+  REQUIRE(r1.code == 0);
+  for (const char* f : {"model.npz", "metrics.json", "loss.csv", "loss.svg"}) {
+    INFO(f);
+    CHECK(fs::is_regular_file(a / f));
+  }
+  std::string metrics = slurp(a / "metrics.json");
+  for (const char* key : {"task", "steps", "final_train_loss", "eval_loss", "eval_token_accuracy",
+                          "eval_exact_accuracy", "train_seconds", "tokens_per_second",
+                          "parameters", "seed", "d_model", "heads", "layers", "lr"}) {
+    INFO(key);
+    CHECK(json_value(metrics, key) != "<missing>");
+    CHECK(json_value(metrics, key) != "null");
+  }
+  CHECK(json_value(metrics, "task") == "\"sort\"");
+  CHECK(json_value(metrics, "steps") == "20");
+  CHECK(json_value(metrics, "seed") == "3");
+  // d_model 16, 1 layer, vocab 11, context 16, mlp 4x: embeddings 11*16 + 16*16, block
+  // 2*16 + 4*16*16 + 2*16 + (16*64 + 64) + (64*16 + 16), final norm 2*16, head 16*11
+  CHECK(json_value(metrics, "parameters") ==
+        std::to_string(176 + 256 + 32 + 1024 + 32 + 1088 + 1040 + 32 + 176));
+  std::string csv = slurp(a / "loss.csv");
+  CHECK(csv.rfind("step,loss,lr\n", 0) == 0);
+  CHECK(lines(csv) == 21);
+  std::string svg = slurp(a / "loss.svg");
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("class=\"series\"") != std::string::npos);
+  // numpy-readable checkpoint, loadable by nn
+  tapegrad::TinyGPT<float> model = tapegrad::load_checkpoint<float>((a / "model.npz").string());
+  CHECK(model.config().d_model == 16);
+  CHECK(model.config().vocab == 11);
+
+  // Same seed, same losses, bit for bit.
+  RunResult r2 = run(common + " --out '" + b.string() + "'", dir);
+  REQUIRE(r2.code == 0);
+  std::string metrics2 = slurp(b / "metrics.json");
+  CHECK(json_value(metrics2, "final_train_loss") == json_value(metrics, "final_train_loss"));
+  CHECK(json_value(metrics2, "eval_loss") == json_value(metrics, "eval_loss"));
+  CHECK(slurp(b / "loss.csv") == csv);
+
+  // The checkpoint evaluates to the identical eval loss.
+  RunResult r3 = run(std::string("--resume '") + (a / "model.npz").string() +
+                         "' --steps 0 --eval-size 40 --threads 1 --quiet --out '" + c.string() + "'",
+                     dir);
+  INFO(r3.err);
+  REQUIRE(r3.code == 0);
+  std::string metrics3 = slurp(c / "metrics.json");
+  CHECK(json_value(metrics3, "eval_loss") == json_value(metrics, "eval_loss"));
+  CHECK(json_value(metrics3, "eval_exact_accuracy") == json_value(metrics, "eval_exact_accuracy"));
+  CHECK(json_value(metrics3, "task") == "\"sort\"");
+  CHECK(json_value(metrics3, "steps") == "0");
+
+  // Resuming with a different task is refused.
+  RunResult r4 = run(std::string("--resume '") + (a / "model.npz").string() +
+                         "' --task reverse --steps 0 --out '" + c.string() + "'", dir);
+  CHECK(r4.code == 2);
+  CHECK(lines(r4.err) == 1);
+}
+
+TEST_CASE("train cli: the gradient check table covers every parameter tensor", "[train_cli]") {
+  fs::path dir = scratch("gradcheck");
+  RunResult r = run("--d-model 16 --heads 2 --layers 1 --batch 4 --steps 1 --warmup 0 "
+                    "--eval-size 10 --threads 1 --task recall --out '" + (dir / "o").string() + "'",
+                    dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (const char* name : {"tok_emb.weight", "pos_emb.weight", "blocks.0.attn.Wq",
+                           "blocks.0.attn.Wo", "blocks.0.mlp.fc.bias", "norm_f.weight",
+                           "head.weight"}) {
+    INFO(name);
+    CHECK(r.out.find(name) != std::string::npos);
+  }
+  CHECK(r.out.find("gradient check passed") != std::string::npos);
+  CHECK(r.out.find(" NO\n") == std::string::npos);
+  CHECK(json_value(slurp(dir / "o" / "metrics.json"), "gradcheck") == "\"passed\"");
+}
+
+TEST_CASE("train cli: a text model trains samples and resumes for sampling", "[train_cli]") {
+  fs::path dir = scratch("text");
+  fs::path corpus = dir / "corpus.txt";
+  {
+    std::ofstream f(corpus, std::ios::binary);
+    for (int i = 0; i < 60; ++i) f << "the quick brown fox jumps over the lazy dog. caf\xc3\xa9!\n";
+  }
+  fs::path a = dir / "a", b = dir / "b";
+  RunResult r = run(std::string(kTiny) + " --text '" + corpus.string() +
+                        "' --context 16 --steps 5 --warmup 1 --skip-gradcheck --sample 20 "
+                        "--prompt the --out '" + a.string() + "'",
+                    dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::string metrics = slurp(a / "metrics.json");
+  CHECK(json_value(metrics, "task") == "\"text\"");
+  CHECK(json_value(metrics, "eval_loss") != "null");
+  std::string sample = slurp(a / "sample.txt");
+  CHECK(sample.rfind("the", 0) == 0);  // the prompt, then the continuation
+  RunResult s = run("--resume '" + (a / "model.npz").string() +
+                        "' --steps 0 --sample 10 --temperature 0 --threads 1 --quiet --out '" +
+                        b.string() + "'",
+                    dir);
+  INFO(s.err);
+  REQUIRE(s.code == 0);
+  CHECK(fs::is_regular_file(b / "sample.txt"));
+}
+#endif
