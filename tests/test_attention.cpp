@@ -213,7 +213,7 @@ TEST_CASE("np-05 check 1: shapes of out and weights for 2-D and batched 4-D inpu
   Tape<D>::active().clear();
 }
 
-TEST_CASE("np-05 check 2: Q=[[1 0]] against two orthogonal keys gives 0.6698 scaled and 0.7311 unscaled", "[attention]") {
+TEST_CASE("np-05 check 2: the query (1 0) against two orthogonal keys gives 0.6698 scaled and 0.7311 unscaled", "[attention]") {
   NoGradGuard no_grad;
   const Tensor<D> Q(Array<D>{{1.0, 0.0}});
   const Tensor<D> K(Array<D>{{1.0, 0.0}, {0.0, 1.0}});
@@ -261,7 +261,7 @@ TEST_CASE("np-05 check 3: masking 3 of 6 keys gives exactly zero weights there a
   CHECK(leak > 1e-3);
 }
 
-TEST_CASE("np-05 check 4: changing the keys and values after position t does not move out[t]", "[attention]") {
+TEST_CASE("np-05 check 4: changing the keys and values after position t does not move the output at t", "[attention]") {
   NoGradGuard no_grad;
   const std::size_t T = 7, t = 3;
   const Tensor<D> Q = randn({2, 2, T, 4}, 40, false);
@@ -422,6 +422,23 @@ TEST_CASE("every row fully masked in 4-D gives all-zero results and exactly zero
     REQUIRE(t->has_grad());
     CHECK(all_zero(t->grad()));  // exact zeros, so also no NaN
   }
+}
+
+TEST_CASE("no keys at all attends to nothing and an undefined or non-finite scale is an error", "[attention]") {
+  // Tk = 0 is the limit of a fully masked row: zero output, zero gradient
+  const Tensor<D> Q = randn({3, 4}, 120);
+  const auto r = scaled_dot_product_attention(Q, randn({0, 4}, 121), randn({0, 2}, 122));
+  CHECK(r.out.shape() == Shape{3, 2});
+  CHECK(r.weights.shape() == Shape{3, 0});
+  CHECK(all_zero(r.out.value()));
+  sum(r.out).backward();
+  CHECK(all_zero(Q.grad()));
+  const std::string op = "scaled_dot_product_attention";
+  require_shape_error([]() { scaled_dot_product_attention(randn({3, 0}, 1), randn({5, 0}, 2), randn({5, 2}, 3)); },
+                      {op, "d_k=0", "(3,0)", "(5,0)"});
+  require_shape_error([]() { scaled_dot_product_attention(randn({3, 4}, 1), randn({5, 4}, 2), randn({5, 2}, 3),
+                                                          std::nullopt, std::nan("")); },
+                      {op, "scale", "nan"});
 }
 
 // ---------------------------------------------------------------- errors
@@ -618,8 +635,11 @@ double rel_error(const Array<D>& a, const Array<D>& b) {
   return m;
 }
 
+double worst_fixture_error = 0.0;  // printed by the MHA fixture test, for the record
+
 void require_agrees(const char* what, const Array<D>& ours, const Array<D>& torch_value) {
   const double e = rel_error(ours, torch_value);
+  worst_fixture_error = std::max(worst_fixture_error, e);
   INFO(what << ": relative error " << e);
   CHECK(e <= 1e-10);
 }
@@ -676,6 +696,7 @@ TEST_CASE("multi_head_attention agrees with PyTorch float64 fixtures forward and
     for (std::size_t i = 0; i < 5; ++i)
       require_agrees(names[i], in2[i].grad(), load(c, std::string("d") + names[i] + "_yw"));
   }
+  std::printf("PyTorch fixtures: max relative error so far %.3e\n", worst_fixture_error);
 }
 
 // ---------------------------------------------------------------- float and the tape
