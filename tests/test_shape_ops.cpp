@@ -17,7 +17,7 @@ TEMPLATE_TEST_CASE("reshape keeps row-major order", "[shape_ops]", float, double
   CHECK(a.shape() == Shape{2, 3});
 }
 
-TEMPLATE_TEST_CASE("transpose: result axis i is input axis perm[i]", "[shape_ops]", float,
+TEMPLATE_TEST_CASE("transpose: result axis i is input axis perm of i", "[shape_ops]", float,
                    double) {
   using T = TestType;
   auto a = make<T>({2, 3}, {1, 2, 3, 4, 5, 6});
@@ -68,7 +68,7 @@ TEMPLATE_TEST_CASE("concatenate joins along any axis", "[shape_ops]", float, dou
   check_values(concatenate<T>({p, q}, 1), {2, 3, 2}, {-1, -2, 0, 1, 2, 3, -3, -4, 4, 5, 6, 7});
 }
 
-TEMPLATE_TEST_CASE("slice takes [start, stop) along one axis", "[shape_ops]", float, double) {
+TEMPLATE_TEST_CASE("slice takes start to stop along one axis", "[shape_ops]", float, double) {
   using T = TestType;
   auto x = arange<T>({2, 3, 4});
   check_values(slice(x, 1, 1, 3), {2, 2, 4},

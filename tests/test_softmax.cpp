@@ -158,7 +158,7 @@ TEST_CASE("a fully masked row has zero gradient and no NaN", "[softmax][masked]"
   CHECK(x.grad()(0, 0) + x.grad()(0, 2) == Approx(0.0).margin(1e-15));
 }
 
-TEMPLATE_TEST_CASE("masks broadcast from (T,T) and from (B,1,1,T) to (B,H,T,T)",
+TEMPLATE_TEST_CASE("masks broadcast from TxT and from Bx1x1xT to BxHxTxT",
                    "[softmax][masked]", float, double) {
   using T = TestType;
   const std::size_t B = 2, H = 2, L = 3;

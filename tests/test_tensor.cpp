@@ -127,7 +127,7 @@ TEST_CASE("requires_grad flows from inputs to outputs", "[tensor]") {
   CHECK(Tape<float>::active().size() == 0);
 }
 
-TEST_CASE("gradients: absent until backward, then accumulated, then dropped", "[tensor]") {
+TEST_CASE("gradients: absent until backward then accumulated then dropped", "[tensor]") {
   auto x = make<double>({2}, {1, 3}, true);
   CHECK_FALSE(x.has_grad());
   require_shape_error([&] { x.grad(); }, {"grad", "(2)"});
