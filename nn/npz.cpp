@@ -201,7 +201,8 @@ class HeaderParser {
       if (peek() != ')') bad("expected ',' or ')' in the shape");
     }
     expect(')');
-    if (shape.size() == 1 && !trailing_comma) bad("shape '(n)' is not a tuple; numpy writes '(n,)'");
+    if (shape.size() == 1 && !trailing_comma)
+      bad("shape '(n)' is not a tuple; numpy writes '(n,)'");
     return shape;
   }
 
@@ -228,11 +229,16 @@ bool parse_descr(const std::string& d, Descr& out) {
   if (d.size() != 3 || (d[0] != '<' && d[0] != '>')) return false;
   const bool big = d[0] == '>';
   const std::string t = d.substr(1);
-  if (t == "f4") out = {Kind::f4, 4, big};
-  else if (t == "f8") out = {Kind::f8, 8, big};
-  else if (t == "i8") out = {Kind::i8, 8, big};
-  else if (t == "i4") out = {Kind::i4, 4, big};
-  else return false;
+  if (t == "f4")
+    out = {Kind::f4, 4, big};
+  else if (t == "f8")
+    out = {Kind::f8, 8, big};
+  else if (t == "i8")
+    out = {Kind::i8, 8, big};
+  else if (t == "i4")
+    out = {Kind::i4, 4, big};
+  else
+    return false;
   return true;
 }
 
@@ -257,8 +263,10 @@ xt::xarray<Out> decode(const char* p, std::size_t count, const std::vector<std::
   Out* out = a.data();
   for (std::size_t k = 0; k < count; ++k) {
     const In v = read_value<In>(p + k * sizeof(In), swap);
-    if constexpr (std::is_same_v<In, std::uint8_t>) out[k] = v != 0 ? 1 : 0;  // numpy bool
-    else out[k] = static_cast<Out>(v);
+    if constexpr (std::is_same_v<In, std::uint8_t>)
+      out[k] = v != 0 ? 1 : 0;  // numpy bool
+    else
+      out[k] = static_cast<Out>(v);
   }
   if (fortran && shape.size() > 1) return xt::xarray<Out>(xt::transpose(a));
   return a;
@@ -294,7 +302,8 @@ NpzEntry::Array parse_npy(std::string_view b, const std::string& where) {
 
   // Element count, refusing any shape whose extent overflows (zero dimensions included:
   // xtensor's strides are products of the other dimensions).
-  const std::uint64_t limit = static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) / 8;
+  const std::uint64_t limit =
+      static_cast<std::uint64_t>(std::numeric_limits<std::ptrdiff_t>::max()) / 8;
   std::uint64_t extent = 1, count = 1;
   for (std::size_t dim : h.shape) {
     const std::uint64_t dd = std::max<std::uint64_t>(dim, 1);
@@ -344,31 +353,39 @@ std::string read_member(zip_t* za, zip_uint64_t index, std::uint64_t claimed,
   zip_file_t* f = zip_fopen_index(za, index, 0);
   if (!f) fail_npz(where, std::string("cannot open the member (libzip: ") + zip_strerror(za) + ")");
   std::string data;
-  data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(claimed, kReadChunk)));
   std::string err;
-  for (;;) {
-    if (data.size() == claimed) {
-      char extra;
-      const zip_int64_t n = zip_fread(f, &extra, 1);
-      if (n < 0) err = std::string("read error (libzip: ") + zip_file_strerror(f) + ")";
-      else if (n > 0) err = "member holds more than the " + std::to_string(claimed) + " bytes its header claims";
-      break;
+  // No exception may pass before zip_fclose: an allocation failure becomes `err`.
+  try {
+    data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(claimed, kReadChunk)));
+    for (;;) {
+      if (data.size() == claimed) {
+        char extra;
+        const zip_int64_t n = zip_fread(f, &extra, 1);
+        if (n < 0)
+          err = std::string("read error (libzip: ") + zip_file_strerror(f) + ")";
+        else if (n > 0)
+          err =
+              "member holds more than the " + std::to_string(claimed) + " bytes its header claims";
+        break;
+      }
+      const std::size_t old = data.size();
+      const std::size_t want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(claimed - old, kReadChunk));
+      data.resize(old + want);
+      const zip_int64_t n = zip_fread(f, &data[old], want);
+      if (n < 0) {
+        err = std::string("read error (libzip: ") + zip_file_strerror(f) + ")";
+        break;
+      }
+      data.resize(old + static_cast<std::size_t>(n));
+      if (n == 0) {
+        err = "member is truncated: " + std::to_string(old) + " of " + std::to_string(claimed) +
+              " bytes";
+        break;
+      }
     }
-    const std::size_t old = data.size();
-    const std::size_t want =
-        static_cast<std::size_t>(std::min<std::uint64_t>(claimed - old, kReadChunk));
-    data.resize(old + want);
-    const zip_int64_t n = zip_fread(f, &data[old], want);
-    if (n < 0) {
-      err = std::string("read error (libzip: ") + zip_file_strerror(f) + ")";
-      break;
-    }
-    data.resize(old + static_cast<std::size_t>(n));
-    if (n == 0) {
-      err = "member is truncated: " + std::to_string(old) + " of " + std::to_string(claimed) +
-            " bytes";
-      break;
-    }
+  } catch (const std::bad_alloc&) {
+    err = "out of memory reading " + std::to_string(claimed) + " bytes";
   }
   const int close_rc = zip_fclose(f);
   if (!err.empty()) fail_npz(where, err);
@@ -459,7 +476,8 @@ std::string build_zip(const std::vector<NpzEntry>& entries, bool compress,
   std::set<std::string> seen;
   for (const NpzEntry& e : entries) {
     check_npz_name(e.name, where);
-    if (!seen.insert(e.name).second) fail_npz(where, "entry name " + quoted(e.name) + " appears twice");
+    if (!seen.insert(e.name).second)
+      fail_npz(where, "entry name " + quoted(e.name) + " appears twice");
   }
   // libzip writes nothing at all for an archive without members.
   if (entries.empty()) fail_npz(where, "no entries to save");
@@ -495,7 +513,8 @@ std::string build_zip(const std::vector<NpzEntry>& entries, bool compress,
         zip_file_set_mtime(za.get(), u, kMemberMtime, 0) != 0)
       fail_npz(where, std::string("libzip: ") + zip_strerror(za.get()));
   }
-  if (zip_close(za.get()) != 0) fail_npz(where, std::string("cannot write the zip (libzip: ") + zip_strerror(za.get()) + ")");
+  if (zip_close(za.get()) != 0)
+    fail_npz(where, std::string("cannot write the zip (libzip: ") + zip_strerror(za.get()) + ")");
   za.release();  // zip_close freed it
 
   zip_stat_t st;
@@ -597,13 +616,14 @@ void save_npz(const std::string& path, const std::vector<NpzEntry>& entries, boo
   }
   if (e != 0) {
     ::unlink(tmp.c_str());
-    fail_npz(where, std::string("cannot ") + step + " the temporary file '" + tmp + "': " +
-                        errno_text(e) + " (the previous file, if any, is unchanged)");
+    fail_npz(where, std::string("cannot ") + step + " the temporary file '" + tmp +
+                        "': " + errno_text(e) + " (the previous file, if any, is unchanged)");
   }
   // Make the rename itself durable. Some filesystems refuse to fsync a directory; the
   // file is already in place, so that is not an error.
   const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -648,9 +668,12 @@ std::vector<NpzEntry> load_npz(const std::string& path) {
     while (err.empty() && got < bytes.size()) {
       const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) err = "read error: " + errno_text(errno);
-      else if (n == 0) bytes.resize(got);  // shrank while reading
-      else got += static_cast<std::size_t>(n);
+      if (n < 0)
+        err = "read error: " + errno_text(errno);
+      else if (n == 0)
+        bytes.resize(got);  // shrank while reading
+      else
+        got += static_cast<std::size_t>(n);
     }
   }
   ::close(fd);

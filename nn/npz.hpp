@@ -31,17 +31,19 @@ const char* npz_dtype_name(NpzDtype dtype);
 
 template <class T>
 constexpr NpzDtype npz_dtype_of() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                    std::is_same_v<T, std::int64_t>,
-                "an npz entry holds float, double or std::int64_t");
-  if constexpr (std::is_same_v<T, float>) return NpzDtype::float32;
-  else if constexpr (std::is_same_v<T, double>) return NpzDtype::float64;
-  else return NpzDtype::int64;
+  static_assert(
+      std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int64_t>,
+      "an npz entry holds float, double or std::int64_t");
+  if constexpr (std::is_same_v<T, float>)
+    return NpzDtype::float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return NpzDtype::float64;
+  else
+    return NpzDtype::int64;
 }
 
 namespace detail {
-[[noreturn]] void throw_npz_dtype_mismatch(const std::string& name, NpzDtype wanted,
-                                           NpzDtype held);
+[[noreturn]] void throw_npz_dtype_mismatch(const std::string& name, NpzDtype wanted, NpzDtype held);
 }
 
 struct NpzEntry {
@@ -87,8 +89,7 @@ void check_npz_name(const std::string& name, const std::string& what);
 // numpy.savez). Atomic: the zip goes to "<path>.tmp.<pid>" in the same directory, is
 // fsynced, then renamed over `path`; on any error the temporary file is removed, a
 // previous file at `path` is untouched, and NpzError names the path.
-void save_npz(const std::string& path, const std::vector<NpzEntry>& entries,
-              bool compress = false);
+void save_npz(const std::string& path, const std::vector<NpzEntry>& entries, bool compress = false);
 
 // The same archive as save_npz writes, in memory.
 std::string save_npz_bytes(const std::vector<NpzEntry>& entries, bool compress = false);
@@ -101,8 +102,7 @@ std::vector<NpzEntry> load_npz(const std::string& path);
 
 // load_npz on bytes already in memory (the fuzzing entry point); `label` stands for the
 // file name in error messages.
-std::vector<NpzEntry> load_npz_bytes(std::string_view bytes,
-                                     const std::string& label = "<memory>");
+std::vector<NpzEntry> load_npz_bytes(std::string_view bytes, const std::string& label = "<memory>");
 
 // One .npy file's bytes -> its array, with the same checks as a member of an npz.
 NpzEntry::Array load_npy_bytes(std::string_view bytes, const std::string& label = "<memory>");

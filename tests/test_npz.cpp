@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include <csignal>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -133,20 +133,29 @@ std::vector<NpzEntry> mixed_entries() {
   // rank 0 to 4 in each dtype, special values at the front
   e.emplace_back("f32.r0", xt::xarray<float>(-0.0f));
   e.emplace_back("f32.r1", xt::xarray<float>{-0.0f, finf, -finf, fnan, 1e-45f, 3.4e38f});
-  e.emplace_back("f32.r2", filled<float>({3, 5}, [](std::size_t n) { return 0.1f * float(n) - 0.7f; }));
-  e.emplace_back("f32.r3", filled<float>({2, 3, 4}, [](std::size_t n) { return std::sin(float(n)); }));
-  e.emplace_back("f32.r4", filled<float>({2, 1, 3, 2}, [](std::size_t n) { return -float(n) / 3; }));
+  e.emplace_back("f32.r2",
+                 filled<float>({3, 5}, [](std::size_t n) { return 0.1f * float(n) - 0.7f; }));
+  e.emplace_back("f32.r3",
+                 filled<float>({2, 3, 4}, [](std::size_t n) { return std::sin(float(n)); }));
+  e.emplace_back("f32.r4",
+                 filled<float>({2, 1, 3, 2}, [](std::size_t n) { return -float(n) / 3; }));
   e.emplace_back("f64.r0", xt::xarray<double>(dnan));
   e.emplace_back("f64.r1", xt::xarray<double>{-0.0, dinf, -dinf, dnan, 5e-324, 1.0 / 3.0});
-  e.emplace_back("f64.r2", filled<double>({4, 2}, [](std::size_t n) { return std::exp(double(n)) - 7; }));
-  e.emplace_back("f64.r3", filled<double>({1, 1, 7}, [](std::size_t n) { return std::sqrt(double(n)); }));
-  e.emplace_back("f64.r4", filled<double>({2, 2, 2, 2}, [](std::size_t n) { return 1e300 * double(n); }));
+  e.emplace_back("f64.r2",
+                 filled<double>({4, 2}, [](std::size_t n) { return std::exp(double(n)) - 7; }));
+  e.emplace_back("f64.r3",
+                 filled<double>({1, 1, 7}, [](std::size_t n) { return std::sqrt(double(n)); }));
+  e.emplace_back("f64.r4",
+                 filled<double>({2, 2, 2, 2}, [](std::size_t n) { return 1e300 * double(n); }));
   e.emplace_back("i64.r0", xt::xarray<std::int64_t>(std::int64_t{-42}));
   e.emplace_back("i64.r1", xt::xarray<std::int64_t>{std::numeric_limits<std::int64_t>::min(), -1, 0,
                                                     std::numeric_limits<std::int64_t>::max()});
-  e.emplace_back("i64.r2", filled<std::int64_t>({2, 3}, [](std::size_t n) { return std::int64_t(n) << 40; }));
-  e.emplace_back("i64.r3", filled<std::int64_t>({3, 1, 2}, [](std::size_t n) { return -std::int64_t(n); }));
-  e.emplace_back("i64.r4", filled<std::int64_t>({1, 2, 1, 3}, [](std::size_t n) { return std::int64_t(n * n); }));
+  e.emplace_back("i64.r2",
+                 filled<std::int64_t>({2, 3}, [](std::size_t n) { return std::int64_t(n) << 40; }));
+  e.emplace_back("i64.r3",
+                 filled<std::int64_t>({3, 1, 2}, [](std::size_t n) { return -std::int64_t(n); }));
+  e.emplace_back("i64.r4", filled<std::int64_t>({1, 2, 1, 3},
+                                                [](std::size_t n) { return std::int64_t(n * n); }));
   // zero-size arrays
   e.emplace_back("f32.empty", xt::xarray<float>::from_shape({0, 3}));
   e.emplace_back("i64.empty", xt::xarray<std::int64_t>::from_shape({4, 0}));
@@ -186,8 +195,13 @@ TEST_CASE("npz round-trips float double and int64 arrays of rank 0 to 4 bitwise"
 }
 
 TEST_CASE("npz keeps dotted parameter names and their order", "[npz]") {
-  const std::vector<std::string> names = {"tok_emb.weight", "blocks.0.attn.Wq", "blocks.0.attn.Wk",
-                                          "blocks.10.mlp.fc1.bias", "config.d_model", "a..b.", ".x"};
+  const std::vector<std::string> names = {"tok_emb.weight",
+                                          "blocks.0.attn.Wq",
+                                          "blocks.0.attn.Wk",
+                                          "blocks.10.mlp.fc1.bias",
+                                          "config.d_model",
+                                          "a..b.",
+                                          ".x"};
   std::vector<NpzEntry> entries;
   for (std::size_t i = 0; i < names.size(); ++i)
     entries.emplace_back(names[i], xt::xarray<double>{double(i), -double(i)});
@@ -220,8 +234,9 @@ TEST_CASE("npz reads files written by numpy.savez and savez_compressed", "[npz]"
     REQUIRE(e.size() == 10);
     std::vector<std::string> names;
     for (const auto& x : e) names.push_back(x.name);
-    CHECK(names == std::vector<std::string>{"blocks.0.attn.Wq", "special", "ids", "scalar", "fortran",
-                                            "big_endian", "small_ints", "flags", "empty", "rank4"});
+    CHECK(names == std::vector<std::string>{"blocks.0.attn.Wq", "special", "ids", "scalar",
+                                            "fortran", "big_endian", "small_ints", "flags", "empty",
+                                            "rank4"});
 
     CHECK((e[0].as<float>() == xt::xarray<float>{{-0.5f, -0.25f, 0.0f}, {0.25f, 0.5f, 0.75f}}));
 
@@ -250,8 +265,9 @@ TEST_CASE("npz reads files written by numpy.savez and savez_compressed", "[npz]"
     CHECK(f.data()[1] == 1.0);  // row-major storage: [0,0,1] follows [0,0,0]
 
     CHECK((e[5].as<double>() == xt::xarray<double>{1.5, -2.0}));  // '>f8' byte-swapped
-    CHECK((e[6].as<std::int64_t>() == xt::xarray<std::int64_t>{1, -2, 2147483647}));  // '<i4' widened
-    CHECK((e[7].as<std::int64_t>() == xt::xarray<std::int64_t>{1, 0, 1}));  // '|b1'
+    CHECK(
+        (e[6].as<std::int64_t>() == xt::xarray<std::int64_t>{1, -2, 2147483647}));  // '<i4' widened
+    CHECK((e[7].as<std::int64_t>() == xt::xarray<std::int64_t>{1, 0, 1}));          // '|b1'
     CHECK(e[8].shape() == std::vector<std::size_t>{0, 3});
     CHECK(e[8].holds<float>());
     REQUIRE(e[9].shape() == std::vector<std::size_t>{2, 1, 3, 2});
@@ -268,19 +284,23 @@ TEST_CASE("numpy.load reads what save_npz writes", "[npz]") {
   }
   // The same arrays as check() in tests/check_npz_with_numpy.py computes with numpy.
   std::vector<NpzEntry> entries;
-  entries.emplace_back("blocks.0.attn.Wq", filled<float>({3, 4}, [](std::size_t n) { return float(n) * 0.25f - 1; }));
-  entries.emplace_back("special", xt::xarray<double>{-0.0, std::numeric_limits<double>::infinity(),
-                                                     -std::numeric_limits<double>::infinity(),
-                                                     std::numeric_limits<double>::quiet_NaN(), 5e-324, -1.0});
+  entries.emplace_back("blocks.0.attn.Wq",
+                       filled<float>({3, 4}, [](std::size_t n) { return float(n) * 0.25f - 1; }));
+  entries.emplace_back("special",
+                       xt::xarray<double>{-0.0, std::numeric_limits<double>::infinity(),
+                                          -std::numeric_limits<double>::infinity(),
+                                          std::numeric_limits<double>::quiet_NaN(), 5e-324, -1.0});
   entries.emplace_back("step", xt::xarray<std::int64_t>(std::int64_t{1234567890123}));
-  entries.emplace_back("rank4", filled<double>({2, 3, 1, 4}, [](std::size_t n) { return double(n) * 0.5 - 3; }));
+  entries.emplace_back(
+      "rank4", filled<double>({2, 3, 1, 4}, [](std::size_t n) { return double(n) * 0.5 - 3; }));
   TempDir dir;
   for (bool compress : {false, true}) {
     const std::string path = dir.file(compress ? "deflated.npz" : "stored.npz");
     save_npz(path, entries, compress);
     const std::string out = dir.file("numpy.out");
     const std::string cmd = "/usr/bin/python3 " + std::string(TAPEGRAD_SOURCE_DIR) +
-                            "/tests/check_npz_with_numpy.py check '" + path + "' > '" + out + "' 2>&1";
+                            "/tests/check_npz_with_numpy.py check '" + path + "' > '" + out +
+                            "' 2>&1";
     const int rc = std::system(cmd.c_str());
     INFO("compress " << compress << "; numpy said: " << read_bytes(out));
     CHECK(rc == 0);
@@ -295,7 +315,8 @@ TEST_CASE("npz rejects a missing file an empty file and a directory", "[npz]") {
   require_npz_error([&] { load_npz(dir.file("empty.npz")); }, {"empty.npz", "empty"});
   require_npz_error([&] { load_npz(dir.path.string()); }, {"not a regular file"});
   require_npz_error([] { load_npz_bytes("", "label-x"); }, {"label-x"});
-  require_npz_error([] { load_npz_bytes("PK\x03\x04 this is not a zip", "junk"); }, {"junk", "zip"});
+  require_npz_error([] { load_npz_bytes("PK\x03\x04 this is not a zip", "junk"); },
+                    {"junk", "zip"});
 }
 
 TEST_CASE("npz rejects a file truncated at any length", "[npz]") {
@@ -361,7 +382,8 @@ TEST_CASE("npz rejects each damaged or unsupported fixture with a clear message"
       {"bad_extra_key.npz", {"w.npy", "unexpected key 'x'"}},
       {"bad_path_name.npz", {"../evil.npy", "'/'"}},
       {"bad_bzip2_member.npz", {"w.npy", "compression method 12"}},
-      {"bad_duplicate_member.npz", {"not a valid zip archive", "already exists"}},  // libzip refuses it
+      {"bad_duplicate_member.npz",
+       {"not a valid zip archive", "already exists"}},  // libzip refuses it
   };
   for (const auto& c : cases) {
     INFO(c.file);
@@ -403,17 +425,27 @@ TEST_CASE("npy header parser accepts numpy's grammar and rejects everything else
       {bad_version, "version 4.0"},
       {long_header, "header claims 65535 bytes"},
       {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2), }", two_f4), "not a tuple"},
-      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", two_f4), "non-negative"},
-      {raw_npy("{'descr': '<f4', 'fortran_order': false, 'shape': (2,), }", two_f4), "True nor False"},
+      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", two_f4),
+       "non-negative"},
+      {raw_npy("{'descr': '<f4', 'fortran_order': false, 'shape': (2,), }", two_f4),
+       "True nor False"},
       {raw_npy("{'descr': '<f4', 'fortran_order': False, }", two_f4), "lacks"},
-      {raw_npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two_f4), "twice"},
-      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } x", two_f4), "after the header"},
+      {raw_npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two_f4),
+       "twice"},
+      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } x", two_f4),
+       "after the header"},
       {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)", two_f4), "expected"},
-      {raw_npy("{'descr': '<f\\4', 'fortran_order': False, 'shape': (2,), }", two_f4), "unsupported character"},
-      {raw_npy("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", two_f4), "unsupported dtype '<f2'"},
-      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", two_f4), "64 bits"},
-      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 9223372036854775807), }", ""), "overflows"},
-      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two_f4 + "x"), "holds 9"},
+      {raw_npy("{'descr': '<f\\4', 'fortran_order': False, 'shape': (2,), }", two_f4),
+       "unsupported character"},
+      {raw_npy("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", two_f4),
+       "unsupported dtype '<f2'"},
+      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+               two_f4),
+       "64 bits"},
+      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 9223372036854775807), }", ""),
+       "overflows"},
+      {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", two_f4 + "x"),
+       "holds 9"},
       {raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (  ), }", ""), "needs 4"},
   };
   for (const auto& b : bads) {
@@ -547,8 +579,7 @@ TEST_CASE("save_npz into a missing directory names the path", "[npz]") {
   const std::string path = dir.file("no/such/dir/ckpt.npz");
   std::vector<NpzEntry> e;
   e.emplace_back("w", xt::xarray<float>{1.0f});
-  require_npz_error([&] { save_npz(path, e); },
-                    {"save_npz", path, "No such file or directory"});
+  require_npz_error([&] { save_npz(path, e); }, {"save_npz", path, "No such file or directory"});
   CHECK(dir.listing().empty());
 }
 
