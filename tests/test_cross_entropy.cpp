@@ -68,8 +68,8 @@ void check_gradients(const Indices& targets, std::int64_t ignore_index, const Te
 }  // namespace
 
 TEST_CASE("cross_entropy of uniform logits over C classes is log C", "[cross_entropy]") {
-  for (std::size_t C : {2, 5, 65}) {
-    auto logits = Tensor<double>::full({3, C}, 0.3);
+  for (std::int64_t C : {2, 5, 65}) {
+    auto logits = Tensor<double>::full({3, static_cast<std::size_t>(C)}, 0.3);
     auto loss = cross_entropy(logits, Indices{0, C - 1, C / 2});
     CHECK(loss.shape() == Shape{});
     CHECK(loss.item() == Approx(std::log(static_cast<double>(C))).epsilon(1e-14));
