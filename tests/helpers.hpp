@@ -111,7 +111,7 @@ inline void require_shape_error(const std::function<void()>& call,
     CHECK(dynamic_cast<const ShapeError*>(&e) != nullptr);
     for (const std::string& part : parts) CHECK_THAT(message, Catch::Contains(part));
   }
-  INFO("expected a ShapeError mentioning " << parts.front());
+  INFO("expected a ShapeError mentioning " << (parts.empty() ? std::string("anything") : parts.front()));
   CHECK(thrown);
   Tape<float>::active().clear();
   Tape<double>::active().clear();
