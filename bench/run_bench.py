@@ -95,6 +95,14 @@ def machine_info():
     except (ValueError, OSError):
         pass
     info["glibc"] = " ".join(platform.libc_ver())
+    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    if git.returncode == 0:
+        dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--"],
+                               capture_output=True).returncode != 0
+        info["commit"] = git.stdout.strip() + (" + uncommitted changes" if dirty else "")
+    else:
+        info["commit"] = os.environ.get("TAPEGRAD_COMMIT", "unknown (not a git checkout)")
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY",
                 "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GLIBC_TUNABLES"):
         info[var] = os.environ.get(var, "(unset)")
@@ -106,9 +114,14 @@ def machine_info():
             info[fw] = {"error": out.stderr.strip()}
     if "config" in info.get("libtorch", {}):  # keep the lines that matter
         cfg = info["libtorch"]["config"]
-        keep = [l.strip() for l in cfg.splitlines()
-                if re.search(r"MKL|OpenMP|CPU capability|BLAS_INFO|ATen parallel|threads|"
-                             r"Intel|GCC", l)]
+        keep = []
+        for line in cfg.splitlines():
+            line = line.strip().lstrip("- ").strip()
+            if line.startswith("Build settings"):
+                keep += re.findall(r"(?:BLAS_INFO|BUILD_TYPE|USE_MKLDNN|USE_OPENMP)=[^,]+", line)
+            elif re.search(r"MKL-DNN|CPU capability|ATen parallel|MKL not found", line) \
+                    and line not in keep:
+                keep.append(line)
         info["libtorch"]["config"] = keep
     return info
 
@@ -407,10 +420,15 @@ def markdown(doc):
     out.append(f"| BLAS | `{tg.get('openblas_config', '?')}`, core `{tg.get('openblas_corename', '?')}` |")
     out.append(f"| BLAS env | OPENBLAS_CORETYPE={m.get('OPENBLAS_CORETYPE')}, "
                f"OPENBLAS_L2_SIZE={m.get('OPENBLAS_L2_SIZE')} (never changed by the benchmark) |")
-    out.append(f"| tapegrad | {tg.get('compiler', '?')}, Release, -march=native |")
+    out.append(f"| tapegrad | commit {m.get('commit', '?')}; {tg.get('compiler', '?')}, Release, "
+               f"-march=native |")
     cfg = lt.get("config", [])
-    out.append(f"| libtorch | {lt.get('version', '?')} (Debian libtorch-dev); "
-               + "; ".join(c.replace("|", "/") for c in cfg if not c.startswith("-"))[:400] + " |")
+    out.append(f"| libtorch | {lt.get('version', '?')} (Debian libtorch-dev): "
+               + "; ".join(c.replace("|", "/") for c in cfg) + " |")
+    loads = [r["loadavg_1min"] for r in res if "loadavg_1min" in r]
+    if loads:
+        out.append(f"| machine load | 1-min load average between {min(loads):.1f} and "
+                   f"{max(loads):.1f} while the rows ran ({m.get('CPU(s)', '?')} cores) |")
     out.append("")
     out.append("Ratio = tapegrad median / libtorch median (below 1: tapegrad faster). "
                "RSS = peak resident set of the process (getrusage), MiB. "

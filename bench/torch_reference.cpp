@@ -370,6 +370,7 @@ void print_info() {
   for (char c : cfg) {
     if (c == '"' || c == '\\') esc += '\\';
     if (c == '\n') { esc += "\\n"; continue; }
+    if (c == '\t') { esc += ' '; continue; }
     esc += c;
   }
   std::printf(
