@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "autograd/shape.hpp"
+#include "ops/attention_fused.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/matmul.hpp"
 #include "ops/shape_ops.hpp"
@@ -100,6 +101,17 @@ AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T
   if (!options.scale && dh == 0)
     fail(op, "the default scale 1/sqrt(D/heads) is undefined for D=0 (x is {})", shape_str(xs));
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(dh));
+
+  if (options.fused) {
+    // The same computation without the split/merge copies: the fused ops read head h as
+    // the column block [h*dh, (h+1)*dh) of each (B, T, D) projection, which is exactly
+    // what reshape (B, T, heads, dh) + transpose (0, 2, 1, 3) select (tested equal).
+    // (B, T, D) @ (D, D) -> (B, T, D)
+    const Tensor<T> q = matmul(x, Wq), k = matmul(x, Wk), v = matmul(x, Wv);
+    // -> weights (B, heads, T, T); -> heads' outputs merged into (B, T, D)
+    const Tensor<T> w = attention_weights(q, k, heads, static_cast<T>(scale), options.causal);
+    return {matmul(attention_mix(w, v, heads), Wo), w};
+  }
 
   // (B, T, D) @ (D, D) -> (B, T, D) -> (B, T, heads, dh) -> (B, heads, T, dh): the head
   // axis must sit in front of the token axis, or attention would mix heads as if they

@@ -32,6 +32,10 @@ AttentionResult<T> scaled_dot_product_attention(const Tensor<T>& Q, const Tensor
 struct MultiHeadOptions {
   bool causal = false;
   std::optional<double> scale;  // default 1/sqrt(D / heads); 1.0 = unscaled
+  // true: the fused kernels of ops/attention_fused.hpp (no head split/merge copies);
+  // false: the plain composition reshape/transpose/matmul/masked_softmax they are tested
+  // against.
+  bool fused = true;
 };
 
 // x (B, T, D); Wq, Wk, Wv, Wo (D, D). Project, split into heads (B, heads, T, D/heads),

@@ -122,3 +122,34 @@ TEST_CASE("fused attention ops reject bad shapes by name", "[attention_fused]") 
   CHECK_THROWS_WITH(attention_mix(w, q, 2), Catch::Contains("attention_mix") &&
                                                  Catch::Contains("(2,3,4,4)"));
 }
+
+TEST_CASE("multi_head_attention: the fused path equals the composition", "[attention_fused]") {
+  Generator g(5);
+  for (bool causal : {true, false}) {
+    for (double scale : {0.0, 1.0}) {  // 0 stands for the default 1/sqrt(dh)
+      MultiHeadOptions fused, plain;
+      fused.causal = plain.causal = causal;
+      if (scale != 0.0) fused.scale = plain.scale = scale;
+      plain.fused = false;
+      std::vector<Array<double>> grads[2];
+      Array<double> y[2], w[2];
+      const Array<double> x0 = Tensor<double>::randn({2, 6, 8}, g).value();
+      std::vector<Array<double>> W0;
+      for (int i = 0; i < 4; ++i) W0.push_back(Tensor<double>::randn({8, 8}, g, 0, 0.5).value());
+      const Array<double> ry = Tensor<double>::randn({2, 6, 8}, g).value();
+      for (int path = 0; path < 2; ++path) {
+        Tensor<double> x(x0, true), Wq(W0[0], true), Wk(W0[1], true), Wv(W0[2], true),
+            Wo(W0[3], true);
+        AttentionResult<double> r = multi_head_attention_with_weights(
+            x, Wq, Wk, Wv, Wo, 2, path == 0 ? fused : plain);
+        sum(r.out * Tensor<double>(ry)).backward();
+        y[path] = r.out.value();
+        w[path] = r.weights.value();
+        grads[path] = {x.grad(), Wq.grad(), Wk.grad(), Wv.grad(), Wo.grad()};
+      }
+      CHECK(max_diff(y[0], y[1]) < 1e-12);
+      CHECK(max_diff(w[0], w[1]) < 1e-12);
+      for (std::size_t i = 0; i < 5; ++i) CHECK(max_diff(grads[0][i], grads[1][i]) < 1e-12);
+    }
+  }
+}
