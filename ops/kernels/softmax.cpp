@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/kernels/rowwise.hpp"
+
 namespace tapegrad::kernels {
 
 template <class T>
@@ -10,6 +12,15 @@ void softmax_forward(const RowLayout& r, const T* x, const std::uint8_t* mask,
                      std::size_t mask_period, T* y) {
   const std::size_t L = r.length, I = r.inner;
   const T neg_inf = -std::numeric_limits<T>::infinity();
+  if (I == 1) {  // contiguous rows (the last axis): the vectorised row kernel
+    for (std::size_t o = 0; o < r.outer; ++o) {
+      T* row = y + o * L;
+      for (std::size_t k = 0; k < L; ++k)
+        row[k] = mask == nullptr || mask[(o * L + k) % mask_period] != 0 ? x[o * L + k] : neg_inf;
+      softmax_row_inplace(row, L);
+    }
+    return;
+  }
   for (std::size_t o = 0; o < r.outer; ++o) {
     for (std::size_t i = 0; i < I; ++i) {
       const std::size_t base = o * L * I + i;
@@ -39,6 +50,11 @@ void softmax_forward(const RowLayout& r, const T* x, const std::uint8_t* mask,
 template <class T>
 void softmax_backward(const RowLayout& r, const T* y, const T* dy, T* dx) {
   const std::size_t L = r.length, I = r.inner;
+  if (I == 1) {
+    for (std::size_t o = 0; o < r.outer; ++o)
+      softmax_backward_row(y + o * L, dy + o * L, dx + o * L, L, T(1));
+    return;
+  }
   for (std::size_t o = 0; o < r.outer; ++o) {
     for (std::size_t i = 0; i < I; ++i) {
       const std::size_t base = o * L * I + i;
