@@ -5,11 +5,45 @@
 #include <limits>
 #include <vector>
 
+#include <xsimd/xsimd.hpp>
+
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
 
 namespace tapegrad {
+
+namespace {
+// The exponentials are the whole cost of this op (B*T*C of them, twice): xsimd's exp, as
+// glibc's std::exp stays scalar (XTENSOR.md, section 5).
+template <class T>
+using Batch = xsimd::batch<T>;
+
+// m + log(sum(exp(row - m))), m the row max: no exponent is positive, so nothing overflows
+template <class T>
+T row_logsumexp(const T* row, std::size_t C) {
+  constexpr std::size_t W = Batch<T>::size;
+  const T m = *std::max_element(row, row + C);
+  const Batch<T> mb(m);
+  Batch<T> acc(T(0));
+  std::size_t j = 0;
+  for (; j + W <= C; j += W) acc += xsimd::exp(Batch<T>::load_unaligned(row + j) - mb);
+  T s = xsimd::hadd(acc);
+  for (; j < C; ++j) s += std::exp(row[j] - m);
+  return m + std::log(s);
+}
+
+// out = exp(row - lse) * scale = softmax(row) * scale
+template <class T>
+void row_softmax_scaled(const T* row, std::size_t C, T lse, T scale, T* out) {
+  constexpr std::size_t W = Batch<T>::size;
+  const Batch<T> lb(lse), sb(scale);
+  std::size_t j = 0;
+  for (; j + W <= C; j += W)
+    (xsimd::exp(Batch<T>::load_unaligned(row + j) - lb) * sb).store_unaligned(out + j);
+  for (; j < C; ++j) out[j] = std::exp(row[j] - lse) * scale;
+}
+}  // namespace
 
 // logits (..., C), targets (...) -> loss ():
 //   loss = (1/count) * sum over kept rows n of (logsumexp(logits[n, :]) - logits[n, t_n]),
@@ -47,18 +81,15 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const Indices& targets,
     kept[n] = t;
     ++count;
   }
-  // Per kept row, the log-sum-exp (with the row max subtracted for stability) is all the
-  // backward needs besides the logits: softmax = exp(logits - lse).
+  // Per kept row, the log-sum-exp is all the backward needs besides the logits:
+  // softmax = exp(logits - lse).
   const T* x = logits.data();
   std::vector<T> lse(N, T(0));
   double total = 0.0;  // up to B*T terms: accumulate in double even for float logits
   for (std::size_t n = 0; n < N; ++n) {
     if (kept[n] < 0) continue;
     const T* xr = x + n * C;
-    const T m = *std::max_element(xr, xr + C);
-    T s = T(0);
-    for (std::size_t j = 0; j < C; ++j) s += std::exp(xr[j] - m);
-    lse[n] = m + std::log(s);
+    lse[n] = row_logsumexp(xr, C);
     total += static_cast<double>(lse[n]) - static_cast<double>(xr[kept[n]]);
   }
   Array<T> loss = Array<T>::from_shape(Shape{});
@@ -77,10 +108,8 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const Indices& targets,
           T* d = dx.data();
           for (std::size_t n = 0; n < kept.size(); ++n) {
             if (kept[n] < 0) continue;
-            const T* xr = xin + n * C;
             T* dr = d + n * C;
-            const T l = lse[n];
-            for (std::size_t j = 0; j < C; ++j) dr[j] = std::exp(xr[j] - l) * scale;
+            row_softmax_scaled(xin + n * C, C, lse[n], scale, dr);
             dr[kept[n]] -= scale;
           }
         }

@@ -107,6 +107,8 @@ def main():
     cross_entropy_case("cross_entropy_pad0", (6, 4), [0, 1, 3, 0, 2, 2], 0)
     # large logits: the row max must be subtracted
     cross_entropy_case("cross_entropy_large", (3, 5), [4, 0, 2], -100, scale=300.0)
+    # C = 37: several SIMD widths plus a remainder (the others are narrower than one batch)
+    cross_entropy_case("cross_entropy_wide", (2, 3, 37), [[36, 0, 17], [-100, 8, 35]], -100)
 
 
 if __name__ == "__main__":

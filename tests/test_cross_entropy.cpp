@@ -114,12 +114,15 @@ TEST_CASE("cross_entropy gradcheck in double with and without ignored rows", "[c
   check_gradients(Indices{0, 1, 0, 3}, 0, random<double>({4, 4}, 12));
   // every row ignored: the numeric gradient is 0 too
   check_gradients(Indices{-100, -100}, -100, random<double>({2, 3}, 13));
+  // C = 19: whole SIMD batches and a remainder in one row
+  check_gradients(Indices{18, -100, 0}, -100, random<double>({3, 19}, 15));
   // a single row of rank 1 and a rank-0 target
   check_gradients(Indices(2), -100, random<double>({6}, 14));
 }
 
 TEST_CASE("cross_entropy agrees with torch F.cross_entropy to 1e-10", "[cross_entropy]") {
-  for (const std::string name : {"cross_entropy_3d", "cross_entropy_pad0", "cross_entropy_large"}) {
+  for (const std::string name : {"cross_entropy_3d", "cross_entropy_pad0", "cross_entropy_large",
+                                 "cross_entropy_wide"}) {
     INFO(name);
     Tensor<double> logits(fixture(name, "logits"), true);
     const Indices targets = fixture_ids(name, "targets");
@@ -135,9 +138,11 @@ TEST_CASE("cross_entropy agrees with torch F.cross_entropy to 1e-10", "[cross_en
 }
 
 TEST_CASE("cross_entropy in float matches double and stays finite for large logits", "[cross_entropy]") {
-  auto ld = random<double>({3, 4, 6}, 20, 30.0);  // logits of size ~30: exp would overflow float
+  // logits of size ~30 (exp would overflow float without the max subtracted); C = 40
+  // covers whole SIMD batches and a remainder
+  auto ld = random<double>({3, 4, 40}, 20, 30.0);
   Tensor<float> lf(xt::cast<float>(ld.value()), true);
-  const Indices targets{{0, 5, -100, 2}, {1, 1, 3, -100}, {4, 0, 0, 5}};
+  const Indices targets{{0, 39, -100, 2}, {17, 1, 3, -100}, {4, 0, 0, 35}};
   auto loss_d = cross_entropy(ld, targets);
   auto loss_f = cross_entropy(lf, targets);
   REQUIRE(std::isfinite(loss_f.item()));
