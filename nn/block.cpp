@@ -1,5 +1,7 @@
 #include "nn/block.hpp"
 
+#include <cmath>
+
 #include "ops/attention.hpp"
 #include "ops/elementwise.hpp"
 
@@ -13,8 +15,8 @@ MultiHeadAttention<T>::MultiHeadAttention(std::size_t d_model, std::size_t heads
   if (d_model == 0 || heads == 0 || d_model % heads != 0)
     fail("MultiHeadAttention", "d_model={} must be a positive multiple of heads={}", d_model,
          heads);
-  if (scale && !(*scale > 0.0))
-    fail("MultiHeadAttention", "scale must be positive, got {}", *scale);
+  if (scale && !(*scale > 0.0 && std::isfinite(*scale)))
+    fail("MultiHeadAttention", "scale must be positive and finite, got {}", *scale);
   Wq_ = this->register_parameter("Wq", init::normal<T>({d_model, d_model}, gen, qkv_std));
   Wk_ = this->register_parameter("Wk", init::normal<T>({d_model, d_model}, gen, qkv_std));
   Wv_ = this->register_parameter("Wv", init::normal<T>({d_model, d_model}, gen, qkv_std));

@@ -1,5 +1,6 @@
 #include "nn/tinygpt.hpp"
 
+#include <cmath>
 #include <string>
 
 #include "ops/cross_entropy.hpp"
@@ -13,8 +14,8 @@ void TinyGPTConfig::validate() const {
          "must all be positive", vocab, context, d_model, heads, layers, mlp_ratio);
   if (d_model % heads != 0)
     fail("TinyGPT", "d_model={} is not divisible by heads={}", d_model, heads);
-  if (attention_scale && !(*attention_scale > 0.0))
-    fail("TinyGPT", "attention_scale must be positive, got {}", *attention_scale);
+  if (attention_scale && !(*attention_scale > 0.0 && std::isfinite(*attention_scale)))
+    fail("TinyGPT", "attention_scale must be positive and finite, got {}", *attention_scale);
 }
 
 bool TinyGPTConfig::operator==(const TinyGPTConfig& o) const {

@@ -38,7 +38,7 @@ struct TinyGPTConfig {
 
   std::size_t d_head() const { return heads == 0 ? 0 : d_model / heads; }
   // Throws ShapeError ("TinyGPT: ...") if any size is zero, heads does not divide
-  // d_model, or the attention scale is not positive.
+  // d_model, or the attention scale is not positive and finite.
   void validate() const;
   bool operator==(const TinyGPTConfig& o) const;
   bool operator!=(const TinyGPTConfig& o) const { return !(*this == o); }

@@ -192,6 +192,17 @@ TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkp
   save_npz(dir.file("negative.npz"), entries);
   require_error([&] { read_checkpoint_config(dir.file("negative.npz")); },
                 {"negative.npz", "__config__.heads", "-2"});
+
+  // a config claiming a giant model is refused before anything that size is allocated
+  entries = config_entries(model.config());
+  for (const auto& p : model.named_parameters())
+    entries.emplace_back(p.name, xt::xarray<float>(p.tensor.value()));
+  for (auto& e : entries)
+    if (e.name == "__config__.d_model" || e.name == "__config__.vocab")
+      e.array = xt::xarray<std::int64_t>{std::int64_t{1} << 24};
+  save_npz(dir.file("giant.npz"), entries);
+  require_error([&] { load_checkpoint<float>(dir.file("giant.npz")); },
+                {"giant.npz", "the config describes", "parameters but the file holds"});
 }
 
 TEST_CASE("checkpoint rejects truncated corrupted and missing files", "[checkpoint]") {

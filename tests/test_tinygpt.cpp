@@ -94,6 +94,9 @@ TEST_CASE("TinyGPT rejects bad tokens lengths targets and configs", "[tinygpt]")
   c = small_config();
   c.vocab = 0;
   require_shape_error([&] { TinyGPT<float>{c}; }, {"TinyGPT", "vocab=0"});
+  c = small_config();
+  c.attention_scale = -1.0;
+  require_shape_error([&] { TinyGPT<float>{c}; }, {"TinyGPT", "attention_scale", "-1"});
 }
 
 TEST_CASE("TinyGPT is causal: later tokens do not change earlier logits", "[tinygpt]") {
