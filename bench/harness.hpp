@@ -5,6 +5,7 @@
 // start-up (so a broken fast path cannot report a fast-looking number).
 // Standard library only: neither framework is visible here.
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -183,17 +184,12 @@ inline double now_ms() {
   return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
 }
 
-// Runs `step` warmup times untimed, then `repeats` times, each timed on its own.
-inline std::vector<double> time_steps(int warmup, int repeats, const std::function<void()>& step) {
-  for (int i = 0; i < warmup; ++i) step();
-  std::vector<double> t;
-  t.reserve(std::size_t(repeats));
-  for (int i = 0; i < repeats; ++i) {
-    const double t0 = now_ms();
-    step();
-    t.push_back(now_ms() - t0);
-  }
-  return t;
+// CPU time of the whole process (all its threads), ms: at one thread it is the wall time
+// minus the time other programs held the core, a cross-check when the machine is shared.
+inline double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
 }
 
 inline double median(std::vector<double> v) {
@@ -206,9 +202,22 @@ inline double median(std::vector<double> v) {
 // What a workload hands back: its timed samples and extra named numbers (GFLOP/s, the
 // correctness-check errors, ...).
 struct Result {
-  std::vector<double> samples_ms;
+  std::vector<double> samples_ms, cpu_ms;  // wall and process-CPU time of each timed step
   std::vector<std::pair<std::string, double>> extra;
   void add(const std::string& k, double v) { extra.emplace_back(k, v); }
+  // Runs `step` warmup times untimed, then `repeats` times, each timed on its own.
+  void time_steps(int warmup, int repeats, const std::function<void()>& step) {
+    for (int i = 0; i < warmup; ++i) step();
+    samples_ms.clear();
+    cpu_ms.clear();
+    for (int i = 0; i < repeats; ++i) {
+      const double c0 = process_cpu_ms(), t0 = now_ms();
+      step();
+      const double t1 = now_ms(), c1 = process_cpu_ms();
+      samples_ms.push_back(t1 - t0);
+      cpu_ms.push_back(c1 - c0);
+    }
+  }
 };
 
 inline std::string json_number(double v) {
@@ -230,6 +239,8 @@ inline void print_json(const char* framework, const Args& a, const Result& r, lo
     << ",\"samples_ms\":[";
   for (std::size_t i = 0; i < r.samples_ms.size(); ++i)
     o << (i ? "," : "") << json_number(r.samples_ms[i]);
+  o << "],\"cpu_samples_ms\":[";
+  for (std::size_t i = 0; i < r.cpu_ms.size(); ++i) o << (i ? "," : "") << json_number(r.cpu_ms[i]);
   o << "]";
   for (const auto& [k, v] : r.extra) o << ",\"" << k << "\":" << json_number(v);
   o << "}\n";

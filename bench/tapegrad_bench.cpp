@@ -91,14 +91,14 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
   MhaTensors<R> t(in, s, w.backward);
   const Array<R> G = tensor_of<R>(in.G, {s.B, s.T, s.D}, false).value();
   if (w.backward) {
-    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    r.time_steps(a.warmup, a.repeats, [&] {
       t.zero_grad();
       Tensor<R> y = t.forward(s.H);
       y.backward(G);
       g_sink = g_sink + double(t.x.grad()(0));
     });
   } else {
-    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    r.time_steps(a.warmup, a.repeats, [&] {
       NoGradGuard no_grad;
       Tensor<R> y = t.forward(s.H);
       g_sink = g_sink + double(y.data()[0]);
@@ -141,7 +141,7 @@ Result run_toygpt(const Args& a) {
     }
   std::vector<double> losses;
   Result r;
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+  r.time_steps(a.warmup, a.repeats, [&] {
     opt.zero_grad();
     Tensor<float> loss = model.loss(tokens, targets);
     loss.backward();
@@ -181,7 +181,7 @@ Result run_chain(const Args& a) {
   r.add("check_grad_rel_err", std::max(e_dx, e_db));
   bench::require(e_loss < 1e-4 && e_dx < 1e-3 && e_db < 1e-3,
                  "chain loss/gradients differ from the naive loop");
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, step);
+  r.time_steps(a.warmup, a.repeats, step);
   return r;
 }
 
@@ -225,7 +225,7 @@ Result run_bmm(const Args& a, const MhaShape& s) {
   }
 
   std::vector<double> kernel_ms, sgemm_ms;
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+  r.time_steps(a.warmup, a.repeats, [&] {
     {
       NoGradGuard no_grad;
       const Tensor<float> sc = matmul_nt(q, k);
@@ -273,7 +273,7 @@ Result run_gemm_peak(const Args& a) {
   const double err = std::abs(C[7 * n + 3] - want) / (1 + std::abs(want));
   r.add("check_rel_err", err);
   bench::require(err < 1e-3, "gemm differs from a naive dot product");
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+  r.time_steps(a.warmup, a.repeats, [&] {
     kernels::gemm<R>(false, false, n, n, n, R(1), A.data(), B.data(), R(0), C.data());
     g_sink = g_sink + double(C[0]);
   });

@@ -114,14 +114,14 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
   MhaTensors<R> t(in, s, w.backward);
   const torch::Tensor G = tensor_of<R>(in.G, {int64_t(s.B), int64_t(s.T), int64_t(s.D)}, false);
   if (w.backward) {
-    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    r.time_steps(a.warmup, a.repeats, [&] {
       t.zero_grad();
       torch::Tensor y = t.forward();
       y.backward(G);
       g_sink = g_sink + t.x.grad().template data_ptr<R>()[0];
     });
   } else {
-    r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+    r.time_steps(a.warmup, a.repeats, [&] {
       torch::NoGradGuard no_grad;
       torch::Tensor y = t.forward();
       g_sink = g_sink + y.data_ptr<R>()[0];
@@ -209,7 +209,7 @@ Result run_toygpt(const Args& a) {
   const torch::Tensor targets = all.slice(1, 1, int64_t(g.context) + 1).contiguous();
   std::vector<double> losses;
   Result r;
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+  r.time_steps(a.warmup, a.repeats, [&] {
     opt.zero_grad();
     torch::Tensor loss = model.loss(tokens, targets);
     loss.backward();
@@ -251,7 +251,7 @@ Result run_chain(const Args& a) {
   r.add("check_grad_rel_err", std::max(e_dx, e_db));
   bench::require(e_loss < 1e-4 && e_dx < 1e-3 && e_db < 1e-3,
                  "chain loss/gradients differ from the naive loop");
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, step);
+  r.time_steps(a.warmup, a.repeats, step);
   return r;
 }
 
@@ -292,7 +292,7 @@ Result run_bmm(const Args& a, const MhaShape& s) {
   }
 
   std::vector<double> kernel_ms, sgemm_ms;
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+  r.time_steps(a.warmup, a.repeats, [&] {
     {
       const torch::Tensor sc = torch::matmul(q, k.transpose(-2, -1));
       g_sink = g_sink + sc.data_ptr<float>()[0];
@@ -339,7 +339,7 @@ Result run_gemm_peak(const Args& a) {
   Result r;
   r.add("check_rel_err", err);
   bench::require(err < 1e-3, "torch::mm differs from a naive dot product");
-  r.samples_ms = bench::time_steps(a.warmup, a.repeats, [&] {
+  r.time_steps(a.warmup, a.repeats, [&] {
     torch::mm_out(C, A, B);
     g_sink = g_sink + double(C.data_ptr<R>()[0]);
   });
