@@ -3,6 +3,7 @@
 // checked here with independent code, never with the generator's own solve().
 #ifdef TAPEGRAD_WITH_EXAMPLES  // built only together with the example programs
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <catch2/catch.hpp>
@@ -95,6 +96,40 @@ TEST_CASE("tasks: recall has 8 distinct keys and answers the queried value", "[t
   for (std::int64_t p = 0; p < 8; ++p) { in.push_back(p); in.push_back(16 + p); }
   in.push_back(5);
   CHECK(task.solve(in) == std::vector<std::int64_t>{21});
+}
+
+TEST_CASE("tasks: recall curriculum repeats pairs consistently and evaluates on 8 distinct", "[tasks]") {
+  SequenceTask task = SequenceTask::make("recall");
+  CHECK_THROWS_AS(task.set_recall_min_pairs(0), std::invalid_argument);
+  CHECK_THROWS_AS(task.set_recall_min_pairs(9), std::invalid_argument);
+  CHECK_THROWS_AS(SequenceTask::make("sort").set_recall_min_pairs(2), std::invalid_argument);
+  task.set_recall_min_pairs(2);
+  Generator gen(11);
+  std::set<std::size_t> distinct_counts;
+  for (int i = 0; i < 400; ++i) {
+    Example ex = task.sample_train(gen);
+    REQUIRE(ex.input.size() == 17);
+    std::map<std::int64_t, std::int64_t> value_of;
+    for (std::size_t p = 0; p < 8; ++p) {
+      std::int64_t k = ex.input[2 * p], v = ex.input[2 * p + 1];
+      auto it = value_of.find(k);
+      if (it != value_of.end()) CHECK(it->second == v);  // a repeated key keeps its value
+      value_of[k] = v;
+    }
+    distinct_counts.insert(value_of.size());
+    REQUIRE(value_of.count(ex.input[16]) == 1);
+    CHECK(ex.answer == std::vector<std::int64_t>{value_of[ex.input[16]]});
+  }
+  CHECK(*distinct_counts.begin() == 2);
+  CHECK(*distinct_counts.rbegin() == 8);
+  // held-out examples keep 8 distinct keys whatever the training mix
+  Generator eval_gen(12);
+  for (int i = 0; i < 100; ++i) {
+    Example ex = task.sample_eval(eval_gen);
+    std::set<std::int64_t> keys;
+    for (std::size_t p = 0; p < 8; ++p) keys.insert(ex.input[2 * p]);
+    CHECK(keys.size() == 8);
+  }
 }
 
 TEST_CASE("tasks: batches put SEP after the input and loss only on the answer", "[tasks]") {

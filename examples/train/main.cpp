@@ -59,6 +59,7 @@ struct Settings {
   std::string task = "sort";
   std::string text;
   std::size_t context = 64;  // --text only; the sequence tasks fix their own
+  std::size_t recall_min_pairs = 8;
   // model
   std::size_t d_model = 64, heads = 4, layers = 2, mlp_ratio = 4;
   std::string norm = "layer";
@@ -88,7 +89,7 @@ struct TaskDefaults {
   double lr, min_lr;
 };
 TaskDefaults defaults_for(const std::string& task) {
-  if (task == "reverse") return {64, 4, 2, 64, 600, 50, 3e-3, 3e-4};
+  if (task == "reverse") return {64, 4, 2, 64, 300, 30, 3e-3, 3e-4};
   if (task == "recall") return {64, 4, 2, 64, 600, 50, 3e-3, 3e-4};
   if (task == "text") return {128, 4, 2, 32, 1000, 100, 3e-3, 3e-4};
   return {64, 4, 2, 64, 600, 50, 3e-3, 3e-4};  // sort
@@ -184,7 +185,7 @@ int run(Settings s, const CLI::App& app) {
   if (!given("--layers")) s.layers = d.layers;
   if (!given("--batch")) s.batch = d.batch;
   if (!given("--steps")) s.steps = d.steps;
-  if (!given("--warmup")) s.warmup = std::min(d.warmup, s.steps);
+  if (!given("--warmup")) s.warmup = std::min(d.warmup, s.steps / 5);
   if (!given("--lr")) s.lr = d.lr;
   if (!given("--min-lr")) s.min_lr = std::min(d.min_lr, s.lr);
   if (s.warmup > s.steps) {
@@ -221,6 +222,7 @@ int run(Settings s, const CLI::App& app) {
     if (vocab == 0) throw UsageError("the text model has an empty vocabulary");
   } else {
     seq = SequenceTask::make(task_name);
+    if (task_name == "recall") seq->set_recall_min_pairs(s.recall_min_pairs);
     context = seq->context();
     vocab = seq->vocab_size();
   }
@@ -534,6 +536,10 @@ int main(int argc, char** argv) {
       ->group(task_group);
   app.add_option("--context", s.context, "--text: characters per training window")
       ->check(CLI::Range(std::size_t(2), std::size_t(4096)))->group(task_group);
+  app.add_option("--recall-min-pairs", s.recall_min_pairs,
+                 "recall: training inputs hold between this many and 8 distinct pairs (repeats "
+                 "fill the 8 slots); evaluation always uses 8 distinct pairs")
+      ->check(CLI::Range(std::size_t(1), std::size_t(8)))->group(task_group);
   app.add_option("--eval-size", s.eval_size, "held-out sequences (text: windows) to evaluate")
       ->check(CLI::Range(std::size_t(1), std::size_t(1000000)))->group(task_group);
 

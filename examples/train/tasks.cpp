@@ -44,6 +44,7 @@ SequenceTask SequenceTask::make(const std::string& name) {
   } else if (name == "recall") {
     // keys 0..15, values 16..25, SEP 26: k1 v1 ... k8 v8 q SEP v(q)
     t.pairs_ = 8;
+    t.min_pairs_ = 8;
     t.num_keys_ = 16;
     t.symbols_ = 10;
     t.input_len_ = 2 * t.pairs_ + 1;
@@ -98,9 +99,40 @@ bool SequenceTask::is_held_out(const std::vector<std::int64_t>& input) const {
   return hash_tokens(input) % kHoldoutBuckets == 0;
 }
 
+void SequenceTask::set_recall_min_pairs(std::size_t min_pairs) {
+  if (name_ != "recall" || min_pairs < 1 || min_pairs > pairs_) {
+    throw std::invalid_argument("recall min pairs must be in [1, 8] (recall task only)");
+  }
+  min_pairs_ = min_pairs;
+}
+
+Example SequenceTask::generate_recall_mixed(Generator& gen) const {
+  std::size_t n = min_pairs_ + std::size_t(gen.integer(pairs_ - min_pairs_ + 1));
+  std::vector<std::int64_t> keys(static_cast<std::size_t>(num_keys_));
+  std::iota(keys.begin(), keys.end(), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t j = i + std::size_t(gen.integer(keys.size() - i));
+    std::swap(keys[i], keys[j]);
+  }
+  std::vector<std::int64_t> values(n);
+  for (auto& v : values) v = num_keys_ + std::int64_t(gen.integer(std::uint64_t(symbols_)));
+  // slots: every pair once, then repeats, shuffled
+  std::vector<std::size_t> slots(pairs_);
+  for (std::size_t i = 0; i < pairs_; ++i) slots[i] = i < n ? i : std::size_t(gen.integer(n));
+  for (std::size_t i = pairs_ - 1; i > 0; --i) std::swap(slots[i], slots[std::size_t(gen.integer(i + 1))]);
+  Example ex;
+  for (std::size_t s : slots) {
+    ex.input.push_back(keys[s]);
+    ex.input.push_back(values[s]);
+  }
+  ex.input.push_back(keys[gen.integer(n)]);
+  ex.answer = solve(ex.input);
+  return ex;
+}
+
 Example SequenceTask::sample_train(Generator& gen) const {
   for (;;) {
-    Example ex = generate(gen);
+    Example ex = name_ == "recall" && min_pairs_ < pairs_ ? generate_recall_mixed(gen) : generate(gen);
     if (!is_held_out(ex.input)) return ex;
   }
 }

@@ -57,7 +57,9 @@ class SequenceTask {
   std::vector<std::int64_t> solve(const std::vector<std::int64_t>& input) const;
   // True when the input is reserved for evaluation (its hash picks bucket 0).
   bool is_held_out(const std::vector<std::int64_t>& input) const;
-  Example sample_train(Generator& gen) const;  // rejection-samples a non-held-out input
+  // rejection-samples a non-held-out input from the training distribution (generate(),
+  // or for recall with a curriculum, generate_recall_mixed())
+  Example sample_train(Generator& gen) const;
   Example sample_eval(Generator& gen) const;   // rejection-samples a held-out input
 
   std::vector<std::int64_t> sequence(const Example& ex) const;  // input, SEP, answer
@@ -69,12 +71,23 @@ class SequenceTask {
 
   std::string format(const std::vector<std::int64_t>& tokens) const;  // "3 1 4 1 5"
 
+  // recall only: training inputs hold n distinct pairs, n uniform in [min_pairs, 8], each
+  // shown at least once and the 8 slots filled with repeats in random order. Fewer
+  // distractors give the key-matching attention a gradient long before it works on 8
+  // distinct pairs, which shortens the plateau (see docs/TRAINING.md). The evaluation
+  // inputs always hold 8 distinct pairs, so they stay disjoint from any repeated-pair
+  // training input. min_pairs = 8 (the default) trains on the evaluation distribution.
+  void set_recall_min_pairs(std::size_t min_pairs);
+  std::size_t recall_min_pairs() const { return min_pairs_; }
+  Example generate_recall_mixed(Generator& gen) const;
+
  private:
   std::string name_;
   std::size_t input_len_ = 0, answer_len_ = 0;
   std::int64_t symbols_ = 0;      // sort/reverse: symbols 0..symbols-1
   std::int64_t num_keys_ = 0;     // recall: keys 0..num_keys-1, values num_keys..+symbols
   std::size_t pairs_ = 0;
+  std::size_t min_pairs_ = 0;
   std::int64_t separator_ = 0;
 };
 
