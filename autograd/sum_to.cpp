@@ -1,3 +1,4 @@
+#include <xtensor/xbuilder.hpp>
 #include <xtensor/xreducer.hpp>
 
 #include "autograd/shape.hpp"
@@ -28,6 +29,9 @@ Array<T> sum_to(Array<T> grad, const Shape& shape) {
            shape_str(from), shape_str(shape));
     }
   }
+  // xtensor 0.24.3's immediate reducer reads out of bounds (segfault) when the reduced
+  // input is empty; the sum over nothing is zero.
+  if (grad.size() == 0) return Array<T>(xt::zeros<T>(shape));
   Array<T> reduced = xt::sum(grad, axes, xt::evaluation_strategy::immediate);
   reduced.reshape(shape);
   return reduced;

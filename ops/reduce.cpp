@@ -4,6 +4,7 @@
 #include <set>
 
 #include <xtensor/xbroadcast.hpp>
+#include <xtensor/xbuilder.hpp>
 #include <xtensor/xreducer.hpp>
 
 #include "autograd/shape.hpp"
@@ -42,7 +43,9 @@ Reduction plan(const char* op, const Shape& s, const std::vector<long>& axes, bo
 template <class T>
 Tensor<T> sum_impl(const char* op, const Tensor<T>& a, const Reduction& r, T factor) {
   const Shape s = a.shape();
-  Array<T> y = xt::sum(a.value(), r.axes, xt::evaluation_strategy::immediate);
+  // xtensor 0.24.3's immediate reducer crashes on an empty input: the sum of nothing is 0.
+  Array<T> y = a.size() == 0 ? Array<T>(xt::zeros<T>(r.kept))
+                             : Array<T>(xt::sum(a.value(), r.axes, xt::evaluation_strategy::immediate));
   if (factor != T(1)) y *= factor;
   y.reshape(r.result);
   // backward: da = broadcast(dy reshaped with the reduced axes as 1, a.shape) * factor
