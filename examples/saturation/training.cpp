@@ -1,0 +1,302 @@
+#include "examples/saturation/training.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "examples/train/evaluate.hpp"
+#include "examples/train/tasks.hpp"
+#include "nn/optim.hpp"
+#include "nn/schedule.hpp"
+#include "nn/tinygpt.hpp"
+
+namespace tapegrad::saturation {
+namespace {
+
+using train::Batch;
+using train::Example;
+using train::SequenceTask;
+
+// The held-out set is the same for every run (and every seed), as in train_tiny_transformer.
+constexpr std::uint64_t kEvalSeed = 0x5eed0fe7a1ULL;
+
+double frobenius(const Tensor<float>& w) {
+  if (!w.has_grad()) return 0.0;
+  double s = 0;
+  for (float g : w.grad()) s += double(g) * double(g);
+  return s;
+}
+
+// Mean entropy of the attention rows of weights (B, heads, T, T), causal: row i spreads over
+// keys 0..i and the rest are exact zeros, which add nothing (0 log 0 = 0). Rows from
+// `first_row` on only, when first_row > 0.
+double mean_row_entropy(const Tensor<float>& weights, std::size_t first_row) {
+  const Shape s = weights.shape();
+  const std::size_t T = s[3];
+  const std::size_t mats = s[0] * s[1];
+  const float* w = weights.data();
+  double sum = 0;
+  std::size_t rows = 0;
+  for (std::size_t m = 0; m < mats; ++m) {
+    for (std::size_t i = first_row; i < T; ++i) {
+      const float* row = w + (m * T + i) * T;
+      double h = 0;
+      for (std::size_t j = 0; j < T; ++j) {
+        double x = row[j];
+        if (x > 0) h -= x * std::log(x);
+      }
+      sum += h;
+      ++rows;
+    }
+  }
+  return rows ? sum / double(rows) : 0.0;
+}
+
+EvalPoint evaluate_at(TinyGPT<float>& model, const SequenceTask& task,
+                      const std::vector<Batch>& batches, std::size_t step) {
+  model.keep_attention_weights(true);
+  train::EvalResult r = train::evaluate(model, batches);
+  EvalPoint e;
+  e.step = step;
+  e.loss = r.loss;
+  e.accuracy = r.exact_accuracy;
+  // The weights kept are those of the last eval batch: enough rows for a stable mean.
+  double all = 0, answer = 0;
+  for (const Block<float>& b : model.blocks()) {
+    all += mean_row_entropy(b.attention().last_weights(), 0);
+    answer += mean_row_entropy(b.attention().last_weights(), task.first_answer_position());
+  }
+  e.entropy_all = all / double(model.blocks().size());
+  e.entropy_answer = answer / double(model.blocks().size());
+  model.keep_attention_weights(false);
+  return e;
+}
+
+std::string fmt(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.8g", v);
+  return buf;
+}
+
+std::string spec_fields(const RunSpec& s, const TrainingOptions& o) {
+  return (s.is_control() ? s.task : o.task) + "," + std::to_string(s.d_head) + "," + (s.scaled ? "scaled" : "unscaled") + "," +
+         to_string(s.init) + "," + std::to_string(s.seed);
+}
+
+}  // namespace
+
+std::vector<RunSpec> training_specs(const TrainingOptions& o) {
+  std::vector<RunSpec> specs;
+  for (std::size_t d : o.d_heads)
+    for (AttentionInit init : o.inits)
+      for (std::uint64_t seed : o.seeds)
+        for (bool scaled : {true, false}) specs.push_back({d, scaled, init, seed, ""});
+  if (!o.control_task.empty() && !o.d_heads.empty() && !o.seeds.empty())
+    specs.push_back({o.d_heads[o.d_heads.size() / 2], true, AttentionInit::gpt2, o.seeds.front(),
+                     o.control_task});
+  return specs;
+}
+
+RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
+  auto start = std::chrono::steady_clock::now();
+  const SequenceTask task = SequenceTask::make(spec.is_control() ? spec.task : o.task);
+  if (o.steps == 0 || o.batch == 0 || o.eval_every == 0 || o.curve_every == 0 || o.eval_size == 0)
+    throw std::invalid_argument("training: steps, batch, eval_every, curve_every and eval_size must be positive");
+
+  TinyGPTConfig config;
+  config.vocab = task.vocab_size();
+  config.context = task.context();
+  config.d_model = o.heads * spec.d_head;
+  config.heads = o.heads;
+  config.layers = o.layers;
+  config.mlp_ratio = o.mlp_ratio;
+  if (!spec.scaled) config.attention_scale = 1.0;
+  config.attention_init = spec.init;
+  config.seed = spec.seed;
+  TinyGPT<float> model(config);
+
+  RunResult result;
+  result.spec = spec;
+  result.d_model = config.d_model;
+
+  Generator eval_gen(kEvalSeed);
+  std::vector<Example> eval_examples;
+  for (std::size_t i = 0; i < o.eval_size; ++i) eval_examples.push_back(task.sample_eval(eval_gen));
+  const std::vector<Batch> eval_batches = train::batch_examples(task, eval_examples, 250);
+  // The same data stream for the scaled and the unscaled run of a seed.
+  Generator data_gen(spec.seed * 0x9e3779b97f4a7c15ULL + 1);
+
+  // Weight decay on matrices only, as train_tiny_transformer does.
+  std::vector<Tensor<float>> decayed, plain;
+  for (const auto& p : model.named_parameters()) (p.tensor.dim() >= 2 ? decayed : plain).push_back(p.tensor);
+  AdamW<float> opt_decay(decayed, {o.lr, o.beta1, o.beta2, 1e-8, o.weight_decay});
+  AdamW<float> opt_plain(plain, {o.lr, o.beta1, o.beta2, 1e-8, 0.0});
+  const std::vector<Tensor<float>> all = model.parameters();
+  WarmupCosine schedule(o.lr, std::min(o.min_lr, o.lr), std::min(o.warmup, o.steps), o.steps);
+
+  result.evals.push_back(evaluate_at(model, task, eval_batches, 0));
+  CurvePoint window;
+  std::size_t in_window = 0;
+  for (std::size_t step = 0; step < o.steps; ++step) {
+    double lr = schedule(step);
+    opt_decay.set_lr(lr);
+    opt_plain.set_lr(lr);
+    Batch batch = task.train_batch(o.batch, data_gen);
+    Tensor<float> loss = model.loss(batch.tokens, batch.targets, train::kIgnore);
+    double value = loss.item();
+    if (!std::isfinite(value)) {
+      result.diverged = true;
+      break;
+    }
+    loss.backward();
+    double wq = 0, wk = 0;
+    for (const Block<float>& b : model.blocks()) {
+      wq += frobenius(b.attention().Wq());
+      wk += frobenius(b.attention().Wk());
+    }
+    if (o.clip > 0) clip_grad_norm(all, o.clip);
+    opt_decay.step();
+    opt_plain.step();
+    model.zero_grad();
+
+    window.loss += value;
+    window.grad_wq += std::sqrt(wq);
+    window.grad_wk += std::sqrt(wk);
+    ++in_window;
+    if (in_window == o.curve_every || step + 1 == o.steps) {
+      window.step = step + 1;
+      window.loss /= double(in_window);
+      window.grad_wq /= double(in_window);
+      window.grad_wk /= double(in_window);
+      result.curve.push_back(window);
+      window = CurvePoint{};
+      in_window = 0;
+    }
+    if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
+      result.evals.push_back(evaluate_at(model, task, eval_batches, step + 1));
+      if (!result.step_to_90 && result.evals.back().accuracy >= 0.9) result.step_to_90 = step + 1;
+    }
+  }
+  if (result.diverged) {
+    EvalPoint e = evaluate_at(model, task, eval_batches, result.curve.empty() ? 0 : result.curve.back().step);
+    e.loss = std::nan("");
+    result.evals.push_back(e);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+std::vector<RunResult> run_training(const TrainingOptions& o, TrainingProgress progress) {
+  const std::vector<RunSpec> specs = training_specs(o);
+  std::vector<RunResult> results(specs.size());
+  // The most expensive runs (largest d_head) first, so two workers finish together.
+  std::vector<std::size_t> order(specs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return specs[a].d_head > specs[b].d_head; });
+  std::atomic<std::size_t> next{0};
+  std::size_t done = 0;
+  std::mutex mutex;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (;;) {
+      std::size_t k = next.fetch_add(1);
+      if (k >= order.size()) return;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (error) return;
+      }
+      try {
+        RunResult r = train_one(o, specs[order[k]]);
+        std::lock_guard<std::mutex> lock(mutex);
+        results[order[k]] = std::move(r);
+        ++done;
+        if (progress) progress(done, specs.size(), results[order[k]]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  const int n = std::max(1, std::min<int>(o.workers, int(specs.size())));
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  return results;
+}
+
+double causal_uniform_entropy(std::size_t T, std::size_t first_row) {
+  double s = 0;
+  for (std::size_t i = first_row; i < T; ++i) s += std::log(double(i + 1));
+  return T > first_row ? s / double(T - first_row) : 0.0;
+}
+
+std::string run_label(const RunSpec& s) {
+  return (s.is_control() ? "control " + s.task + ": " : std::string()) + "d_head " +
+         std::to_string(s.d_head) + ", " + (s.scaled ? "scaled" : "unscaled") + ", " +
+         to_string(s.init) + ", seed " + std::to_string(s.seed);
+}
+
+double mean_grad(const RunResult& run, bool wq, double from, double to) {
+  if (run.curve.empty()) return std::nan("");
+  const double last = double(run.curve.back().step);
+  double sum = 0;
+  std::size_t n = 0;
+  for (const CurvePoint& c : run.curve) {
+    double f = double(c.step) / last;
+    // The first window always counts towards a fraction that starts at 0, so a short run
+    // (fewer than ten windows) still has a "first tenth".
+    if ((f > from && f <= to) || (from == 0 && &c == &run.curve.front())) {
+      sum += wq ? c.grad_wq : c.grad_wk;
+      ++n;
+    }
+  }
+  return n ? sum / double(n) : std::nan("");
+}
+
+std::string training_runs_csv(const std::vector<RunResult>& runs, const TrainingOptions& o) {
+  std::string s =
+      "task,d_head,scaling,init,seed,d_model,final_accuracy,final_eval_loss,step_to_0.9,diverged,"
+      "final_entropy_all,final_entropy_answer,initial_entropy_all,initial_entropy_answer,"
+      "grad_wq_first_tenth,grad_wq_last_tenth,grad_wk_first_tenth,grad_wk_last_tenth,"
+      "final_train_loss,seconds\n";
+  for (const RunResult& r : runs) {
+    const EvalPoint& f = r.final_eval();
+    const EvalPoint& i = r.evals.front();
+    s += spec_fields(r.spec, o) + "," + std::to_string(r.d_model) + "," + fmt(f.accuracy) + "," +
+         fmt(f.loss) + "," + (r.step_to_90 ? std::to_string(*r.step_to_90) : "none") + "," +
+         (r.diverged ? "yes" : "no") + "," + fmt(f.entropy_all) + "," + fmt(f.entropy_answer) +
+         "," + fmt(i.entropy_all) + "," + fmt(i.entropy_answer) + "," +
+         fmt(mean_grad(r, true, 0, 0.1)) + "," + fmt(mean_grad(r, true, 0.9, 1.0)) + "," +
+         fmt(mean_grad(r, false, 0, 0.1)) + "," + fmt(mean_grad(r, false, 0.9, 1.0)) + "," +
+         fmt(r.curve.empty() ? std::nan("") : r.curve.back().loss) + "," + fmt(r.seconds) + "\n";
+  }
+  return s;
+}
+
+std::string training_curves_csv(const std::vector<RunResult>& runs, const TrainingOptions& o) {
+  std::string s = "task,d_head,scaling,init,seed,step,loss,grad_wq,grad_wk\n";
+  for (const RunResult& r : runs)
+    for (const CurvePoint& c : r.curve)
+      s += spec_fields(r.spec, o) + "," + std::to_string(c.step) + "," + fmt(c.loss) + "," +
+           fmt(c.grad_wq) + "," + fmt(c.grad_wk) + "\n";
+  return s;
+}
+
+std::string training_evals_csv(const std::vector<RunResult>& runs, const TrainingOptions& o) {
+  std::string s = "task,d_head,scaling,init,seed,step,eval_loss,accuracy,entropy_all,entropy_answer\n";
+  for (const RunResult& r : runs)
+    for (const EvalPoint& e : r.evals)
+      s += spec_fields(r.spec, o) + "," + std::to_string(e.step) + "," + fmt(e.loss) + "," +
+           fmt(e.accuracy) + "," + fmt(e.entropy_all) + "," + fmt(e.entropy_answer) + "\n";
+  return s;
+}
+
+}  // namespace tapegrad::saturation
