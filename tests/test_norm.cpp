@@ -68,7 +68,7 @@ void check_gradients(const TensorFunction<double>& f, const std::vector<Tensor<d
 
 }  // namespace
 
-TEST_CASE("layer_norm of [1 2 3] with gamma 1 and beta 0 is [-1.2247 0 1.2247]", "[norm]") {
+TEST_CASE("layer_norm of 1 2 3 with gamma 1 and beta 0 is -1.2247 0 1.2247", "[norm]") {
   auto x = values<double>({3}, {1, 2, 3});
   auto y = layer_norm(x, Tensor<double>::ones({3}), Tensor<double>::zeros({3}), 0.0);
   // mean 2, biased variance 2/3: (x - 2) / sqrt(2/3) = (x - 2) * 1.2247448713915890
@@ -94,7 +94,7 @@ TEST_CASE("layer_norm applies eps inside the root then gamma and beta per column
   CHECK(y.value()(1, 2) == 0.0);
 }
 
-TEST_CASE("rms_norm of [3 4] divides by sqrt(12.5) then scales by gamma", "[norm]") {
+TEST_CASE("rms_norm of 3 4 divides by sqrt(12.5) then scales by gamma", "[norm]") {
   auto x = values<double>({1, 2}, {3, 4});
   auto y = rms_norm(x, values<double>({2}, {1.0, 2.0}), 0.0);
   const double rms = std::sqrt(12.5);  // mean of 9 and 16
