@@ -237,3 +237,30 @@ TEST_CASE("tasks: text vocabulary is the distinct code points and windows shift 
   CHECK_THROWS_AS(TextTask::from_file("/nonexistent/file.txt", 8), std::runtime_error);
 }
 #endif
+
+#ifdef TAPEGRAD_WITH_EXAMPLES
+#include "examples/train/evaluate.hpp"
+
+TEST_CASE("tasks: text sampling honours temperature 0 and the top-p nucleus", "[tasks]") {
+  using tapegrad::train::sample_logits;
+  const float logits[4] = {0.0f, 2.0f, 1.0f, -1.0f};
+  tapegrad::Generator gen(5);
+  // temperature 0 is greedy
+  for (int i = 0; i < 20; ++i) CHECK(sample_logits(logits, 4, 0.0, 1.0, gen) == 1);
+  // softmax(logits) = (0.0871, 0.6439, 0.2369, 0.0321): top-p 0.5 keeps only token 1,
+  // top-p 0.8 keeps tokens 1 and 2
+  for (int i = 0; i < 50; ++i) CHECK(sample_logits(logits, 4, 1.0, 0.5, gen) == 1);
+  int counts[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4000; ++i) ++counts[sample_logits(logits, 4, 1.0, 0.8, gen)];
+  CHECK(counts[0] == 0);
+  CHECK(counts[3] == 0);
+  // renormalised over {1, 2}: 0.6439 / 0.8808 = 0.731 (sd of the count ~28)
+  CHECK(counts[1] > 4000 * 0.731 - 150);
+  CHECK(counts[1] < 4000 * 0.731 + 150);
+  // top-p 1: every token appears, token 3 about 3.2% of the time
+  int all[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4000; ++i) ++all[sample_logits(logits, 4, 1.0, 1.0, gen)];
+  CHECK(all[3] > 60);
+  CHECK(all[3] < 200);
+}
+#endif
