@@ -450,16 +450,21 @@ def markdown(doc):
         for env in [e for e in ("default", "tuned") if any(r["env"] == e for r in res)]:
             out.append(f"### {thr} thread{'s' if thr > 1 else ''}, {env} malloc\n")
             out.append("| workload | tapegrad ms | libtorch ms | ratio | ratio of mins | "
-                       "CPU-time ratio | tapegrad MiB | libtorch MiB | tapegrad GFLOP/s (of peak) "
+                       "CPU-time ratio | tapegrad MiB | libtorch MiB | page faults per step "
+                       "(tapegrad / libtorch) | tapegrad GFLOP/s (of peak) "
                        "| libtorch GFLOP/s (of peak) |")
-            out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for r in res:
                 if r["threads"] != thr or r["env"] != env:
                     continue
                 a, b = r["tapegrad"], r["libtorch"]
                 if "error" in a or "error" in b:
-                    out.append(f"| {r['workload']} | error | error | | | | | | | |")
+                    out.append(f"| {r['workload']} | error | error | | | | | | | | |")
                     continue
+
+                def flt(s):
+                    v = s.get("faults_per_step")
+                    return "-" if v is None else f"{v:.0f}"
 
                 def gf(s):
                     if "gflops" not in s:
@@ -469,7 +474,7 @@ def markdown(doc):
                 out.append(f"| {r['workload']} | {fmt_ms(a['median_ms'])} | {fmt_ms(b['median_ms'])} "
                            f"| **{r['ratio']:.3f}** | {r.get('ratio_min', float('nan')):.3f} | "
                            f"{r.get('ratio_cpu', float('nan')):.3f} | {a['peak_rss_kb'] / 1024:.0f} | "
-                           f"{b['peak_rss_kb'] / 1024:.0f} | {gf(a)} | {gf(b)} |")
+                           f"{b['peak_rss_kb'] / 1024:.0f} | {flt(a)} / {flt(b)} | {gf(a)} | {gf(b)} |")
             out.append("")
     extra = [r for r in res if "+" in r["env"]]
     if extra:
