@@ -266,8 +266,16 @@ def measure(args):
         warmup, repeats, rounds = plan(w, args.quick)
         if args.rounds:
             rounds = args.rounds
-        checked = set()
+        # The attention checks (seconds at S4, and memory of their own) run in a process
+        # of their own per framework and thread count, so that no timed process carries
+        # them: neither in its time nor in its peak RSS. The other workloads' checks are
+        # cheap and run inside every timed process.
+        separate_check = w.startswith("mha_")
         for thr in threads:
+            checks = {}
+            if separate_check:
+                for fw in FRAMEWORKS:
+                    checks[fw] = run_one(fw, w, "default", thr, 0, 1, True)
             for env_name in envs:
                 per_fw = {fw: [] for fw in FRAMEWORKS}
                 busy = []
@@ -276,11 +284,11 @@ def measure(args):
                         busy.append(wait_until_quiet(args.quiet_wait))
                     order = FRAMEWORKS if rnd % 2 == 0 else FRAMEWORKS[::-1]
                     for fw in order:
-                        check = (fw, thr) not in checked
-                        rec = run_one(fw, w, env_name, thr, warmup, repeats, check)
-                        if check and "error" not in rec:
-                            checked.add((fw, thr))
-                        per_fw[fw].append(rec)
+                        if fw in checks and "error" in checks[fw]:
+                            per_fw[fw].append(checks[fw])  # broken: report, do not time
+                            continue
+                        per_fw[fw].append(run_one(fw, w, env_name, thr, warmup, repeats,
+                                                  not separate_check))
                 row = {"workload": w, "env": env_name, "threads": thr,
                        "warmup": warmup, "repeats_per_process": repeats, "rounds": rounds,
                        # other work on the machine shows up here: a load above the core
@@ -290,6 +298,10 @@ def measure(args):
                     row["other_runnable_before_rounds"] = busy
                 for fw in FRAMEWORKS:
                     row[fw] = merge(per_fw[fw])
+                    if fw in checks and "error" not in checks[fw] and "error" not in row[fw]:
+                        for k, v in checks[fw].items():
+                            if k.startswith("check"):
+                                row[fw][k] = v
                 a, b = row["tapegrad"], row["libtorch"]
                 if "error" not in a and "error" not in b:
                     row["ratio"] = a["median_ms"] / b["median_ms"]
@@ -388,7 +400,8 @@ TARGETS = [
     ("MHA forward S4", r"^mha_fwd_f(32|64)_S4$", 1.0, "time"),
     ("1,000-op chain", r"^chain1000$", 0.2, "time"),
     ("Peak RSS, MHA fwd+bwd S4", r"^mha_fwdbwd_f(32|64)_S4$", 1.0, "rss"),
-    ("Batched matmul >= 80% of same-FLOP sgemm", r"^bmm_S[234]$", 0.8, "bmm"),
+    ("Batched matmul kernel >= 80% of same-FLOP sgemm", r"^bmm_S[234]$", 0.8, "kernel_fraction"),
+    ("Batched matmul op (allocates its result) >= 80%", r"^bmm_S[234]$", 0.8, "fraction"),
 ]
 
 
@@ -409,7 +422,7 @@ def target_rows(results):
                 v = r["rss_ratio"]
                 ok = v <= bound
             else:
-                v = a.get("fraction")
+                v = a.get(kind)
                 ok = v is not None and v >= bound
             rows.append((label, r, "met" if ok else "MISSED", v))
     return rows
@@ -505,14 +518,25 @@ def markdown(doc):
                        f"{b.get('kernel_fraction', 0):.0%} |")
         out.append("")
     out.append("### Issue 6's targets\n")
-    out.append("| target | workload | env | threads | bound | measured | |")
-    out.append("|---|---|---|---:|---:|---:|---|")
+    out.append("Each cell: the measured value, then met or MISSED. The targets are stated at "
+               "1 thread in both environments; the 2-thread columns check that they still hold.\n")
+    cols = [(t, e) for t in (1, 2) for e in ("default", "tuned")]
+    out.append("| target | bound | workload | " + " | ".join(
+        f"{t} thr, {e}" for t, e in cols) + " |")
+    out.append("|---|---:|---|" + "---:|" * len(cols))
+    cells = {}
+    order = []
     for label, r, verdict, v in target_rows(res):
+        key = (label, r["workload"])
+        if key not in cells:
+            cells[key] = {}
+            order.append(key)
+        cells[key][(r["threads"], r["env"])] = "error" if v is None else f"{v:.3f} {verdict}"
+    for label, w in order:
         bound = next(t[2] for t in TARGETS if t[0] == label)
         sign = ">=" if "matmul" in label else "<="
-        mv = "-" if v is None else f"{v:.3f}"
-        out.append(f"| {label} | {r['workload']} | {r['env']} | {r['threads']} | {sign} {bound} "
-                   f"| {mv} | {verdict} |")
+        out.append(f"| {label} | {sign} {bound} | {w} | " + " | ".join(
+            cells[(label, w)].get(c, "-") for c in cols) + " |")
     out.append("")
     scaling = []
     for r in res:
