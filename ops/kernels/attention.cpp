@@ -15,7 +15,6 @@ template <class F>
 void for_each_head(const HeadLayout& L, F&& body) {
   const long pairs = static_cast<long>(L.B * L.H);
   if (num_threads() > 1 && pairs > 1) {
-    SingleThreadedBlas one_blas_thread;
 #pragma omp parallel for schedule(static) num_threads(num_threads())
     for (long p = 0; p < pairs; ++p) body(std::size_t(p) / L.H, std::size_t(p) % L.H);
   } else {

@@ -11,10 +11,17 @@ namespace tapegrad::kernels {
 namespace {
 int g_threads = 1;
 struct ThreadDefaults {
-  // One thread unless asked: small per-head gemms gain nothing from OpenBLAS threads,
-  // and spinning OpenBLAS and OpenMP workers on the same two cores slows both.
-  ThreadDefaults() { set_num_threads(1); }
+  // One thread unless asked. OpenBLAS itself always runs single-threaded: tapegrad splits
+  // work over OpenMP threads (heads, batch, row or column blocks of one gemm), so two
+  // thread pools never spin against each other on the same cores.
+  ThreadDefaults() {
+    openblas_set_num_threads(1);
+    set_num_threads(1);
+  }
 } g_thread_defaults;
+
+// Below this many flops a gemm is not worth splitting over threads.
+constexpr double kParallelFlops = 4.0e6;
 
 inline CBLAS_TRANSPOSE flag(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
@@ -36,12 +43,8 @@ void set_num_threads(int threads) {
   if (threads <= 0) threads = omp_get_num_procs();
   g_threads = threads;
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
 }
 int num_threads() { return g_threads; }
-
-SingleThreadedBlas::SingleThreadedBlas() { openblas_set_num_threads(1); }
-SingleThreadedBlas::~SingleThreadedBlas() { openblas_set_num_threads(g_threads); }
 
 template <class T>
 void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
@@ -54,7 +57,27 @@ void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std:
         C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  gemm_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const int threads = g_threads;
+  if (threads <= 1 || omp_in_parallel() || 2.0 * M * N * K < kParallelFlops) {
+    gemm_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // One gemm split into independent blocks of C: rows of op(A) when C is tall, columns of
+  // op(B) otherwise. Each block is an ordinary single-threaded gemm on the same buffers.
+  const bool by_rows = M >= N;
+  const std::size_t extent = by_rows ? M : N;
+  const std::size_t chunk = (extent + threads - 1) / threads;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int t = 0; t < threads; ++t) {
+    const std::size_t lo = std::min(extent, t * chunk), hi = std::min(extent, lo + chunk);
+    if (lo == hi) continue;
+    if (by_rows)  // row r of op(A) starts at A + r (stored transposed) or A + r * lda
+      gemm_call(trans_a, trans_b, hi - lo, N, K, alpha, trans_a ? A + lo : A + lo * lda, lda, B,
+                ldb, beta, C + lo * ldc, ldc);
+    else  // column c of op(B) starts at B + c * ldb (stored transposed) or B + c
+      gemm_call(trans_a, trans_b, M, hi - lo, K, alpha, A, lda, trans_b ? B + lo * ldb : B + lo,
+                ldb, beta, C + lo, ldc);
+  }
 }
 
 template <class T>
@@ -70,9 +93,7 @@ void gemm_batch(const GemmBatch& b, T alpha, const T* A, const T* B, T beta, T* 
   const bool distinct =
       std::set<std::size_t>(b.c_offset.begin(), b.c_offset.end()).size() == count;
   if (distinct && count > 1 && g_threads > 1) {
-    // Parallel over the batch, one BLAS thread each: OpenBLAS threads do not help the
-    // small per-head products, and both levels spinning on two cores is slower.
-    SingleThreadedBlas one_blas_thread;
+    // Parallel over the batch: independent products, each single-threaded.
 #pragma omp parallel for schedule(static) num_threads(g_threads)
     for (std::size_t i = 0; i < count; ++i)
       gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],

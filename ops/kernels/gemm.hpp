@@ -29,18 +29,10 @@ struct GemmBatch {
 template <class T>
 void gemm_batch(const GemmBatch& batch, T alpha, const T* A, const T* B, T beta, T* C);
 
-// Threads used by tapegrad's kernels (and OpenBLAS). 0 means "all cores".
+// Threads used by tapegrad's kernels (OpenMP); 0 means "all cores". OpenBLAS is kept at
+// one thread: tapegrad parallelises over heads, batch items and blocks of a large gemm
+// itself, so OpenBLAS and OpenMP workers never spin against each other.
 void set_num_threads(int threads);
 int num_threads();
-
-// While alive, OpenBLAS runs single-threaded: for kernels that parallelise over heads or
-// batch themselves, so BLAS threads and OpenMP threads do not fight over the cores.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas();
-  ~SingleThreadedBlas();
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-};
 
 }  // namespace tapegrad::kernels
