@@ -198,9 +198,13 @@ TEST_CASE("saturation CLI: usage errors exit 2 with one line", "[saturation]") {
 }
 
 TEST_CASE("saturation CLI: quick mode writes the report the tables and the plots", "[saturation]") {
-  fs::path dir = fs::path(TAPEGRAD_BINARY_DIR) / "test_saturation" / "quick-out";
-  fs::remove_all(dir);
-  Run r = run_binary("--quick --threads 1 --out '" + dir.string() + "'", "quick");
+  fs::path root = fs::path(TAPEGRAD_BINARY_DIR) / "test_saturation" / "quick-doc";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  fs::path dir = root / "saturation";
+  Run r = run_binary("--quick --threads 1 --out '" + dir.string() + "' --doc '" +
+                         (root / "SATURATION.md").string() + "'",
+                     "quick");
   REQUIRE(r.code == 0);
   for (const char* f : {"REPORT.md", "sweep.csv", "gradient_ratio.csv", "expectations.csv",
                         "training_runs.csv", "training_curves.csv", "training_evals.csv",
@@ -212,7 +216,11 @@ TEST_CASE("saturation CLI: quick mode writes the report the tables and the plots
   }
   std::string report = slurp(dir / "REPORT.md");
   CHECK(report.find("quick mode") != std::string::npos);
-  CHECK(report.find("sweep_score_std.svg") != std::string::npos);
+  CHECK(report.find("](sweep_score_std.svg)") != std::string::npos);
+  // The --doc copy is the same report with its links pointing into the output directory.
+  std::string doc = slurp(root / "SATURATION.md");
+  CHECK(doc.find("](saturation/sweep_score_std.svg)") != std::string::npos);
+  CHECK(doc.find("](sweep_score_std.svg)") == std::string::npos);
   // The two score-std expectations are the first rows of expectations.csv.
   std::string csv = slurp(dir / "expectations.csv");
   std::istringstream lines(csv);

@@ -8,6 +8,7 @@
 //
 // Exit codes: 0 done (whatever the expectations' verdicts: they are findings), 1 a runtime
 // failure, 2 a usage error (bad option or value, unwritable --out).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,8 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "examples/common/svg_plot.hpp"
 #include "examples/saturation/report.hpp"
 #include "examples/saturation/sweep.hpp"
 #include "examples/saturation/training.hpp"
@@ -75,12 +78,27 @@ void training_progress(std::size_t done, std::size_t total, const RunResult& r) 
                r.step_to_90 ? std::to_string(*r.step_to_90).c_str() : "none", r.seconds);
 }
 
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// The 1-minute load average: other programs on the machine slow the study down.
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string first;
+  return f >> first ? first : "?";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   SweepOptions sweep;
   TrainingOptions train;
   std::string out = "out/saturation";
+  std::string doc;
   bool quick = false, skip_sweep = false, skip_training = false;
   int threads = 0;
   std::string dtype = "double";
@@ -96,6 +114,8 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
 
   app.add_option("--out", out, "output directory");
+  app.add_option("--doc", doc, "also write REPORT.md to this file, its links pointing into --out "
+                 "(docs/SATURATION.md is written by --out docs/saturation --doc docs/SATURATION.md)");
   app.add_flag("--quick", quick, "a reduced study that runs in seconds (for tests); options given "
                "explicitly still apply");
   app.add_option("--threads", threads, "threads: BLAS/kernels in the sweep, runs trained at once "
@@ -197,11 +217,17 @@ int main(int argc, char** argv) {
       throw UsageError("the lists --d-k, --tk, --d-heads and --seeds must not be empty");
     if (train.min_lr > train.lr) throw UsageError("--min-lr must not exceed --lr");
     if (train.warmup > train.steps) throw UsageError("--warmup must not exceed --steps");
+    if (!doc.empty()) {
+      fs::path parent = fs::absolute(doc).parent_path();
+      if (!fs::is_directory(parent)) throw UsageError("--doc " + doc + ": no directory " + parent.string());
+      prepare_out_dir(parent.string());
+    }
     prepare_out_dir(out);
 
     kernels::set_num_threads(threads);
     const int nthreads = kernels::num_threads();
     auto start = std::chrono::steady_clock::now();
+    const std::string load_at_start = load_average();
 
     ReportInputs in;
     in.quick = quick;
@@ -228,8 +254,19 @@ int main(int argc, char** argv) {
       in.training_seconds = since(t);
     }
     in.total_seconds = since(start);
+    in.cpu_seconds = cpu_seconds();
+    in.machine_load = "machine load average (1 min, all programs) " + load_at_start +
+                      " at the start, " + load_average() + " at the end, on " +
+                      std::to_string(std::thread::hardware_concurrency()) + " cores";
 
     std::vector<std::string> files = write_outputs(out, in);
+    if (!doc.empty()) {
+      fs::path rel = fs::absolute(out).lexically_normal().lexically_relative(
+          fs::absolute(doc).parent_path().lexically_normal());
+      in.link_prefix = rel.empty() || rel == "." ? "" : rel.generic_string() + "/";
+      plot::write_file_atomic(doc, report_markdown(in));
+      files.push_back(doc);
+    }
     std::vector<Check> checks;
     if (!in.points.empty()) checks = sweep_checks(in.points);
     if (!in.runs.empty()) {
@@ -240,7 +277,7 @@ int main(int argc, char** argv) {
       std::printf("[%s] %s: %s\n",
                   c.verdict == Check::held ? "held" : c.verdict == Check::failed ? "FAILED" : "n/a",
                   c.claim.c_str(), c.measured.c_str());
-    std::printf("%zu files in %s (REPORT.md); %.1f s (sweep %.1f s, training %.1f s), %d threads\n",
+    std::printf("%zu files in %s (REPORT.md); %.1f s (sweep %.1f s, training %.1f s), threads %d\n",
                 files.size(), out.c_str(), in.total_seconds, in.sweep_seconds, in.training_seconds,
                 nthreads);
     return 0;

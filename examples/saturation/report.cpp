@@ -132,7 +132,7 @@ void sweep_plots(const std::string& dir, const std::vector<SweepPoint>& pts,
     save(p, "sweep_max_weight.svg");
   }
   {
-    LinePlot p(dk_options("Mean row entropy (dotted: log Tk, a uniform row)",
+    LinePlot p(dk_options("Mean row entropy (dashed grey: log Tk, a uniform row)",
                           "entropy of the weights (nats)", Scale::Linear));
     add_sweep_series(p, pts, [](const SweepPoint& q) { return q.mean_entropy; });
     std::vector<std::size_t> tks = tks_of(pts);
@@ -475,11 +475,13 @@ std::string report_markdown(const ReportInputs& in) {
   md += "Written by `examples/saturation` (tapegrad). Every number below was measured by this "
         "run through tapegrad's own autograd; nothing is copied from elsewhere.\n\n";
   md += "- Command: `" + in.command + "`" + (in.quick ? " (**quick mode**: a reduced study for tests, not the full one)" : "") + "\n";
-  char buf[512];
+  char buf[4096];
   std::snprintf(buf, sizeof buf,
-                "- Wall time: %s in all (sweep %s, training %s), %d thread%s, on this machine.\n",
+                "- Wall time: %s in all (sweep %s, training %s), %d thread%s; CPU time %s%s%s.\n",
                 secs(in.total_seconds).c_str(), secs(in.sweep_seconds).c_str(),
-                secs(in.training_seconds).c_str(), in.threads, in.threads == 1 ? "" : "s");
+                secs(in.training_seconds).c_str(), in.threads, in.threads == 1 ? "" : "s",
+                secs(in.cpu_seconds).c_str(), in.machine_load.empty() ? "" : "; ",
+                in.machine_load.c_str());
   md += buf;
   md += "\n";
 
@@ -509,9 +511,9 @@ std::string report_markdown(const ReportInputs& in) {
                   "V has d_v = %zu; %s. The scores are `matmul_nt(Q, K) * scale` on the tape "
                   "(`retain_grad`), then `softmax`, then `@ V`, and `out.backward(G)` gives "
                   "d(loss)/d(scores) and d(loss)/dQ for loss = sum(G * out). The same draws serve "
-                  "both scales. tapegrad's `scaled_dot_product_attention` on the same inputs gave "
-                  "the same weights to within %s and the same dQ to within %s (relative) at every "
-                  "point.\n\n",
+                  "both scales. As a cross-check, tapegrad's `scaled_dot_product_attention` ran on the "
+                  "same inputs: the largest difference from the composition was %s in the weights "
+                  "and %s (relative) in dQ over every point.\n\n",
                   in.sweep.rows, in.sweep.queries_per_group, "their own Tk", in.sweep.d_v,
                   in.sweep.use_double ? "float64" : "float32",
                   g([&] { double m = 0; for (auto& p : pts) m = std::max(m, p.sdpa_weights_diff); return m; }(), 2).c_str(),
@@ -569,14 +571,22 @@ std::string report_markdown(const ReportInputs& in) {
       const SweepPoint* sa = point(pts, tk, dmin, true);
       const SweepPoint* sb = point(pts, tk, dmax, true);
       if (!a || !b || !sa || !sb) continue;
+      double w_lo = 1e9, w_hi = -1e9, h_lo = 1e9, h_hi = -1e9;
+      for (const SweepPoint& p : pts) {
+        if (p.tk != tk || !p.scaled) continue;
+        w_lo = std::min(w_lo, p.mean_max_weight);
+        w_hi = std::max(w_hi, p.mean_max_weight);
+        h_lo = std::min(h_lo, p.mean_entropy);
+        h_hi = std::max(h_hi, p.mean_entropy);
+      }
       md += "- Tk " + std::to_string(tk) + ": unscaled, the mean largest weight rises from " +
             g(a->mean_max_weight) + " (d_k " + std::to_string(dmin) + ") to " + g(b->mean_max_weight) +
             " (d_k " + std::to_string(dmax) + "), the rows with a weight above 0.99 from " +
             pct(a->frac_saturated) + " to " + pct(b->frac_saturated) + ", and the mean entropy falls from " +
             g(a->mean_entropy) + " to " + g(b->mean_entropy) + " nats (a uniform row: log " +
-            std::to_string(tk) + " = " + g(a->log_tk) + "). Scaled, the largest weight stays at " +
-            g(sa->mean_max_weight) + "-" + g(sb->mean_max_weight) + " and the entropy at " +
-            g(sa->mean_entropy) + "-" + g(sb->mean_entropy) + " nats.\n";
+            std::to_string(tk) + " = " + g(a->log_tk) + "). Scaled, at every d_k, the largest weight stays "
+            "between " + g(w_lo) + " and " + g(w_hi) + " and the entropy between " + g(h_lo) + " and " +
+            g(h_hi) + " nats.\n";
     }
     {
       md += "\nMore keys need a larger d_k to saturate:";
@@ -646,16 +656,46 @@ std::string report_markdown(const ReportInputs& in) {
     }
     md += "Saturation wins in the end: the collapse of the softmax's Jacobian is exponential in the "
           "score spread, the extra factor sqrt(d_k) only polynomial.\n\n";
-    md += "| Tk | d_k | median dL/dscores unscaled | scaled | ratio | median dL/dQ unscaled | scaled | ratio |\n";
-    md += "|---|---|---|---|---|---|---|---|\n";
+    {
+      // The median is the typical row; the RMS over rows is the total gradient per row.
+      std::string line;
+      bool far_less = true;
+      for (std::size_t tk : tks) {
+        const SweepPoint* s = point(pts, tk, dmax, true);
+        const SweepPoint* u = point(pts, tk, dmax, false);
+        if (!s || !u) continue;
+        double med = u->median_grad_scores / s->median_grad_scores;
+        double rm = u->rms_grad_scores / s->rms_grad_scores;
+        double med_q = u->median_grad_q / s->median_grad_q;
+        double rm_q = u->rms_grad_q / s->rms_grad_q;
+        far_less = far_less && rm > 10 * med;
+        line += (line.empty() ? "" : "; ") + std::string("Tk ") + std::to_string(tk) + ": " + g(rm, 2) +
+                " (median " + g(med, 2) + "), at Q " + g(rm_q, 2) + " (median " + g(med_q, 2) + ")";
+      }
+      if (!line.empty()) {
+        md += "The median row is the typical row. The total gradient, the root mean square of the "
+              "row norms over all rows, " +
+              std::string(far_less ? "falls far less" : "falls about as much") + ": at d_k " +
+              std::to_string(dmax) + " the unscaled / scaled RMS ratio is " + line + "." +
+              (far_less ? " The few rows that stay unsaturated keep a full gradient and carry the "
+                          "total, so a saturated attention layer need not show a small gradient "
+                          "norm; what it loses is the gradient of most of its rows."
+                        : "") +
+              "\n\n";
+      }
+    }
+    md += "| Tk | d_k | median dL/dscores unscaled | scaled | ratio | RMS ratio | median dL/dQ unscaled | scaled | ratio | RMS ratio |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|\n";
     for (std::size_t tk : tks)
       for (std::size_t d : dks) {
         const SweepPoint* u = point(pts, tk, d, false);
         const SweepPoint* s = point(pts, tk, d, true);
         if (!u || !s) continue;
         md += "| " + std::to_string(tk) + " | " + std::to_string(d) + " | " + g(u->median_grad_scores) + " | " +
-              g(s->median_grad_scores) + " | " + g(grad_ratio(pts, tk, d), 2) + " | " + g(u->median_grad_q) +
-              " | " + g(s->median_grad_q) + " | " + g(grad_ratio(pts, tk, d, true), 2) + " |\n";
+              g(s->median_grad_scores) + " | " + g(grad_ratio(pts, tk, d), 2) + " | " +
+              g(u->rms_grad_scores / s->rms_grad_scores, 2) + " | " + g(u->median_grad_q) + " | " +
+              g(s->median_grad_q) + " | " + g(grad_ratio(pts, tk, d, true), 2) + " | " +
+              g(u->rms_grad_q / s->rms_grad_q, 2) + " |\n";
       }
     md += "\n";
 
@@ -734,20 +774,57 @@ std::string report_markdown(const ReportInputs& in) {
         }
     md += "\n### Finding 4: what the scale does to training\n\n";
     for (AttentionInit init : o.inits) {
-      md += "- **" + to_string(init) + " init.**";
+      md += "- **" + to_string(init) + " init.**\n";
       for (std::size_t dh : o.d_heads) {
         Group s = group_of(runs, dh, init, true), u = group_of(runs, dh, init, false);
         if (s.runs.empty()) continue;
         int later, earlier, none, same;
         std::string cmp = seed_comparison(runs, dh, init, &later, &earlier, &none, &same);
-        md += " d_head " + std::to_string(dh) + ": mean final accuracy " + g(s.mean_accuracy(), 3) +
-              " scaled vs " + g(u.mean_accuracy(), 3) + " unscaled; step to 0.9 (scaled vs unscaled) " +
-              cmp + " — unscaled later or never in " + std::to_string(later) + " of " +
+        auto h_end = [](const RunResult& r) { return r.final_eval().entropy_answer; };
+        md += "  - d_head " + std::to_string(dh) + ": mean final accuracy " + g(s.mean_accuracy(), 3) +
+              " scaled vs " + g(u.mean_accuracy(), 3) + " unscaled; step to 0.9, scaled vs unscaled: " +
+              cmp + ". The unscaled run is later or never in " + std::to_string(later) + " of " +
               std::to_string(s.runs.size()) + " seeds, earlier in " + std::to_string(earlier) +
-              (none ? ", neither reached 0.9 in " + std::to_string(none) : std::string()) +
-              (same ? ", the same step in " + std::to_string(same) : std::string()) + ".";
+              (none ? ", and neither reaches 0.9 in " + std::to_string(none) : std::string()) +
+              (same ? ", the same step in " + std::to_string(same) : std::string()) +
+              ". Final answer-row attention entropy " + g(s.mean(h_end)) + " scaled vs " +
+              g(u.mean(h_end)) + " unscaled nats.\n";
       }
-      md += "\n";
+    }
+    {
+      // The total gradient of Wq and Wk at the largest d_head, scaled against unscaled.
+      const std::size_t dh = o.d_heads.back();
+      std::string line;
+      bool unscaled_larger = true, any = false;
+      double h_unscaled = 0;
+      for (AttentionInit init : o.inits) {
+        Group s = group_of(runs, dh, init, true), u = group_of(runs, dh, init, false);
+        if (s.runs.empty() || u.runs.empty()) continue;
+        auto first_q = [](const RunResult& r) { return mean_grad(r, true, 0, 0.1); };
+        auto last_q = [](const RunResult& r) { return mean_grad(r, true, 0.9, 1.0); };
+        auto first_k = [](const RunResult& r) { return mean_grad(r, false, 0, 0.1); };
+        line += (line.empty() ? "" : "; ") + to_string(init) + ": Wq scaled " + g(s.mean(first_q)) + " -> " +
+                g(s.mean(last_q)) + ", unscaled " + g(u.mean(first_q)) + " -> " + g(u.mean(last_q)) +
+                " (Wk in the first tenth: " + g(s.mean(first_k)) + " vs " + g(u.mean(first_k)) + ")";
+        unscaled_larger = unscaled_larger && u.mean(first_q) > s.mean(first_q);
+        h_unscaled = std::max(h_unscaled, u.mean([](const RunResult& r) { return r.final_eval().entropy_answer; }));
+        any = true;
+      }
+      if (any) {
+        md += "\nGradient norms at d_head " + std::to_string(dh) +
+              " (Frobenius norm over the layers, before clipping, mean over seeds, first tenth of "
+              "training -> last tenth): " + line + ".";
+        const double uniform = causal_uniform_entropy(task.context(), task.first_answer_position());
+        if (unscaled_larger && h_unscaled < 0.5 * uniform)
+          md += " Unscaled, the total gradient of Wq is larger, not smaller, while its attention "
+                "stays saturated (final answer-row entropy at most " + g(h_unscaled) +
+                " nats, uniform " + g(uniform) + "): consistent with the sweep's RMS against median, "
+                "a few unsaturated rows carry a large total while the typical row receives almost "
+                "nothing, so here a large gradient norm is no sign of learning.";
+        else if (unscaled_larger)
+          md += " Unscaled, the total gradient of Wq is larger, not smaller.";
+        md += "\n";
+      }
     }
     {
       bool any_div = false;
@@ -782,15 +859,25 @@ std::string report_markdown(const ReportInputs& in) {
 
   md += "## Files\n\n";
   if (!pts.empty())
-    md += "- `sweep.csv`: every sweep point (score std, theory, largest weight, entropy, saturated "
-          "rows, median gradients, cross-check with scaled_dot_product_attention, standard "
-          "errors); `gradient_ratio.csv`: unscaled / scaled median gradients.\n";
+    md += "- [sweep.csv](sweep.csv): every sweep point (score std, theory, largest weight, entropy, "
+          "saturated rows, median gradients, cross-check with scaled_dot_product_attention, "
+          "standard errors); [gradient_ratio.csv](gradient_ratio.csv): unscaled / scaled median "
+          "gradients.\n";
   if (!runs.empty())
-    md += "- `training_runs.csv`: one row per run; `training_curves.csv`: loss and gradient norms "
-          "of Wq and Wk (means over windows of " + std::to_string(in.training.curve_every) +
-          " steps); `training_evals.csv`: held-out loss, accuracy and attention entropies.\n";
-  md += "- `expectations.csv`: the table at the top.\n";
-  return md;
+    md += "- [training_runs.csv](training_runs.csv): one row per run; "
+          "[training_curves.csv](training_curves.csv): loss and gradient norms of Wq and Wk "
+          "(means over windows of " + std::to_string(in.training.curve_every) +
+          " steps); [training_evals.csv](training_evals.csv): held-out loss, accuracy and "
+          "attention entropies.\n";
+  md += "- [expectations.csv](expectations.csv): the table at the top.\n";
+  if (in.link_prefix.empty()) return md;
+  // Every link above is a file of the output directory: point them at it from elsewhere.
+  std::string out;
+  for (std::size_t i = 0; i < md.size(); ++i) {
+    out += md[i];
+    if (md[i] == '(' && i > 0 && md[i - 1] == ']') out += in.link_prefix;
+  }
+  return out;
 }
 
 std::vector<std::string> write_outputs(const std::string& dir, const ReportInputs& in) {
@@ -826,7 +913,9 @@ std::vector<std::string> write_outputs(const std::string& dir, const ReportInput
     csv += quote(c.claim) + "," + quote(c.measured) + "," +
            (c.verdict == Check::held ? "held" : c.verdict == Check::failed ? "failed" : "not measured") + "\n";
   put("expectations.csv", csv);
-  put("REPORT.md", report_markdown(in));
+  ReportInputs local = in;
+  local.link_prefix.clear();
+  put("REPORT.md", report_markdown(local));
   return written;
 }
 

@@ -35,13 +35,18 @@ struct ReportInputs {
   std::vector<SweepPoint> points;  // empty when the sweep was skipped
   std::vector<RunResult> runs;     // empty when training was skipped
   double sweep_seconds = 0, training_seconds = 0, total_seconds = 0;
+  double cpu_seconds = 0;     // user + system time of the process
+  std::string machine_load;   // e.g. "load average 0.4 at start, 2.1 at end" (other programs)
+  // Put before every link of the report: "" for REPORT.md inside the output directory,
+  // "saturation/" for a copy in docs/ that links to docs/saturation/.
+  std::string link_prefix;
 };
 
 // Writes every CSV, every SVG and REPORT.md into `dir` (which must exist); returns the
 // names of the files written. Throws std::runtime_error if a file cannot be written.
 std::vector<std::string> write_outputs(const std::string& dir, const ReportInputs& in);
 
-// REPORT.md alone (write_outputs calls it), for tests.
+// REPORT.md alone (write_outputs calls it with in.link_prefix cleared).
 std::string report_markdown(const ReportInputs& in);
 
 }  // namespace tapegrad::saturation

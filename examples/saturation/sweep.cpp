@@ -84,7 +84,14 @@ struct RowData {
 
 struct Figures {
   double score_std, max_weight, entropy, frac_saturated, grad_scores, grad_q;
+  double rms_scores, rms_q;
 };
+
+double rms(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x * x;
+  return v.empty() ? std::nan("") : std::sqrt(s / double(v.size()));
+}
 
 Figures figures(const RowData& d) {
   Figures f{};
@@ -100,6 +107,8 @@ Figures figures(const RowData& d) {
   f.frac_saturated = double(saturated) / n;
   f.grad_scores = median(d.grad_scores);
   f.grad_q = median(d.grad_q);
+  f.rms_scores = rms(d.grad_scores);
+  f.rms_q = rms(d.grad_q);
   return f;
 }
 
@@ -200,6 +209,8 @@ std::vector<SweepPoint> run_typed(const SweepOptions& o, SweepProgress progress)
         p.frac_saturated = f.frac_saturated;
         p.median_grad_scores = f.grad_scores;
         p.median_grad_q = f.grad_q;
+        p.rms_grad_scores = f.rms_scores;
+        p.rms_grad_q = f.rms_q;
         p.sdpa_weights_diff = all.sdpa_weights_diff;
         p.sdpa_grad_q_rel_diff = all.sdpa_grad_q_rel_diff;
         p.se_score_std = rel_se(a.score_std, b.score_std, f.score_std);
@@ -242,6 +253,7 @@ std::string sweep_csv(const std::vector<SweepPoint>& points) {
   std::string s =
       "tk,d_k,scaling,scale,score_std,theory_std,score_std_rel_error,mean_max_weight,"
       "mean_entropy,log_tk,frac_max_weight_gt_0.99,median_grad_scores,median_grad_q,"
+      "rms_grad_scores,rms_grad_q,"
       "sdpa_weights_max_abs_diff,sdpa_grad_q_max_rel_diff,se_score_std,se_mean_max_weight,"
       "se_mean_entropy,se_median_grad_scores,se_median_grad_q,seconds\n";
   for (const SweepPoint& p : points) {
@@ -250,7 +262,7 @@ std::string sweep_csv(const std::vector<SweepPoint>& points) {
          fmt(p.theory_std) + "," + fmt(p.score_std / p.theory_std - 1) + "," +
          fmt(p.mean_max_weight) + "," + fmt(p.mean_entropy) + "," + fmt(p.log_tk) + "," +
          fmt(p.frac_saturated) + "," + fmt(p.median_grad_scores) + "," + fmt(p.median_grad_q) +
-         "," + fmt(p.sdpa_weights_diff) + "," + fmt(p.sdpa_grad_q_rel_diff) + "," +
+         "," + fmt(p.rms_grad_scores) + "," + fmt(p.rms_grad_q) + "," + fmt(p.sdpa_weights_diff) + "," + fmt(p.sdpa_grad_q_rel_diff) + "," +
          fmt(p.se_score_std) + "," + fmt(p.se_max_weight) + "," + fmt(p.se_entropy) + "," +
          fmt(p.se_grad_scores) + "," + fmt(p.se_grad_q) + "," + fmt(p.seconds) + "\n";
   }
@@ -258,13 +270,16 @@ std::string sweep_csv(const std::vector<SweepPoint>& points) {
 }
 
 std::string gradient_ratio_csv(const std::vector<SweepPoint>& points) {
-  std::string s = "tk,d_k,ratio_grad_scores_unscaled_over_scaled,ratio_grad_q_unscaled_over_scaled\n";
+  std::string s =
+      "tk,d_k,ratio_grad_scores_unscaled_over_scaled,ratio_grad_q_unscaled_over_scaled,"
+      "ratio_rms_grad_scores_unscaled_over_scaled,ratio_rms_grad_q_unscaled_over_scaled\n";
   for (const SweepPoint& p : points) {
     if (!p.scaled) continue;
     const SweepPoint& u = find_point(points, p.tk, p.d_k, false);
     s += std::to_string(p.tk) + "," + std::to_string(p.d_k) + "," +
          fmt(u.median_grad_scores / p.median_grad_scores) + "," +
-         fmt(u.median_grad_q / p.median_grad_q) + "\n";
+         fmt(u.median_grad_q / p.median_grad_q) + "," +
+         fmt(u.rms_grad_scores / p.rms_grad_scores) + "," + fmt(u.rms_grad_q / p.rms_grad_q) + "\n";
   }
   return s;
 }

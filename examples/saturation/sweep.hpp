@@ -29,7 +29,7 @@ namespace tapegrad::saturation {
 struct SweepOptions {
   std::vector<std::size_t> d_ks{4, 8, 16, 32, 64, 128, 256, 512, 1024};
   std::vector<std::size_t> tks{16, 64, 256};
-  std::size_t rows = 4096;        // query rows per (Tk, d_k): B = rows / queries_per_group
+  std::size_t rows = 8192;        // query rows per (Tk, d_k): B = rows / queries_per_group
   std::size_t chunk_rows = 1024;  // rows drawn and measured at once (an even number of chunks)
   std::size_t queries_per_group = 16;  // Tq; each group has its own Tk keys
   std::size_t d_v = 64;
@@ -50,6 +50,9 @@ struct SweepPoint {
   double frac_saturated = 0;     // rows whose largest weight exceeds 0.99
   double median_grad_scores = 0; // median over rows of ||d loss / d scores[row]||
   double median_grad_q = 0;      // median over rows of ||d loss / d Q[row]||
+  // Root mean square over rows of the same norms (the total gradient / sqrt(rows)): where
+  // it stays far above the median, a few unsaturated rows carry most of the gradient.
+  double rms_grad_scores = 0, rms_grad_q = 0;
   // The library's scaled_dot_product_attention on the same inputs against the
   // composition: max |weights difference| and max |dQ difference| / max |dQ|.
   double sdpa_weights_diff = 0;
@@ -71,8 +74,8 @@ const SweepPoint& find_point(const std::vector<SweepPoint>& points, std::size_t 
 
 // sweep.csv: one row per point, every field above.
 std::string sweep_csv(const std::vector<SweepPoint>& points);
-// gradient_ratio.csv: per (Tk, d_k) the unscaled / scaled ratio of the median gradients
-// at the scores and at Q.
+// gradient_ratio.csv: per (Tk, d_k) the unscaled / scaled ratios of the median and of the
+// RMS gradients at the scores and at Q.
 std::string gradient_ratio_csv(const std::vector<SweepPoint>& points);
 
 }  // namespace tapegrad::saturation
