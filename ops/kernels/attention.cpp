@@ -4,21 +4,23 @@
 #include <vector>
 
 #include "ops/kernels/gemm.hpp"
+#include "ops/kernels/parallel.hpp"
 #include "ops/kernels/rowwise.hpp"
 
 namespace tapegrad::kernels {
 
 namespace {
 // Runs body(b, h) for every head of every batch item, in parallel over the (b, h) pairs
-// when more than one thread is configured; each pair writes disjoint memory.
+// when the work is worth a thread wake-up; each pair writes disjoint memory.
 template <class F>
 void for_each_head(const HeadLayout& L, F&& body) {
-  const long pairs = static_cast<long>(L.B * L.H);
-  if (num_threads() > 1 && pairs > 1) {
-#pragma omp parallel for schedule(static) num_threads(num_threads())
-    for (long p = 0; p < pairs; ++p) body(std::size_t(p) / L.H, std::size_t(p) % L.H);
+  const std::size_t pairs = L.B * L.H;
+  const double flops = 2.0 * double(pairs) * double(L.T) * double(L.T) * double(L.dh);
+  auto one = [&](std::size_t p) { body(p / L.H, p % L.H); };
+  if (flops < 1.0e6) {
+    for (std::size_t p = 0; p < pairs; ++p) one(p);
   } else {
-    for (long p = 0; p < pairs; ++p) body(std::size_t(p) / L.H, std::size_t(p) % L.H);
+    parallel_for(pairs, one);
   }
 }
 }  // namespace

@@ -4,22 +4,12 @@
 #include <set>
 
 #include <cblas.h>
-#include <omp.h>
+
+#include "ops/kernels/parallel.hpp"
 
 namespace tapegrad::kernels {
 
 namespace {
-int g_threads = 1;
-struct ThreadDefaults {
-  // One thread unless asked. OpenBLAS itself always runs single-threaded: tapegrad splits
-  // work over OpenMP threads (heads, batch, row or column blocks of one gemm), so two
-  // thread pools never spin against each other on the same cores.
-  ThreadDefaults() {
-    openblas_set_num_threads(1);
-    set_num_threads(1);
-  }
-} g_thread_defaults;
-
 // Below this many flops a gemm is not worth splitting over threads.
 constexpr double kParallelFlops = 4.0e6;
 
@@ -39,12 +29,6 @@ void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, do
 }
 }  // namespace
 
-void set_num_threads(int threads) {
-  if (threads <= 0) threads = omp_get_num_procs();
-  g_threads = threads;
-  omp_set_num_threads(threads);
-}
-int num_threads() { return g_threads; }
 
 template <class T>
 void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
@@ -57,8 +41,8 @@ void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std:
         C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  const int threads = g_threads;
-  if (threads <= 1 || omp_in_parallel() || 2.0 * M * N * K < kParallelFlops) {
+  const int threads = num_threads();
+  if (threads <= 1 || 2.0 * M * N * K < kParallelFlops) {
     gemm_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
@@ -67,17 +51,16 @@ void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std:
   const bool by_rows = M >= N;
   const std::size_t extent = by_rows ? M : N;
   const std::size_t chunk = (extent + threads - 1) / threads;
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int t = 0; t < threads; ++t) {
+  parallel_for(threads, [&](std::size_t t) {
     const std::size_t lo = std::min(extent, t * chunk), hi = std::min(extent, lo + chunk);
-    if (lo == hi) continue;
+    if (lo == hi) return;
     if (by_rows)  // row r of op(A) starts at A + r (stored transposed) or A + r * lda
       gemm_call(trans_a, trans_b, hi - lo, N, K, alpha, trans_a ? A + lo : A + lo * lda, lda, B,
                 ldb, beta, C + lo * ldc, ldc);
     else  // column c of op(B) starts at B + c * ldb (stored transposed) or B + c
       gemm_call(trans_a, trans_b, M, hi - lo, K, alpha, A, lda, trans_b ? B + lo * ldb : B + lo,
                 ldb, beta, C + lo, ldc);
-  }
+  });
 }
 
 template <class T>
@@ -92,12 +75,12 @@ void gemm_batch(const GemmBatch& b, T alpha, const T* A, const T* B, T beta, T* 
   const std::size_t count = b.c_offset.size();
   const bool distinct =
       std::set<std::size_t>(b.c_offset.begin(), b.c_offset.end()).size() == count;
-  if (distinct && count > 1 && g_threads > 1) {
+  if (distinct && count > 1 && num_threads() > 1) {
     // Parallel over the batch: independent products, each single-threaded.
-#pragma omp parallel for schedule(static) num_threads(g_threads)
-    for (std::size_t i = 0; i < count; ++i)
+    parallel_for(count, [&](std::size_t i) {
       gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],
            beta, C + b.c_offset[i]);
+    });
   } else {
     for (std::size_t i = 0; i < count; ++i)
       gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],

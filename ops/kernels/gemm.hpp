@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "ops/kernels/parallel.hpp"  // set_num_threads
+
 namespace tapegrad::kernels {
 
 // C (M x N) = alpha * op(A) @ op(B) + beta * C, with op(X) = X or X^T. A, B and C are
@@ -29,10 +31,5 @@ struct GemmBatch {
 template <class T>
 void gemm_batch(const GemmBatch& batch, T alpha, const T* A, const T* B, T beta, T* C);
 
-// Threads used by tapegrad's kernels (OpenMP); 0 means "all cores". OpenBLAS is kept at
-// one thread: tapegrad parallelises over heads, batch items and blocks of a large gemm
-// itself, so OpenBLAS and OpenMP workers never spin against each other.
-void set_num_threads(int threads);
-int num_threads();
 
 }  // namespace tapegrad::kernels

@@ -1,0 +1,112 @@
+#include "ops/kernels/parallel.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <cblas.h>
+
+namespace tapegrad::kernels {
+
+namespace {
+
+thread_local bool tl_inside_parallel = false;
+
+class Pool {
+ public:
+  explicit Pool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void run(std::size_t n, const std::function<void(std::size_t)>& body) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      body_ = &body;
+      n_ = n;
+      next_.store(0);
+      busy_ = static_cast<int>(workers_.size());
+      ++generation_;
+    }
+    wake_.notify_all();
+    drain();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+    body_ = nullptr;
+  }
+
+ private:
+  void drain() {
+    tl_inside_parallel = true;
+    for (std::size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*body_)(i);
+    tl_inside_parallel = false;
+  }
+  void work() {
+    std::size_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      drain();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(std::size_t)>* body_ = nullptr;
+  std::size_t n_ = 0;
+  std::atomic<std::size_t> next_{0};
+  int busy_ = 0;
+  std::size_t generation_ = 0;
+  bool stop_ = false;
+};
+
+std::unique_ptr<Pool>& pool() {
+  static std::unique_ptr<Pool> p;
+  return p;
+}
+int g_threads = 1;
+
+struct SingleThreadedBlas {
+  SingleThreadedBlas() { openblas_set_num_threads(1); }
+} g_single_threaded_blas;
+
+}  // namespace
+
+void set_num_threads(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == g_threads && (threads == 1 || pool())) return;
+  g_threads = threads;
+  pool().reset();
+  if (threads > 1) pool() = std::make_unique<Pool>(threads);
+}
+
+int num_threads() { return g_threads; }
+
+void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body) {
+  if (g_threads <= 1 || n <= 1 || tl_inside_parallel || !pool()) {
+    for (std::size_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  pool()->run(n, body);
+}
+
+}  // namespace tapegrad::kernels

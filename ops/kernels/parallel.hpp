@@ -1,0 +1,23 @@
+#pragma once
+// The kernels' threads: a small pool whose idle workers sleep on a condition variable.
+// OpenMP's default is to spin-wait between parallel regions; on a shared 2-core machine a
+// spinning worker steals the core the next region needs, and a step became 12x slower at
+// two threads under load. Sleeping workers cost a wake-up (~10 us) per region instead, so
+// only work worth more than that is split.
+#include <cstddef>
+#include <functional>
+
+namespace tapegrad::kernels {
+
+// Threads used by tapegrad's kernels; 0 means all cores. OpenBLAS is kept at one thread:
+// tapegrad splits work over heads, batch items and blocks of a large gemm itself, so two
+// thread pools never compete for the cores.
+void set_num_threads(int threads);
+int num_threads();
+
+// Calls body(i) for i in [0, n), spread over the pool (the caller works too). Runs
+// serially with one thread, for n <= 1, or when called from inside another parallel_for.
+// Bodies must write disjoint memory and must not throw.
+void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body);
+
+}  // namespace tapegrad::kernels
