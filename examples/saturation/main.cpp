@@ -275,7 +275,10 @@ int main(int argc, char** argv) {
     }
     for (const Check& c : checks)
       std::printf("[%s] %s: %s\n",
-                  c.verdict == Check::held ? "held" : c.verdict == Check::failed ? "FAILED" : "n/a",
+                  c.verdict == Check::held       ? "held"
+                  : c.verdict == Check::failed   ? "FAILED"
+                  : c.verdict == Check::reported ? "reported"
+                                                 : "n/a",
                   c.claim.c_str(), c.measured.c_str());
     std::printf("%zu files in %s (REPORT.md); %.1f s (sweep %.1f s, training %.1f s), threads %d\n",
                 files.size(), out.c_str(), in.total_seconds, in.sweep_seconds, in.training_seconds,

@@ -59,7 +59,7 @@ struct SweepPoint {
   double sdpa_grad_q_rel_diff = 0;
   // Estimated relative standard errors (half-split, see above) of the figures.
   double se_score_std = 0, se_max_weight = 0, se_entropy = 0, se_grad_scores = 0, se_grad_q = 0;
-  double seconds = 0;            // both paths, forward and backward
+  double seconds = 0;            // half the time of its (Tk, d_k): draws, both paths, both scales
 };
 
 // Runs every (Tk, d_k, scaled) of the options; points are ordered by Tk, then d_k, then
