@@ -6,8 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include <xtensor/xnpy.hpp>
-
+#include "reference.hpp"
 #include "tapegrad.hpp"
 #include "ops/cross_entropy.hpp"
 
@@ -15,36 +14,15 @@ using namespace tapegrad;
 
 namespace {
 
-std::string fixture_path(const std::string& name, const std::string& file) {
-  return std::string(TAPEGRAD_FIXTURES_DIR) + "/nnops/" + name + "/" + file + ".npy";
-}
+using test::check_close;
+using test::rel_error;
 Array<double> fixture(const std::string& name, const std::string& file) {
-  return Array<double>(xt::load_npy<double>(fixture_path(name, file)));
+  return test::load_fixture("nnops", name, file);
 }
 Indices fixture_ids(const std::string& name, const std::string& file) {
-  return Indices(xt::load_npy<std::int64_t>(fixture_path(name, file)));
+  return test::load_fixture_ids("nnops", name, file);
 }
-
 Shape shape(const Array<double>& a) { return Shape(a.shape().begin(), a.shape().end()); }
-
-// max |got - want| / max |want|: relative to the array's scale, as gradcheck's rel error
-double rel_error(const Array<double>& got, const Array<double>& want) {
-  REQUIRE(shape_str(shape(got)) == shape_str(shape(want)));
-  double err = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::abs(got.data()[i] - want.data()[i]));
-    scale = std::max(scale, std::abs(want.data()[i]));
-  }
-  return scale > 0 ? err / scale : err;
-}
-
-// Agreement with a reference; the error is printed with -s (for reports) and on failure.
-void check_close(const std::string& what, const Array<double>& got, const Array<double>& want,
-                 double tol) {
-  const double err = rel_error(got, want);
-  INFO(fmt::format("{}: max rel error {:.2e}", what, err));
-  CHECK(err < tol);
-}
 
 template <class T>
 Tensor<T> random(const Shape& shape, std::uint64_t seed, double stddev = 1.0) {
