@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ops/attention.hpp"
+#include "ops/attention_fused.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/embedding.hpp"
 #include "ops/norm.hpp"
@@ -117,6 +118,10 @@ std::vector<Case> all_cases() {
        }},
       {"sdpa out (Tq != Tk, broadcast K/V)", {{2, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 3}}, any,
        [](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2]).out; }},
+      {"attention_weights (fused, causal)", {{2, 4, 6}, {2, 4, 6}}, any,
+       [](const Inputs& x) { return attention_weights(x[0], x[1], 3, 0.7, true); }},
+      {"attention_mix (fused)", {{2, 3, 4, 4}, {2, 4, 6}}, any,
+       [](const Inputs& x) { return attention_mix(x[0], x[1], 3); }},
       {"multi_head_attention (causal)", {{2, 5, 8}, {8, 8}, {8, 8}, {8, 8}, {8, 8}}, any,
        [](const Inputs& x) { return multi_head_attention(x[0], x[1], x[2], x[3], x[4], 2, true); }},
       {"multi_head_attention", {{2, 4, 6}, {6, 6}, {6, 6}, {6, 6}, {6, 6}}, any,
