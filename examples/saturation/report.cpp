@@ -689,7 +689,9 @@ std::string report_markdown(const ReportInputs& in) {
       if (!line.empty()) {
         md += "The median row is the typical row. The total gradient, the root mean square of the "
               "row norms over all rows, " +
-              std::string(far_less ? "falls far less" : "falls about as much") + ": at d_k " +
+              std::string(far_less ? "does not collapse like the median"
+                                   : "collapses about as much as the median") +
+              ": at d_k " +
               std::to_string(dmax) + " the unscaled / scaled RMS ratio is " + line + "." +
               (far_less ? " The few rows that stay unsaturated keep a full gradient and carry the "
                           "total, so a saturated attention layer need not show a small gradient "
@@ -759,11 +761,20 @@ std::string report_markdown(const ReportInputs& in) {
                   o.eval_every);
     md += buf;
     for (std::size_t i = 0; i < o.seeds.size(); ++i) md += (i ? ", " : "") + std::to_string(o.seeds[i]);
+    std::string gpt2_std;
+    for (std::size_t dh : o.d_heads) {
+      double d_model = double(o.heads * dh);
+      gpt2_std += (gpt2_std.empty() ? "" : ", ") + g(0.02 * 0.02 * d_model * std::sqrt(double(dh)), 2) +
+                  " at d_head " + std::to_string(dh);
+    }
     md += "; the scaled and unscaled run of a seed share the initial weights and the data stream and "
           "differ only in the attention scale. Two initialisations of Wq, Wk, Wv: `gpt2` = "
-          "normal(0, 0.02), under which unscaled scores start small, and `variance_preserving` = "
-          "normal(0, 1/d_model), under which queries and keys start with unit-variance entries as "
-          "in the argument for the scale. Uniform causal attention would have mean entropy " +
+          "normal(0, 0.02), under which queries and keys start small (for the unit-variance output "
+          "of LayerNorm, entries of standard deviation 0.02 sqrt(d_model)), so unscaled scores start "
+          "with standard deviation 0.02^2 d_model sqrt(d_head) = " + gpt2_std +
+          " (by hand, before training); and `variance_preserving` = normal(0, 1/d_model), under "
+          "which queries and keys start with unit-variance entries as in the argument for the "
+          "scale, so unscaled scores start with standard deviation sqrt(d_head). Uniform causal attention would have mean entropy " +
           g(causal_uniform_entropy(task.context())) + " nats over all rows and " +
           g(causal_uniform_entropy(task.context(), task.first_answer_position())) +
           " over the answer rows (the rows that predict an answer token).\n\n";
