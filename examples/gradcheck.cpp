@@ -1,10 +1,15 @@
 // examples/gradcheck: runs tapegrad's finite-difference gradcheck (double precision) on
 // every differentiable op, including broadcasting and batched/broadcast matmul, and prints
-// one row per case. Exits 1 if any case fails, 2 on a usage error.
+// one row per case. Exits 1 if any case fails, 2 on a usage error (one line on stderr,
+// before any case runs, and no file written).
 //
-//   gradcheck [--json FILE] [--filter SUBSTRING]
+//   gradcheck [--json FILE] [--filter SUBSTRING] [--threads N]
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,6 +20,7 @@
 #include "ops/attention_fused.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/embedding.hpp"
+#include "ops/kernels/parallel.hpp"
 #include "ops/norm.hpp"
 #include "tapegrad.hpp"
 
@@ -147,11 +153,51 @@ std::string json_escape(const std::string& s) {
 
 }  // namespace
 
+// The --json file, written atomically: opened as "<path>.tmp.<pid>" before any case runs
+// (so an unwritable path is a usage error up front), renamed over <path> at the end.
+class JsonOutput {
+ public:
+  explicit JsonOutput(std::string path) : path_(std::move(path)) {}
+  ~JsonOutput() {
+    if (file_) {
+      std::fclose(file_);
+      std::remove(tmp_.c_str());
+    }
+  }
+  // An error message, or "" when the temporary file is open.
+  std::string open() {
+    struct stat st;
+    if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      return "--json " + path_ + " is a directory";
+    tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+    file_ = std::fopen(tmp_.c_str(), "wb");
+    if (!file_) return "cannot write --json " + path_ + ": " + std::strerror(errno);
+    return "";
+  }
+  std::string commit(const std::string& text) {
+    const bool written = std::fwrite(text.data(), 1, text.size(), file_) == text.size();
+    const bool closed = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!written || !closed || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      std::remove(tmp_.c_str());
+      return "cannot write --json " + path_ + ": " + why;
+    }
+    return "";
+  }
+
+ private:
+  std::string path_, tmp_;
+  std::FILE* file_ = nullptr;
+};
+
 int main(int argc, char** argv) {
   CLI::App app{"Finite-difference gradient check (double precision) of every tapegrad op."};
   std::string json_path, filter;
+  int threads = 1;
   app.add_option("--json", json_path, "Also write the rows to this JSON file");
   app.add_option("--filter", filter, "Only cases whose name contains this text");
+  app.add_option("--threads", threads, "kernel threads (0: all cores)")->check(CLI::Range(0, 256));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -160,6 +206,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gradcheck: %s (see --help)\n", e.what());
     return 2;
   }
+  std::vector<Case> cases;
+  for (Case& c : all_cases())
+    if (filter.empty() || c.op.find(filter) != std::string::npos) cases.push_back(std::move(c));
+  if (cases.empty()) {
+    std::fprintf(stderr, "gradcheck: --filter '%s' matches no case (see --help)\n", filter.c_str());
+    return 2;
+  }
+  JsonOutput json_out(json_path);
+  if (!json_path.empty()) {
+    const std::string error = json_out.open();
+    if (!error.empty()) {
+      std::fprintf(stderr, "gradcheck: %s\n", error.c_str());
+      return 2;
+    }
+  }
+  kernels::set_num_threads(threads);
 
   std::printf("%-38s %-34s %12s %12s  %s\n", "op", "input shapes", "max abs err", "max rel err",
               "pass");
@@ -167,8 +229,7 @@ int main(int argc, char** argv) {
   bool all_passed = true;
   int rows = 0;
   Generator gen(2024);
-  for (const Case& c : all_cases()) {
-    if (!filter.empty() && c.op.find(filter) == std::string::npos) continue;
+  for (const Case& c : cases) {
     Inputs inputs;
     for (const Shape& s : c.shapes) inputs.push_back(make_input(s, c.domain, gen));
     const GradcheckResult r = gradcheck<T>(c.f, inputs);
@@ -191,9 +252,9 @@ int main(int argc, char** argv) {
   json += "\n]\n";
   std::printf("%d cases, %s\n", rows, all_passed ? "all passed" : "SOME FAILED");
   if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    if (!(out << json)) {
-      std::fprintf(stderr, "gradcheck: cannot write %s\n", json_path.c_str());
+    const std::string error = json_out.commit(json);
+    if (!error.empty()) {
+      std::fprintf(stderr, "gradcheck: %s\n", error.c_str());
       return 2;
     }
   }
