@@ -25,7 +25,7 @@ namespace {
 
 using Index = std::vector<std::size_t>;
 
-constexpr int kCasesPerOp = 60;   // random cases per op
+constexpr int kCasesPerOp = 200;  // random cases per op
 constexpr int kGradcheckEvery = 4;  // every 4th case also runs gradcheck (double)
 constexpr int kFloatEvery = 3;      // every 3rd case also runs in float
 
@@ -726,7 +726,7 @@ TEST_CASE("properties: matmul with every batch broadcasting pattern and 1-D oper
   auto mm_nt = [](const auto& a, const auto& b) { return matmul_nt(a, b); };
   int n = 0;
   const std::vector<std::vector<int>> patterns = batch_patterns();
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0; round < 4; ++round) {
     for (const auto& pa : patterns)
       for (const auto& pb : patterns) {
         // batch sizes >= 2, so "equal" and "size 1" are different patterns
