@@ -71,6 +71,14 @@ long double expected_parameters(const TinyGPTConfig& c) {
   return V * D + C * D + L * block + norm + D * V;
 }
 
+// The number of parameter tensors of a TinyGPT of config c (the list in nn/tinygpt.hpp).
+long double expected_tensors(const TinyGPTConfig& c) {
+  const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
+  return 2 + static_cast<long double>(c.layers) * (2 * norm + 8) + norm + 1;
+}
+// A model of at most this many tensors is cheap to build whatever the file holds.
+constexpr long double kAlwaysBuildableTensors = 1024;
+
 // Checks every name, shape and dtype of `entries` against `module`, then copies the
 // values (nothing is written unless everything fits).
 template <class T>
@@ -212,18 +220,26 @@ TinyGPT<T> load_checkpoint(const std::string& path) {
   // A damaged or hostile config must not make us allocate a giant model: build it only
   // if it is no bigger than what the file holds (which is already in memory) or small
   // anyway; assign_parameters then names exactly what is missing or wrong.
-  long double held = 0;
+  long double held = 0, held_tensors = 0;
   for (const NpzEntry& e : entries)
     if (!is_config(e.name)) {
       long double n = 1;
       for (std::size_t d : e.shape()) n *= d;
       held += n;
+      held_tensors += 1;
     }
   const long double expected = expected_parameters(config);
   if (expected > held && expected > kAlwaysBuildable)
     fail_checkpoint(path, fmt::format("the config describes {:.0f} parameters but the file "
                                       "holds {:.0f}", static_cast<double>(expected),
                                       static_cast<double>(held)));
+  // Tiny layers can keep the scalar count small while the tensor count explodes (16385
+  // layers of d_model 4 took minutes to build: found by fuzz/fuzz_checkpoint).
+  const long double tensors = expected_tensors(config);
+  if (tensors > held_tensors && tensors > kAlwaysBuildableTensors)
+    fail_checkpoint(path, fmt::format("the config describes {:.0f} parameter tensors but the "
+                                      "file holds {:.0f}", static_cast<double>(tensors),
+                                      static_cast<double>(held_tensors)));
   TinyGPT<T> model(config);
   assign_parameters(entries, model, path);
   return model;
