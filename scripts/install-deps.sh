@@ -11,6 +11,7 @@ packages=(
   libfmt-dev libzip-dev libcli11-dev  # formatting, .npz checkpoints, example CLIs
   catch2                              # tests (Catch2 v2)
   python3-numpy                       # tests: numpy reads the checkpoints we write
+  clang libclang-rt-14-dev llvm       # fuzz/: libFuzzer + sanitizer runtimes, llvm-symbolizer
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libtorch-dev)

@@ -1,7 +1,44 @@
 #!/usr/bin/env bash
-# Install what is missing, build, and run every test through CTest.
+# The README's test command, and CI's (.ci/run). In order, stopping at the first failure:
+#   1. install what is missing, build (Release, build/) and run every test through CTest;
+#   2. build the tests again with AddressSanitizer + UndefinedBehaviorSanitizer
+#      (TAPEGRAD_SANITIZE=ON, -O1, build-asan/) and run them all: any sanitizer report,
+#      LeakSanitizer's included, fails the run;
+#   3. tools/rss_growth: 1,000 TinyGPT training steps must not grow RSS by over 1 MiB;
+#   4. fuzz/run.sh: build the libFuzzer targets with clang (build-fuzz/) and fuzz the npz,
+#      npy and checkpoint readers for TAPEGRAD_FUZZ_SECONDS each (default 20).
+# TAPEGRAD_TEST_QUICK=1 runs step 1 only. docs/RELIABILITY.md has the measured times.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+jobs=$(nproc)
+step() { printf '\n== test.sh: %s (%s)\n' "$1" "$(date +%T)"; }
+
+step "Release build and tests"
 "$root/scripts/build.sh"
-cd "$root/build"
-ctest --output-on-failure -j "$(nproc)"
+(cd "$root/build" && ctest --output-on-failure -j "$jobs")
+if [[ "${TAPEGRAD_TEST_QUICK:-0}" == 1 ]]; then
+  echo "test.sh: TAPEGRAD_TEST_QUICK=1: sanitizers, RSS check and fuzzing skipped"
+  exit 0
+fi
+
+step "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+# -O1 -g1 (line tables): lighter to compile than RelWithDebInfo, still readable reports.
+cmake -S "$root" -B "$root/build-asan" -DTAPEGRAD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+  "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" >/dev/null
+# tapegrad_tests depends on every program the tests run (trainer, saturation, gradcheck,
+# rss_growth), so those are built sanitized too and their own reports fail their tests.
+cmake --build "$root/build-asan" -j "$jobs" --target tapegrad_tests
+# detect_stack_use_after_return: xtensor expressions that outlive a local (XTENSOR.md 4.4).
+# No LeakSanitizer suppressions are needed: OpenBLAS, libzip and the thread pool ran clean.
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+(cd "$root/build-asan" && ctest --output-on-failure -j "$jobs" --timeout 1200)
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+step "RSS over 1,000 training steps"
+"$root/build/tools/rss_growth" --steps 1000 --max-growth-kb 1024
+
+step "fuzzing (${TAPEGRAD_FUZZ_SECONDS:-20} s per target)"
+"$root/fuzz/run.sh" "${TAPEGRAD_FUZZ_SECONDS:-20}"
+
+step "all passed"
