@@ -28,7 +28,8 @@ cmake -S "$root" -B "$root/build-asan" -DTAPEGRAD_SANITIZE=ON -DCMAKE_BUILD_TYPE
 # tapegrad_tests depends on every program the tests run (trainer, saturation, gradcheck,
 # rss_growth), so those are built sanitized too and their own reports fail their tests.
 cmake --build "$root/build-asan" -j "$jobs" --target tapegrad_tests
-# detect_stack_use_after_return: xtensor expressions that outlive a local (XTENSOR.md 4.4).
+# detect_stack_use_after_return: an xtensor expression returned as `auto` that still
+# refers to a local of the function that built it.
 # No LeakSanitizer suppressions are needed: OpenBLAS, libzip and the thread pool ran clean.
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
