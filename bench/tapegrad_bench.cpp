@@ -323,7 +323,7 @@ int main(int argc, char** argv) {
   } else if (a.workload == "gemm_peak_f64") {
     r = run_gemm_peak<double>(a);
   } else {
-    std::fprintf(stderr, "tapegrad_bench: workload %s is not implemented\n", a.workload.c_str());
+    std::fprintf(stderr, "tapegrad_bench: unknown workload %s (--list names them)\n", a.workload.c_str());
     return 4;
   }
   r.add("blas_threads", openblas_get_num_threads());

@@ -411,7 +411,7 @@ int main(int argc, char** argv) {
   } else if (a.workload == "gemm_peak_f64") {
     r = run_gemm_peak<double>(a);
   } else {
-    std::fprintf(stderr, "torch_reference: workload %s is not implemented\n", a.workload.c_str());
+    std::fprintf(stderr, "torch_reference: unknown workload %s (--list names them)\n", a.workload.c_str());
     return 4;
   }
   r.add("blas_threads", blas_threads());

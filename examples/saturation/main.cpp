@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "examples/common/cli.hpp"
 #include "examples/common/svg_plot.hpp"
 #include "examples/saturation/report.hpp"
 #include "examples/saturation/sweep.hpp"
@@ -39,12 +40,7 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n') c = ' ';
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
+using examples::one_line;
 
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -175,16 +171,8 @@ int main(int argc, char** argv) {
   app.add_option("--eval-size", train.eval_size, "held-out sequences")
       ->check(CLI::Range(std::size_t(1), std::size_t(100000)))->group(tg);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: usage error: %s (see --help)\n", kProgram, one_line(e.what()).c_str());
-    return 2;
-  }
+  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+    return *code;
   auto given = [&](const char* name) { return app.count(name) > 0; };
 
   try {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "autograd/tape.hpp"
+#include "examples/common/cli.hpp"
 #include "examples/common/svg_plot.hpp"
 #include "examples/train/evaluate.hpp"
 #include "examples/train/metrics.hpp"
@@ -95,11 +96,7 @@ TaskDefaults defaults_for(const std::string& task) {
   return {64, 4, 2, 64, 600, 50, 3e-3, 3e-4};  // sort
 }
 
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
+using examples::one_line;
 
 std::vector<std::int64_t> string_ids(const std::string& s) {
   return std::vector<std::int64_t>(s.begin(), s.end());
@@ -606,16 +603,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-6, 1.0))->group(sample_group);
   app.add_option("--prompt", s.prompt, "text to continue (default: a newline)")->group(sample_group);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: usage error: %s (see --help)\n", kProgram, one_line(e.what()).c_str());
-    return 2;
-  }
+  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+    return *code;
   if (!s.text.empty() && app.count("--task") > 0) {
     std::fprintf(stderr, "%s: usage error: --text and --task exclude each other (see --help)\n",
                  kProgram);
