@@ -13,49 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "run_program.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+using Result = tapegrad::test::ProgramRun;
+using tapegrad::test::slurp;
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::path(TAPEGRAD_BINARY_DIR) / "test_cli_errors" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return tapegrad::test::scratch_dir("test_cli_errors", name);
 }
-
-// `binary args`, stdout and stderr captured in files under `dir`.
 Result run(const std::string& binary, const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = "'" + binary + "' " + args + " >'" + out.string() + "' 2>'" +
-                          err.string() + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
+  return tapegrad::test::run_program(binary, args, dir);
 }
-
-std::size_t lines(const std::string& s) {
-  std::size_t n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+std::size_t lines(const std::string& s) { return tapegrad::test::count_lines(s); }
 
 // Files in `dir` (recursively), for "nothing was written".
 std::vector<std::string> files_in(const fs::path& dir) {

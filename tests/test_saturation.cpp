@@ -15,6 +15,7 @@
 #include "examples/saturation/sweep.hpp"
 #include "examples/saturation/training.hpp"
 #include "examples/train/tasks.hpp"
+#include "run_program.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;
@@ -34,32 +35,13 @@ const std::vector<SweepPoint>& tk16_sweep() {
   return points;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Run {
-  int code = -1;
-  std::string out, err;
-};
+using Run = tapegrad::test::ProgramRun;
+using tapegrad::test::slurp;
 
 #if defined(TAPEGRAD_SATURATION_BIN)
 Run run_binary(const std::string& args, const std::string& name) {
-  fs::path dir = fs::path(TAPEGRAD_BINARY_DIR) / "test_saturation" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  std::string cmd = std::string("'") + TAPEGRAD_SATURATION_BIN + "' " + args + " >'" + out.string() +
-                    "' 2>'" + err.string() + "' </dev/null";
-  int status = std::system(cmd.c_str());
-  Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return tapegrad::test::run_program(TAPEGRAD_SATURATION_BIN, args,
+                                     tapegrad::test::scratch_dir("test_saturation", name));
 }
 #endif
 

@@ -12,49 +12,22 @@
 #include <string>
 
 #include "nn/checkpoint.hpp"
+#include "run_program.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct RunResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+using RunResult = tapegrad::test::ProgramRun;
+using tapegrad::test::slurp;
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::path(TAPEGRAD_BINARY_DIR) / "test_train_cli" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return tapegrad::test::scratch_dir("test_train_cli", name);
 }
-
-// Runs the trainer with `args` (already shell-quoted where needed); stdout and stderr go
-// to files in `dir`.
+// Runs the trainer with `args` (already shell-quoted where needed).
 RunResult run(const std::string& args, const fs::path& dir) {
-  fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  std::string cmd = std::string("'") + TAPEGRAD_TRAIN_BIN + "' " + args + " >'" + out.string() +
-                    "' 2>'" + err.string() + "' </dev/null";
-  int status = std::system(cmd.c_str());
-  RunResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return tapegrad::test::run_program(TAPEGRAD_TRAIN_BIN, args, dir);
 }
-
-std::size_t lines(const std::string& s) {
-  std::size_t n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+std::size_t lines(const std::string& s) { return tapegrad::test::count_lines(s); }
 
 // The raw text of a metrics.json value ("0.123...", "\"sort\"", "null").
 std::string json_value(const std::string& json, const std::string& key) {
