@@ -26,15 +26,12 @@ std::vector<Tensor<T>> Module<T>::parameters() const {
 
 template <class T>
 bool Module<T>::has_parameter(const std::string& name) const {
-  for (const auto& p : params_)
-    if (p.name == name) return true;
-  return false;
+  return index_.count(name) > 0;
 }
 
 template <class T>
 Tensor<T> Module<T>::parameter(const std::string& name) const {
-  for (const auto& p : params_)
-    if (p.name == name) return p.tensor;
+  if (auto found = index_.find(name); found != index_.end()) return params_[found->second].tensor;
   std::string known;
   for (const auto& p : params_) known += (known.empty() ? "" : ", ") + p.name;
   fail("Module::parameter", "no parameter named '{}' (known: {})", name, known);
@@ -53,10 +50,9 @@ void Module<T>::zero_grad() {
 }
 
 template <class T>
-void Module<T>::add(const std::string& full_name, Tensor<T> tensor) {
-  if (has_parameter(full_name))
-    fail("Module::register_parameter", "a parameter named '{}' is already registered",
-         full_name);
+void Module<T>::add(const char* op, const std::string& full_name, Tensor<T> tensor) {
+  if (!index_.emplace(full_name, params_.size()).second)
+    fail(op, "a parameter named '{}' is already registered", full_name);
   params_.push_back({full_name, std::move(tensor)});
 }
 
@@ -66,14 +62,14 @@ Tensor<T> Module<T>::register_parameter(const std::string& name, Tensor<T> tenso
   if (!tensor.defined())
     fail("Module::register_parameter", "parameter '{}' is an undefined tensor", name);
   tensor.set_requires_grad(true);
-  add(name, tensor);
+  add("Module::register_parameter", name, tensor);
   return tensor;
 }
 
 template <class T>
 void Module<T>::register_module(const std::string& name, const Module<T>& child) {
   check_name("Module::register_module", name, true);
-  for (const auto& p : child.named_parameters()) add(name + "." + p.name, p.tensor);
+  for (const auto& p : child.named_parameters()) add("Module::register_module", name + "." + p.name, p.tensor);
 }
 
 template class Module<float>;

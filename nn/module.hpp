@@ -8,6 +8,7 @@
 // as copying a Tensor does.
 #include <cstddef>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/tensor.hpp"
@@ -49,8 +50,11 @@ class Module {
   void register_module(const std::string& name, const Module<T>& child);
 
  private:
-  void add(const std::string& full_name, Tensor<T> tensor);
+  void add(const char* op, const std::string& full_name, Tensor<T> tensor);
   std::vector<NamedParameter<T>> params_;
+  // name -> position in params_: a model registers thousands of names, and checking each
+  // new one against a list would make building it quadratic.
+  std::unordered_map<std::string, std::size_t> index_;
 };
 
 extern template class Module<float>;

@@ -114,18 +114,28 @@ TEST_CASE("train cli: unreadable inputs and unwritable outputs exit 2 and write 
                        dir);
 }
 
-// NaN is not out of CLI11's Range (every comparison with NaN is false), and CLI11 2.3 reads
-// "-1" into an unsigned seed as 2^64 - 1, so these reach the program. Known failures,
-// reported to the programs' owners; [!mayfail] keeps them visible in the test output
-// without failing CI until the options check for finite numbers and a sign.
-TEST_CASE("train cli: NaN options and negative seeds are usage errors", "[cli][!mayfail]") {
+TEST_CASE("train cli: an input that cannot be read is named in the error", "[cli]") {
+  const fs::path dir = scratch("train_named");
+  const std::string out = " --steps 1 --skip-gradcheck --quiet --out '" + (dir / "out").string() + "'";
+  for (const std::string option : {"--text", "--resume"}) {
+    const Result r = run(TAPEGRAD_TRAIN_BIN, option + " '" + dir.string() + "'" + out, dir);
+    INFO(option << " -> " << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(option + " " + dir.string()) != std::string::npos);
+  }
+}
+
+// NaN passes CLI11's Range (every comparison with NaN is false), and CLI11 reads "-1" into an
+// unsigned seed as 2^64 - 1: the programs' own validators must catch both.
+TEST_CASE("train cli: NaN options and negative seeds are usage errors", "[cli]") {
   const fs::path dir = scratch("train_nan");
   std::ofstream(dir / "a_file") << "x";
   const std::string out = " --steps 1 --skip-gradcheck --quiet --out '" + (dir / "out").string() + "'";
   require_usage_errors(TAPEGRAD_TRAIN_BIN, "train_tiny_transformer",
                        {"--lr nan" + out, "--weight-decay nan" + out, "--clip nan" + out,
                         "--min-lr nan" + out, "--temperature nan" + out, "--top-p nan" + out,
-                        "--seed -1" + out},
+                        "--lr inf" + out, "--beta1 -nan" + out, "--seed -1" + out, "--seed ' -3'" + out,
+                        "--seed 1.5" + out},
                        dir);
 }
 #endif
@@ -143,13 +153,13 @@ TEST_CASE("saturation cli: unwritable outputs and bad lists exit 2 and write not
                        dir);
 }
 
-TEST_CASE("saturation cli: NaN options and negative seeds are usage errors", "[cli][!mayfail]") {
+TEST_CASE("saturation cli: NaN options and negative seeds are usage errors", "[cli]") {
   const fs::path dir = scratch("saturation_nan");
   std::ofstream(dir / "a_file") << "x";
   const std::string quick = "--quick --skip-sweep --out '" + (dir / "o").string() + "' ";
   require_usage_errors(TAPEGRAD_SATURATION_BIN, "saturation",
                        {quick + "--lr nan", quick + "--min-lr nan", quick + "--weight-decay nan",
-                        quick + "--seeds 1,-2"},
+                        quick + "--seeds 1,-2", quick + "--sweep-seed -1", quick + "--clip inf"},
                        dir);
 }
 #endif

@@ -90,7 +90,9 @@ TEST_CASE("module registration rejects bad and duplicate names", "[module]") {
   require_shape_error([&] { bad.child("blocks..0", other); }, {"Module::register_module"});
   bad.child("sub", other);
   CHECK(bad.has_parameter("sub.x"));
-  require_shape_error([&] { bad.child("sub", other); }, {"sub.x", "already"});
+  require_shape_error([&] { bad.child("sub", other); }, {"Module::register_module", "sub.x", "already"});
+  CHECK(bad.named_parameters().size() == 2);  // a rejected name is not added
+  CHECK(bad.parameter("sub.x").defined());
 }
 
 TEST_CASE("TinyGPT parameter names and count match a hand count", "[module]") {

@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
                  "in training (0: all cores)")->check(CLI::Range(0, 256));
   app.add_flag("--skip-sweep", skip_sweep, "do not run the sweep");
   app.add_flag("--skip-training", skip_training, "do not train");
+  app.add_flag("--detect-anomaly", train.detect_anomaly, "check every op's output and gradient "
+               "for NaN/Inf while training and stop at the first, naming the op (slower)");
 
   const char* sg = "Sweep";
   app.add_option("--d-k", sweep.d_ks, "key/query widths, comma-separated")
@@ -130,7 +132,8 @@ int main(int argc, char** argv) {
                  "a multiple of 16")->check(CLI::Range(std::size_t(16), std::size_t(1) << 20))->group(sg);
   app.add_option("--d-v", sweep.d_v, "width of the values V")
       ->check(CLI::Range(std::size_t(1), std::size_t(4096)))->group(sg);
-  app.add_option("--sweep-seed", sweep.seed, "seed of the sweep's random draws")->group(sg);
+  app.add_option("--sweep-seed", sweep.seed, "seed of the sweep's random draws")
+      ->check(examples::unsigned_integer())->group(sg);
   app.add_option("--sweep-dtype", dtype, "precision of the sweep")
       ->check(CLI::IsMember({"float", "double"}))->group(sg);
 
@@ -144,7 +147,7 @@ int main(int argc, char** argv) {
   app.add_option("--d-heads", train.d_heads, "head widths, comma-separated")
       ->delimiter(',')->check(CLI::Range(std::size_t(1), std::size_t(1024)))->group(tg);
   app.add_option("--seeds", train.seeds, "seeds, comma-separated (each trains a scaled and an unscaled model)")
-      ->delimiter(',')->group(tg);
+      ->delimiter(',')->check(examples::unsigned_integer())->group(tg);
   app.add_option("--inits", inits, "initialisations of Wq, Wk, Wv: gpt2, variance_preserving")
       ->delimiter(',')->check(CLI::IsMember({"gpt2", "variance_preserving"}))->group(tg);
   app.add_option("--heads", train.heads, "heads per layer (d_model = heads x d_head)")
@@ -157,15 +160,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::size_t(1), std::size_t(10000000)))->group(tg);
   app.add_option("--batch", train.batch, "sequences per step")
       ->check(CLI::Range(std::size_t(1), std::size_t(65536)))->group(tg);
-  app.add_option("--lr", train.lr, "peak learning rate (AdamW)")->check(CLI::Range(1e-8, 10.0))->group(tg);
+  app.add_option("--lr", train.lr, "peak learning rate (AdamW)")->check(examples::finite_range(1e-8, 10.0))->group(tg);
   app.add_option("--min-lr", train.min_lr, "final learning rate of the cosine decay")
-      ->check(CLI::Range(0.0, 10.0))->group(tg);
+      ->check(examples::finite_range(0.0, 10.0))->group(tg);
   app.add_option("--warmup", train.warmup, "linear warm-up steps")
       ->check(CLI::Range(std::size_t(0), std::size_t(10000000)))->group(tg);
   app.add_option("--weight-decay", train.weight_decay, "AdamW decoupled weight decay (matrices)")
-      ->check(CLI::Range(0.0, 10.0))->group(tg);
+      ->check(examples::finite_range(0.0, 10.0))->group(tg);
   app.add_option("--clip", train.clip, "clip the global gradient norm to this (0: off)")
-      ->check(CLI::Range(0.0, 1e6))->group(tg);
+      ->check(examples::finite_range(0.0, 1e6))->group(tg);
   app.add_option("--eval-every", train.eval_every, "held-out evaluation every N steps")
       ->check(CLI::Range(std::size_t(1), std::size_t(10000000)))->group(tg);
   app.add_option("--eval-size", train.eval_size, "held-out sequences")

@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
+#include "autograd/tape.hpp"
 #include "examples/train/evaluate.hpp"
 #include "examples/train/tasks.hpp"
 #include "nn/optim.hpp"
@@ -104,6 +106,9 @@ std::vector<RunSpec> training_specs(const TrainingOptions& o) {
 
 RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
   auto start = std::chrono::steady_clock::now();
+  // Anomaly mode is per thread: each worker checks the runs it trains.
+  std::optional<AnomalyGuard> anomaly;
+  if (o.detect_anomaly) anomaly.emplace();
   const SequenceTask task = SequenceTask::make(spec.is_control() ? spec.task : o.task);
   if (o.steps == 0 || o.batch == 0 || o.eval_every == 0 || o.curve_every == 0 || o.eval_size == 0)
     throw std::invalid_argument("training: steps, batch, eval_every, curve_every and eval_size must be positive");

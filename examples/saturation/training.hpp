@@ -39,6 +39,7 @@ struct TrainingOptions {
   std::size_t eval_size = 500;  // held-out sequences
   std::size_t curve_every = 10; // loss and gradient norms averaged over windows of this many
   int workers = 2;              // runs trained at once, one thread each
+  bool detect_anomaly = false;  // every op's value and gradient checked for NaN/Inf
 };
 
 struct RunSpec {

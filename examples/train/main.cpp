@@ -76,6 +76,7 @@ struct Settings {
   std::string resume;
   int threads = 1;
   bool skip_gradcheck = false;
+  bool detect_anomaly = false;
   std::size_t eval_every = 0, eval_size = 1000, log_every = 50, examples = 5;
   bool quiet = false;
   // sampling (--text)
@@ -202,9 +203,17 @@ int run(Settings s, const CLI::App& app) {
     std::size_t ctx = resumed_config ? resumed_config->context : s.context;
     try {
       if (text_mode) {
+        std::error_code why;
+        if (std::filesystem::is_directory(s.text, why))
+          throw std::runtime_error("--text " + s.text + " is a directory, not a text file");
         std::ifstream in(s.text, std::ios::binary);
         if (!in) throw std::runtime_error("cannot read --text file " + s.text);
-        std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string content;
+        try {
+          content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        } catch (const std::exception& e) {  // libstdc++ throws from underflow on a read error
+          throw std::runtime_error("cannot read --text file " + s.text + ": " + e.what());
+        }
         if (in.bad()) throw std::runtime_error("cannot read --text file " + s.text);
         text = resumed_vocab.empty() ? TextTask::from_string(content, ctx)
                                      : TextTask::from_string(content, ctx, resumed_vocab);
@@ -350,6 +359,9 @@ int run(Settings s, const CLI::App& app) {
   double train_cpu_seconds = 0;
   std::size_t tokens_seen = 0;
   if (s.steps > 0) {
+    // The guard makes the first NaN/Inf throw AnomalyError naming the op (exit code 1).
+    std::optional<AnomalyGuard> anomaly;
+    if (s.detect_anomaly) anomaly.emplace();
     WarmupCosine schedule(s.lr, s.min_lr, s.warmup, s.steps);
     Progress progress(s.steps, stderr, s.quiet, s.log_every);
     auto clock = std::chrono::steady_clock::now();
@@ -363,7 +375,7 @@ int run(Settings s, const CLI::App& app) {
       double value = loss.item();
       if (!std::isfinite(value)) {
         progress.finish();
-        std::fprintf(stderr, "%s: training diverged: loss %g at step %zu (try a lower --lr)\n",
+        std::fprintf(stderr, "%s: training diverged: loss %g at step %zu (try a lower --lr; --detect-anomaly names the first op that went non-finite)\n",
                      kProgram, value, step + 1);
         return 1;
       }
@@ -563,19 +575,19 @@ int main(int argc, char** argv) {
   app.add_option("--steps", s.steps, "optimiser steps (default per task; 0 with --resume: evaluate only)")
       ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(opt_group);
   app.add_option("--lr", s.lr, "peak learning rate")
-      ->check(CLI::Range(1e-8, 10.0))->group(opt_group);
+      ->check(examples::finite_range(1e-8, 10.0))->group(opt_group);
   app.add_option("--min-lr", s.min_lr, "final learning rate of the cosine decay")
-      ->check(CLI::Range(0.0, 10.0))->group(opt_group);
+      ->check(examples::finite_range(0.0, 10.0))->group(opt_group);
   app.add_option("--warmup", s.warmup, "linear warm-up steps")
       ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(opt_group);
   app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay (matrices only)")
-      ->check(CLI::Range(0.0, 10.0))->group(opt_group);
-  app.add_option("--beta1", s.beta1, "AdamW beta1")->check(CLI::Range(0.0, 0.999999))->group(opt_group);
-  app.add_option("--beta2", s.beta2, "AdamW beta2")->check(CLI::Range(0.0, 0.999999))->group(opt_group);
+      ->check(examples::finite_range(0.0, 10.0))->group(opt_group);
+  app.add_option("--beta1", s.beta1, "AdamW beta1")->check(examples::finite_range(0.0, 0.999999))->group(opt_group);
+  app.add_option("--beta2", s.beta2, "AdamW beta2")->check(examples::finite_range(0.0, 0.999999))->group(opt_group);
   app.add_option("--clip", s.clip, "clip the global gradient norm to this (0: off)")
-      ->check(CLI::Range(0.0, 1e6))->group(opt_group);
+      ->check(examples::finite_range(0.0, 1e6))->group(opt_group);
   app.add_option("--seed", s.seed, "seed of the initialisation and of the training data")
-      ->group(opt_group);
+      ->check(examples::unsigned_integer())->group(opt_group);
 
   auto* run_group = "Run";
   app.add_option("--out", s.out, "output directory")->group(run_group);
@@ -585,6 +597,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", s.threads, "threads for tapegrad's kernels and BLAS (0: all cores; 1 is fastest for the small default models)")
       ->check(CLI::Range(0, 256))->group(run_group);
   app.add_flag("--skip-gradcheck", s.skip_gradcheck, "do not check gradients before training")
+      ->group(run_group);
+  app.add_flag("--detect-anomaly", s.detect_anomaly, "check every op's output and gradient for "
+               "NaN/Inf while training and stop at the first, naming the op (slower)")
       ->group(run_group);
   app.add_option("--eval-every", s.eval_every, "evaluate on held-out data every N steps (0: at the end only)")
       ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(run_group);
@@ -598,9 +613,9 @@ int main(int argc, char** argv) {
   app.add_option("--sample", s.sample, "characters to generate after training")
       ->check(CLI::Range(std::size_t(0), std::size_t(1000000)))->group(sample_group);
   app.add_option("--temperature", s.temperature, "sampling temperature (0: greedy)")
-      ->check(CLI::Range(0.0, 100.0))->group(sample_group);
+      ->check(examples::finite_range(0.0, 100.0))->group(sample_group);
   app.add_option("--top-p", s.top_p, "nucleus sampling: keep the most likely tokens up to this mass")
-      ->check(CLI::Range(1e-6, 1.0))->group(sample_group);
+      ->check(examples::finite_range(1e-6, 1.0))->group(sample_group);
   app.add_option("--prompt", s.prompt, "text to continue (default: a newline)")->group(sample_group);
 
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
