@@ -229,6 +229,35 @@ struct Result {
     }
     faults_per_step = double(minor_faults() - f0) / double(std::max(repeats, 1));
   }
+
+  // A step made of parts timed one by one in the same loop, so that the machine's noise
+  // hits every part alike. samples_ms, cpu_ms and faults_per_step describe parts[0] alone;
+  // the wall times of every part (timed repeats only) are returned, parts[0]'s first.
+  std::vector<std::vector<double>> time_parts(int warmup, int repeats,
+                                              const std::vector<std::function<void()>>& parts) {
+    for (int i = 0; i < warmup; ++i)
+      for (const auto& part : parts) part();
+    samples_ms.clear();
+    cpu_ms.clear();
+    std::vector<std::vector<double>> wall(parts.size());
+    long faults = 0;
+    for (int i = 0; i < repeats; ++i) {
+      for (std::size_t p = 0; p < parts.size(); ++p) {
+        const long f0 = minor_faults();
+        const double c0 = process_cpu_ms(), t0 = now_ms();
+        parts[p]();
+        const double t1 = now_ms(), c1 = process_cpu_ms();
+        wall[p].push_back(t1 - t0);
+        if (p == 0) {
+          samples_ms.push_back(t1 - t0);
+          cpu_ms.push_back(c1 - c0);
+          faults += minor_faults() - f0;
+        }
+      }
+    }
+    faults_per_step = double(faults) / double(std::max(repeats, 1));
+    return wall;
+  }
 };
 
 inline std::string json_number(double v) {
