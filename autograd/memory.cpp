@@ -2,8 +2,11 @@
 
 #include <malloc.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#include "autograd/allocator.hpp"
 
 namespace tapegrad {
 
@@ -39,5 +42,26 @@ bool set_memory_reuse(bool enable) {
 }
 
 bool memory_reuse_enabled() { return g_enabled; }
+
+// The block from malloc is over-allocated by kTensorAlignment bytes; the aligned pointer
+// handed out lies 1 to kTensorAlignment bytes into it, and the byte just before it holds
+// that distance.
+void* allocate_tensor_storage(std::size_t bytes) {
+  static_assert(kTensorAlignment <= 255 && (kTensorAlignment & (kTensorAlignment - 1)) == 0);
+  if (bytes > std::size_t(-1) - kTensorAlignment) throw std::bad_alloc();
+  auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kTensorAlignment));
+  if (!raw) throw std::bad_alloc();
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(raw);
+  const std::size_t offset = kTensorAlignment - (address & (kTensorAlignment - 1));
+  unsigned char* aligned = raw + offset;
+  aligned[-1] = static_cast<unsigned char>(offset);
+  return aligned;
+}
+
+void free_tensor_storage(void* p) noexcept {
+  if (!p) return;
+  auto* aligned = static_cast<unsigned char*>(p);
+  std::free(aligned - aligned[-1]);
+}
 
 }  // namespace tapegrad

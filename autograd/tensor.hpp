@@ -8,12 +8,15 @@
 
 #include <xtensor/xarray.hpp>
 
+#include "autograd/allocator.hpp"
 #include "autograd/errors.hpp"
 
 namespace tapegrad {
 
+// A tensor's storage: row-major, 64-byte aligned, from an allocator whose freed blocks the
+// next step reuses (autograd/allocator.hpp).
 template <class T>
-using Array = xt::xarray<T>;
+using Array = xt::xarray<T, xt::layout_type::row_major, TensorAllocator<T>>;
 
 template <class T>
 struct TensorImpl;  // autograd/tensor_impl.hpp; only ops and the engine look inside
