@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 
+#include "ops/kernels/gemm_small_k.hpp"
 #include "ops/kernels/parallel.hpp"
 
 namespace tapegrad::kernels {
@@ -27,8 +28,18 @@ void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, do
   cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
               int(ldb), beta, C, int(ldc));
 }
+// One single-threaded product: the small-K kernel for the attention-score shape
+// (A @ B^T, K <= kSmallK, C overwritten), BLAS for everything else.
+template <class T>
+void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
+             const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
+             std::size_t ldc) {
+  if (!ta && tb && beta == T(0) && small_k_applies<T>(M, N, K))
+    gemm_small_k_nt(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+  else
+    gemm_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
 }  // namespace
-
 
 template <class T>
 void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
@@ -43,23 +54,24 @@ void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std:
   }
   const int threads = num_threads();
   if (threads <= 1 || 2.0 * M * N * K < kParallelFlops) {
-    gemm_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   // One gemm split into independent blocks of C: rows of op(A) when C is tall, columns of
   // op(B) otherwise. Each block is an ordinary single-threaded gemm on the same buffers.
   const bool by_rows = M >= N;
   const std::size_t extent = by_rows ? M : N;
-  const std::size_t chunk = (extent + threads - 1) / threads;
+  // blocks a multiple of 16 wide, so that column blocks keep the small-K kernel's SIMD width
+  const std::size_t chunk = ((extent + threads - 1) / threads + 15) / 16 * 16;
   parallel_for(threads, [&](std::size_t t) {
     const std::size_t lo = std::min(extent, t * chunk), hi = std::min(extent, lo + chunk);
     if (lo == hi) return;
     if (by_rows)  // row r of op(A) starts at A + r (stored transposed) or A + r * lda
-      gemm_call(trans_a, trans_b, hi - lo, N, K, alpha, trans_a ? A + lo : A + lo * lda, lda, B,
-                ldb, beta, C + lo * ldc, ldc);
+      product(trans_a, trans_b, hi - lo, N, K, alpha, trans_a ? A + lo : A + lo * lda, lda, B,
+              ldb, beta, C + lo * ldc, ldc);
     else  // column c of op(B) starts at B + c * ldb (stored transposed) or B + c
-      gemm_call(trans_a, trans_b, M, hi - lo, K, alpha, A, lda, trans_b ? B + lo * ldb : B + lo,
-                ldb, beta, C + lo, ldc);
+      product(trans_a, trans_b, M, hi - lo, K, alpha, A, lda, trans_b ? B + lo * ldb : B + lo,
+              ldb, beta, C + lo, ldc);
   });
 }
 
