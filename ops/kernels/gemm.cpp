@@ -5,7 +5,7 @@
 
 #include <cblas.h>
 
-#include "ops/kernels/gemm_small_k.hpp"
+#include "ops/kernels/gemm_small.hpp"
 #include "ops/kernels/parallel.hpp"
 
 namespace tapegrad::kernels {
@@ -28,14 +28,14 @@ void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, do
   cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
               int(ldb), beta, C, int(ldc));
 }
-// One single-threaded product: the small-K kernel for the attention-score shape
-// (A @ B^T, K <= kSmallK, C overwritten), BLAS for everything else.
+// One single-threaded product: tapegrad's own kernel where BLAS does badly (a small K
+// against B^T, little work in all; ops/kernels/gemm_small.hpp), BLAS for the rest.
 template <class T>
 void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
              const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
              std::size_t ldc) {
-  if (!ta && tb && beta == T(0) && small_k_applies<T>(M, N, K))
-    gemm_small_k_nt(M, N, K, alpha, A, lda, B, ldb, C, ldc);
+  if (gemm_small_applies<T>(ta, tb, M, N, K, beta))
+    gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc);
   else
     gemm_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
