@@ -125,29 +125,56 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
   if (!root->requires_grad)
     fail("backward", "the tensor of shape {} does not require grad and has no history",
          shape_str(root->shape()));
-  if (root->has_grad) {
+  // A gradient kept from an earlier backward (a retained intermediate's, the root's) must
+  // not flow through the graph again: each sweep propagates only its own gradient. Such
+  // gradients are set aside and added back afterwards, so .grad accumulates as in PyTorch.
+  struct Kept {
+    std::shared_ptr<TensorImpl<T>> tensor;
+    Array<T> grad;
+  };
+  std::vector<Kept> kept;
+  auto set_aside = [&kept](const std::shared_ptr<TensorImpl<T>>& t) {
+    if (!t || !t->has_grad || t->is_leaf) return;
+    kept.push_back({t, std::move(t->grad)});
+    t->grad = Array<T>();
+    t->has_grad = false;
+  };
+  set_aside(root);
+  for (const Node<T>& node : nodes_) set_aside(node.output.lock());
+  if (root->has_grad) {  // a leaf root: it has no node, so its gradient flows nowhere
     root->grad += seed;
   } else {
     root->grad = std::move(seed);
     root->has_grad = true;
   }
-  // An exception mid-sweep (anomaly mode) must not leave half-used nodes behind.
-  struct ClearOnExit {
+  // On every exit, also through an exception mid-sweep (anomaly mode): the kept gradients
+  // come back, and half-used nodes are not left behind.
+  struct OnExit {
     Tape& tape;
     bool retain;
-    ~ClearOnExit() {
+    std::vector<Kept>& kept;
+    ~OnExit() {
+      for (Kept& k : kept) {
+        if (k.tensor->has_grad) {
+          k.tensor->grad += k.grad;
+        } else {
+          k.tensor->grad = std::move(k.grad);
+          k.tensor->has_grad = true;
+        }
+      }
       if (!retain) tape.clear();
     }
-  } clear_on_exit{*this, retain_graph};
+  } on_exit{*this, retain_graph, kept};
   // Outputs stay alive through the sweep (later nodes hold them as inputs), so a
   // gradient that reaches a node's output is still there when its turn comes.
   for (std::size_t i = nodes_.size(); i-- > 0;) {
     Node<T>& node = nodes_[i];
     std::shared_ptr<TensorImpl<T>> out = node.output.lock();
     if (!out || !out->has_grad) continue;
-    BackwardContext<T> ctx(out->grad, out->value, node.inputs, node.op);
+    const bool spent = !out->retains_grad && out != root;
+    BackwardContext<T> ctx(out->grad, spent, out->value, node.inputs, node.op);
     node.backward(ctx);
-    if (!out->retains_grad && out != root) {
+    if (spent) {
       out->grad = Array<T>();  // an intermediate's gradient is spent
       out->has_grad = false;
     }

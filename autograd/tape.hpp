@@ -24,10 +24,16 @@ Array<T> sum_to(Array<T> grad, const Shape& shape);
 template <class T>
 class BackwardContext {
  public:
-  BackwardContext(const Array<T>& grad, const Array<T>& output,
+  // grad_spent: nothing reads the output's gradient after this node (an intermediate that
+  // does not retain it), so take_grad() may move it.
+  BackwardContext(Array<T>& grad, bool grad_spent, const Array<T>& output,
                   const std::vector<std::shared_ptr<TensorImpl<T>>>& inputs, const char* op)
-      : grad_(grad), output_(output), inputs_(inputs), op_(op) {}
+      : grad_(grad), grad_spent_(grad_spent), output_(output), inputs_(inputs), op_(op) {}
   const Array<T>& grad() const { return grad_; }      // d(loss)/d(output)
+  // The output's gradient as an array of one's own, for an input that receives it
+  // unchanged (add, reshape): moved out when it is spent, copied otherwise. Call it after
+  // the last use of grad(), which may be empty afterwards.
+  Array<T> take_grad() { return grad_spent_ ? std::move(grad_) : grad_; }
   const Array<T>& output() const { return output_; }  // the forward result
   const Array<T>& input(std::size_t i) const;         // the forward inputs' values
   bool wants(std::size_t i) const;                    // does input i require grad?
@@ -36,7 +42,8 @@ class BackwardContext {
   const char* op() const { return op_; }
 
  private:
-  const Array<T>& grad_;
+  Array<T>& grad_;
+  bool grad_spent_;
   const Array<T>& output_;
   const std::vector<std::shared_ptr<TensorImpl<T>>>& inputs_;
   const char* op_;

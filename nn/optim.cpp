@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <xsimd/xsimd.hpp>
+
 #include "autograd/tape.hpp"
 
 namespace tapegrad {
@@ -13,6 +15,24 @@ void check_params(const char* op, const std::vector<Tensor<T>>& params) {
   for (std::size_t i = 0; i < params.size(); ++i)
     if (!params[i].defined()) fail(op, "parameter {} is an undefined tensor", i);
 }
+
+// One AdamW update of element(s) w, m, v from gradient g: the same formula for a SIMD batch
+// and for a scalar (the tail). Written out with xsimd because the plain loop stays scalar:
+// std::sqrt may set errno, which keeps the compiler from vectorising it.
+template <class T>
+struct AdamWUpdate {
+  T decay, b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps;
+
+  template <class V>
+  void operator()(V& w, V& m, V& v, const V& g) const {
+    using std::sqrt;
+    using xsimd::sqrt;
+    w = w * V(decay);
+    m = V(b1) * m + V(one_b1) * g;
+    v = V(b2) * v + V(one_b2) * g * g;
+    w = w - V(step_size) * (m / (sqrt(v) / V(bc2_sqrt) + V(eps)));
+  }
+};
 
 void check_rate(const char* op, const char* name, double value, bool below_one = false) {
   if (!(value >= 0.0) || !std::isfinite(value) || (below_one && !(value < 1.0)))
@@ -99,16 +119,22 @@ void AdamW<T>::step() {
     const T step_size = static_cast<T>(o.lr / (1.0 - std::pow(o.beta1, t)));
     const T bc2_sqrt = static_cast<T>(std::sqrt(1.0 - std::pow(o.beta2, t)));
     const T eps = static_cast<T>(o.eps);
+    const AdamWUpdate<T> update{decay, b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps};
     T* w = p.value().data();
     const T* g = p.grad().data();
     T* m = s.m.data();
     T* v = s.v.data();
-    for (std::size_t j = 0; j < n; ++j) {
-      w[j] *= decay;
-      m[j] = b1 * m[j] + one_b1 * g[j];
-      v[j] = b2 * v[j] + one_b2 * g[j] * g[j];
-      w[j] -= step_size * (m[j] / (std::sqrt(v[j]) / bc2_sqrt + eps));
+    using batch = xsimd::batch<T>;
+    std::size_t j = 0;
+    for (; j + batch::size <= n; j += batch::size) {
+      batch wj = batch::load_unaligned(w + j), mj = batch::load_unaligned(m + j),
+            vj = batch::load_unaligned(v + j);
+      update(wj, mj, vj, batch::load_unaligned(g + j));
+      wj.store_unaligned(w + j);
+      mj.store_unaligned(m + j);
+      vj.store_unaligned(v + j);
     }
+    for (; j < n; ++j) update(w[j], m[j], v[j], g[j]);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
+#include "ops/kernels/activation.hpp"
 
 namespace tapegrad {
 
@@ -27,13 +28,13 @@ Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
   return record<T>("add", {a, b}, a.value() + b.value(), [](BackwardContext<T>& c) {
     // backward: da = dz, db = dz
     c.accumulate(0, c.grad());
-    c.accumulate(1, c.grad());
+    c.accumulate(1, c.take_grad());
   });
 }
 template <class T>
 Tensor<T> add(const Tensor<T>& a, T b) {
   return record<T>("add_scalar", {a}, a.value() + b,
-                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad()); });
+                   [](BackwardContext<T>& c) { c.accumulate(0, c.take_grad()); });
 }
 
 // z = a - b
@@ -42,14 +43,14 @@ Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
   check_broadcast("sub", a, b);
   return record<T>("sub", {a, b}, a.value() - b.value(), [](BackwardContext<T>& c) {
     // backward: da = dz, db = -dz
-    c.accumulate(0, c.grad());
     if (c.wants(1)) c.accumulate(1, -c.grad());
+    c.accumulate(0, c.take_grad());
   });
 }
 template <class T>
 Tensor<T> sub(const Tensor<T>& a, T b) {
   return record<T>("sub_scalar", {a}, a.value() - b,
-                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad()); });
+                   [](BackwardContext<T>& c) { c.accumulate(0, c.take_grad()); });
 }
 template <class T>
 Tensor<T> sub(T a, const Tensor<T>& b) {
@@ -162,22 +163,18 @@ Tensor<T> sigmoid(const Tensor<T>& a) {
 
 // z = 0.5 a (1 + tanh(u)), u = sqrt(2/pi) (a + 0.044715 a^3)
 // backward: da = dz * (0.5 (1 + t) + 0.5 a (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 a^2))
-template <class T>
-constexpr T kGeluK = T(0.7978845608028654);  // sqrt(2/pi)
-template <class T>
-constexpr T kGeluC = T(0.044715);
-
+// Both in one vectorised pass (ops/kernels/activation.cpp).
 template <class T>
 Tensor<T> gelu(const Tensor<T>& a) {
-  const T k = kGeluK<T>, c3 = kGeluC<T>;
+  // a: any shape -> z: the same shape
   const Array<T>& x = a.value();
-  Array<T> z = T(0.5) * x * (T(1) + xt::tanh(k * (x + c3 * x * x * x)));
+  Array<T> z = Array<T>::from_shape(x.shape());
+  kernels::gelu_forward(x.data(), z.data(), x.size());
   return record<T>("gelu", {a}, std::move(z), [](BackwardContext<T>& c) {
-    const T k = kGeluK<T>, c3 = kGeluC<T>;
     const Array<T>& x = c.input(0);
-    Array<T> t = xt::tanh(k * (x + c3 * x * x * x));
-    c.accumulate(0, c.grad() * (T(0.5) * (T(1) + t) +
-                                T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c3 * x * x)));
+    Array<T> dx = Array<T>::from_shape(x.shape());
+    kernels::gelu_backward(x.data(), c.grad().data(), dx.data(), x.size());
+    c.accumulate(0, std::move(dx));
   });
 }
 

@@ -127,7 +127,9 @@ Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bo
     const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
     if (ctx.wants(0)) {
       // c = a @ b   -> da = dc @ b^T ;  c = a @ b^T -> da = dc @ b
-      Array<T> dA = zeros_like_shape<T>(as);
+      // the folded gemm overwrites dA (beta 0); a batch accumulates (beta 1) because a
+      // broadcast operand receives several products
+      Array<T> dA = fold ? Array<T>::from_shape(as) : zeros_like_shape<T>(as);
       if (fold) {
         kernels::gemm<T>(false, !bt, count * p.M, p.K, p.N, T(1), dC, B, T(0), dA.data());
       } else {
@@ -139,7 +141,7 @@ Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bo
     }
     if (ctx.wants(1)) {
       // c = a @ b   -> db = a^T @ dc ;  c = a @ b^T -> db = dc^T @ a
-      Array<T> dB = zeros_like_shape<T>(bs);
+      Array<T> dB = fold ? Array<T>::from_shape(bs) : zeros_like_shape<T>(bs);
       if (fold) {
         if (!bt)
           kernels::gemm<T>(true, false, p.K, p.N, count * p.M, T(1), A, dC, T(0), dB.data());

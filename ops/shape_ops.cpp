@@ -22,7 +22,7 @@ Tensor<T> reshape(const Tensor<T>& a, const Shape& shape) {
   Array<T> y = a.value();
   y.reshape(shape);
   return record<T>("reshape", {a}, std::move(y), [from](BackwardContext<T>& c) {
-    Array<T> g = c.grad();
+    Array<T> g = c.take_grad();
     g.reshape(from);
     c.accumulate(0, std::move(g));
   });

@@ -73,6 +73,31 @@ TEST_CASE("intermediate gradients are dropped unless retained", "[tape]") {
   CHECK(k.grad()(1) == Approx(1.0));
 }
 
+TEST_CASE("a gradient passed on unchanged is moved only when nobody keeps it", "[tape]") {
+  // add, sub and reshape hand their output's gradient to an input by moving it when it is
+  // spent; a retained gradient, the root's and a second backward's must survive intact.
+  Tensor<double> x(Array<double>{1.0, 2.0}, true), b(Array<double>{0.5, 0.5}, true);
+  Tensor<double> s = x * 3.0;
+  s.retain_grad();
+  Tensor<double> r = reshape(s + b, {2, 1});  // reshape's input is spent: moved
+  Tensor<double> z = r - 1.0;
+  z.retain_grad();
+  Tensor<double> out = sum(z * z);
+  out.backward(true);
+  REQUIRE(z.has_grad());
+  REQUIRE(s.has_grad());
+  // z = 3x + b - 1 = (2.5, 5.5); dout/dz = 2z; ds = 2z; dx = 6z
+  CHECK(z.grad()(0, 0) == Approx(5.0));
+  CHECK(z.grad()(1, 0) == Approx(11.0));
+  CHECK(s.grad()(1) == Approx(11.0));
+  CHECK(b.grad()(0) == Approx(5.0));
+  CHECK(x.grad()(1) == Approx(33.0));
+  out.backward();  // the kept tape runs again: gradients add up, nothing was moved away
+  CHECK(z.grad()(1, 0) == Approx(22.0));
+  CHECK(x.grad()(1) == Approx(66.0));
+  CHECK(b.grad()(1) == Approx(22.0));
+}
+
 TEST_CASE("NoGradGuard records nothing and restores the previous state", "[tape]") {
   Tensor<float> x(Array<float>{1.0f, 2.0f}, true);
   {

@@ -1,0 +1,86 @@
+#include "ops/kernels/activation.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <xsimd/xsimd.hpp>
+
+#include "ops/kernels/parallel.hpp"
+
+namespace tapegrad::kernels {
+
+namespace {
+
+template <class T>
+constexpr T kGeluK = T(0.7978845608028654);  // sqrt(2/pi)
+template <class T>
+constexpr T kGeluC = T(0.044715);
+
+// One formula for a SIMD batch and for a scalar (the tail): the forward value and the
+// derivative of the tanh-form GELU.
+template <class T, class V>
+V gelu_value(const V& x) {
+  using std::tanh;
+  using xsimd::tanh;
+  const V t = tanh(V(kGeluK<T>) * (x + V(kGeluC<T>) * x * x * x));
+  return V(T(0.5)) * x * (V(T(1)) + t);
+}
+
+template <class T, class V>
+V gelu_derivative(const V& x) {
+  using std::tanh;
+  using xsimd::tanh;
+  const V t = tanh(V(kGeluK<T>) * (x + V(kGeluC<T>) * x * x * x));
+  return V(T(0.5)) * (V(T(1)) + t) +
+         V(T(0.5)) * x * (V(T(1)) - t * t) * V(kGeluK<T>) * (V(T(1)) + V(T(3) * kGeluC<T>) * x * x);
+}
+
+// Splits [0, n) into blocks of whole SIMD batches over the kernel threads when n is large
+// enough to outweigh waking them; calls run(begin, end) on each block.
+template <class T, class Run>
+void over_blocks(std::size_t n, const Run& run) {
+  constexpr std::size_t kParallelElements = std::size_t(1) << 16;
+  const std::size_t threads = std::size_t(std::max(1, num_threads()));
+  if (threads == 1 || n < kParallelElements) {
+    run(std::size_t(0), n);
+    return;
+  }
+  constexpr std::size_t W = xsimd::batch<T>::size;
+  const std::size_t block = ((n + threads - 1) / threads + W - 1) / W * W;
+  parallel_for(threads, [&](std::size_t i) {
+    const std::size_t begin = std::min(n, i * block), end = std::min(n, begin + block);
+    if (begin < end) run(begin, end);
+  });
+}
+
+}  // namespace
+
+template <class T>
+void gelu_forward(const T* x, T* y, std::size_t n) {
+  using batch = xsimd::batch<T>;
+  over_blocks<T>(n, [&](std::size_t begin, std::size_t end) {
+    std::size_t i = begin;
+    for (; i + batch::size <= end; i += batch::size)
+      gelu_value<T>(batch::load_unaligned(x + i)).store_unaligned(y + i);
+    for (; i < end; ++i) y[i] = gelu_value<T>(x[i]);
+  });
+}
+
+template <class T>
+void gelu_backward(const T* x, const T* dy, T* dx, std::size_t n) {
+  using batch = xsimd::batch<T>;
+  over_blocks<T>(n, [&](std::size_t begin, std::size_t end) {
+    std::size_t i = begin;
+    for (; i + batch::size <= end; i += batch::size)
+      (batch::load_unaligned(dy + i) * gelu_derivative<T>(batch::load_unaligned(x + i)))
+          .store_unaligned(dx + i);
+    for (; i < end; ++i) dx[i] = dy[i] * gelu_derivative<T>(x[i]);
+  });
+}
+
+template void gelu_forward(const float*, float*, std::size_t);
+template void gelu_forward(const double*, double*, std::size_t);
+template void gelu_backward(const float*, const float*, float*, std::size_t);
+template void gelu_backward(const double*, const double*, double*, std::size_t);
+
+}  // namespace tapegrad::kernels
