@@ -103,6 +103,45 @@ TEST_CASE("small gemm kernel equals a long double loop for every tile shape (dou
   check_all_shapes<double>();
 }
 
+TEST_CASE("small gemm kernel skips what a causal triangle makes zero and nothing else", "[gemm]") {
+  // op(A) lower (weights @ v, ds @ k) or upper (w^T @ dy, ds^T @ q) triangular with exact
+  // zeros: the skipped products must not change C; c_lower (the scores): every entry on
+  // or below the diagonal right, at every tile boundary (T not a multiple of 8 or 16).
+  Generator g(41);
+  using kernels::Triangle;
+  for (std::size_t T : {1, 7, 16, 37, 64, 130}) {
+    const std::size_t N = 32;
+    std::vector<double> W = random_values<double>(T * T, g), B = random_values<double>(T * N, g);
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = i + 1; j < T; ++j) W[i * T + j] = 0.0;  // lower triangular
+    for (bool transposed : {false, true}) {
+      std::vector<double> C(T * N, std::numeric_limits<double>::quiet_NaN());
+      const Triangle tri = transposed ? Triangle::a_upper : Triangle::a_lower;
+      REQUIRE(kernels::gemm_small_applies<double>(transposed, false, T, N, T, 0.0, tri));
+      kernels::gemm_small<double>(transposed, false, T, N, T, 1.0, W.data(), T, B.data(), N,
+                                  C.data(), N, tri);
+      INFO("T=" << T << " transposed=" << transposed);
+      CHECK(relative_error<double>(transposed, false, T, N, T, 1.0, W.data(), T, B.data(), N,
+                                   C.data(), N) < 1e-13);
+    }
+    // c_lower: scores q @ k^T, K = 16
+    const std::size_t Tc = ((T + 7) / 8) * 8;  // N must be a SIMD multiple
+    const std::vector<double> Q = random_values<double>(Tc * 16, g), K = random_values<double>(Tc * 16, g);
+    std::vector<double> S(Tc * Tc, std::numeric_limits<double>::quiet_NaN());
+    kernels::gemm_small<double>(false, true, Tc, Tc, 16, 0.25, Q.data(), 16, K.data(), 16, S.data(),
+                                Tc, Triangle::c_lower);
+    double worst = 0;
+    for (std::size_t i = 0; i < Tc; ++i)
+      for (std::size_t j = 0; j <= i; ++j) {
+        long double want = 0;
+        for (std::size_t d = 0; d < 16; ++d) want += (long double)Q[i * 16 + d] * K[j * 16 + d];
+        worst = std::max(worst, double(std::fabs(S[i * Tc + j] - 0.25L * want)));
+      }
+    INFO("c_lower T=" << Tc);
+    CHECK(worst < 1e-13);
+  }
+}
+
 TEST_CASE("small gemm kernel: which products it takes", "[gemm]") {
   using kernels::gemm_small_applies;
   CHECK(gemm_small_applies<float>(false, true, 8, 64, 32, 0.0f));

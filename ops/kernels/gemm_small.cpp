@@ -78,6 +78,7 @@ struct Operands {
   std::size_t ldc;
   std::size_t K;
   T alpha;
+  Triangle structure;
 };
 
 // op(A)'s element (i, k): A is read in place, transposed or not.
@@ -86,14 +87,17 @@ inline T a_at(const Operands<T>& o, std::size_t i, std::size_t k) {
   return TransA ? o.A[k * o.lda + i] : o.A[i * o.lda + k];
 }
 
-// One tile: rows [i, i + R) of C against NV vectors of columns from column j.
+// One tile: rows [i, i + R) of C against NV vectors of columns from column j. With a
+// triangular op(A), the k outside [k_begin, k_end) meet only zeros of these R rows.
 template <class T, int R, int NV, bool Stream, bool TransA>
 inline void tile(const Operands<T>& o, std::size_t i, std::size_t j) {
   constexpr std::size_t W = Batch<T>::size;
+  const std::size_t k_begin = o.structure == Triangle::a_upper ? std::min(i, o.K) : 0;
+  const std::size_t k_end = o.structure == Triangle::a_lower ? std::min(i + R, o.K) : o.K;
   Batch<T> acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = Batch<T>(T(0));
-  for (std::size_t k = 0; k < o.K; ++k) {
+  for (std::size_t k = k_begin; k < k_end; ++k) {
     Batch<T> b[NV];
     for (int v = 0; v < NV; ++v) b[v] = Batch<T>::load_unaligned(o.panel + k * o.ldp + j + v * W);
     for (int r = 0; r < R; ++r) {
@@ -110,13 +114,15 @@ inline void tile(const Operands<T>& o, std::size_t i, std::size_t j) {
     }
 }
 
-// Rows [i, i + R) of C, columns [j0, j1) (a multiple of the SIMD width).
+// Rows [i, i + R) of C, columns [j0, j1) (a multiple of the SIMD width). For c_lower,
+// the tiles that start right of the last row's diagonal (column i + R - 1) are skipped.
 template <class T, int R, bool Stream, bool TransA>
 inline void row_tile(const Operands<T>& o, std::size_t i, std::size_t j0, std::size_t j1) {
   constexpr std::size_t W = Batch<T>::size;
+  const std::size_t needed = o.structure == Triangle::c_lower ? std::min(j1, i + R) : j1;
   std::size_t j = j0;
-  for (; j + 2 * W <= j1; j += 2 * W) tile<T, R, 2, Stream, TransA>(o, i, j);
-  for (; j + W <= j1; j += W) tile<T, R, 1, Stream, TransA>(o, i, j);
+  for (; j + 2 * W <= j1 && j < needed; j += 2 * W) tile<T, R, 2, Stream, TransA>(o, i, j);
+  for (; j + W <= j1 && j < needed; j += W) tile<T, R, 1, Stream, TransA>(o, i, j);
 }
 
 template <class T, bool Stream, bool TransA>
@@ -147,17 +153,18 @@ void run(const Operands<T>& o, std::size_t M, std::size_t N) {
 
 template <class T>
 bool gemm_small_applies(bool trans_a, bool trans_b, std::size_t M, std::size_t N,
-                        std::size_t K, T beta) {
+                        std::size_t K, T beta, Triangle structure) {
   (void)trans_a;
   if (beta != T(0) || M == 0 || N == 0 || K == 0 || N % Batch<T>::size != 0) return false;
-  return trans_b ? K <= kSmallK : M * N * K <= kSmallWork;
+  if (trans_b) return K <= kSmallK;
+  return structure != Triangle::none || M * N * K <= kSmallWork;
 }
 
 template <class T>
 void gemm_small(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
                 T alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb, T* C,
-                std::size_t ldc) {
-  Operands<T> o{A, lda, B, ldb, C, ldc, K, alpha};
+                std::size_t ldc, Triangle structure) {
+  Operands<T> o{A, lda, B, ldb, C, ldc, K, alpha, structure};
   if (trans_b) {
     // B^T as a (K, N) row-major panel, so that each step over K reads whole vectors of
     // columns. Copied 16 rows of B at a time (N is a multiple of the SIMD width, hence of
@@ -176,12 +183,14 @@ void gemm_small(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::s
   else run<T, false>(o, M, N);
 }
 
-template bool gemm_small_applies(bool, bool, std::size_t, std::size_t, std::size_t, float);
-template bool gemm_small_applies(bool, bool, std::size_t, std::size_t, std::size_t, double);
+template bool gemm_small_applies(bool, bool, std::size_t, std::size_t, std::size_t, float,
+                                 Triangle);
+template bool gemm_small_applies(bool, bool, std::size_t, std::size_t, std::size_t, double,
+                                 Triangle);
 template void gemm_small(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*,
-                         std::size_t, const float*, std::size_t, float*, std::size_t);
+                         std::size_t, const float*, std::size_t, float*, std::size_t, Triangle);
 template void gemm_small(bool, bool, std::size_t, std::size_t, std::size_t, double,
                          const double*, std::size_t, const double*, std::size_t, double*,
-                         std::size_t);
+                         std::size_t, Triangle);
 
 }  // namespace tapegrad::kernels
