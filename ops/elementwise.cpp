@@ -163,17 +163,20 @@ Tensor<T> sigmoid(const Tensor<T>& a) {
 
 // z = 0.5 a (1 + tanh(u)), u = sqrt(2/pi) (a + 0.044715 a^3)
 // backward: da = dz * (0.5 (1 + t) + 0.5 a (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 a^2))
-// Both in one vectorised pass (ops/kernels/activation.cpp).
+// Both in one vectorised pass (ops/kernels/activation.cpp); the backward reuses the tanh
+// of the forward, kept with the node only when the result is recorded.
 template <class T>
 Tensor<T> gelu(const Tensor<T>& a) {
   // a: any shape -> z: the same shape
   const Array<T>& x = a.value();
   Array<T> z = Array<T>::from_shape(x.shape());
-  kernels::gelu_forward(x.data(), z.data(), x.size());
-  return record<T>("gelu", {a}, std::move(z), [](BackwardContext<T>& c) {
+  const bool recorded = grad_enabled() && a.requires_grad();
+  auto t = std::make_shared<Array<T>>(recorded ? Array<T>::from_shape(x.shape()) : Array<T>());
+  kernels::gelu_forward(x.data(), z.data(), recorded ? t->data() : nullptr, x.size());
+  return record<T>("gelu", {a}, std::move(z), [t](BackwardContext<T>& c) {
     const Array<T>& x = c.input(0);
     Array<T> dx = Array<T>::from_shape(x.shape());
-    kernels::gelu_backward(x.data(), c.grad().data(), dx.data(), x.size());
+    kernels::gelu_backward(x.data(), t->data(), c.grad().data(), dx.data(), x.size());
     c.accumulate(0, std::move(dx));
   });
 }
