@@ -61,6 +61,11 @@ TEST_CASE("train cli: bad options and values exit 2 with one line and write noth
       "--sample 5",                // sampling needs a text model
       "--resume /nonexistent/model.npz",
       "extra_positional",
+      "--task recall --recall-chain 1.5",       // a fraction above 1
+      "--task recall --recall-chain nan",       // not finite
+      "--task recall --recall-grow-steps -1",   // negative
+      "--task recall --recall-grow-steps x",    // not a number
+      "--task recall --recall-min-pairs 9",     // more pairs than the task has
   };
   for (const char* args : cases) {
     INFO(args);
@@ -98,7 +103,8 @@ TEST_CASE("train cli: --help documents every option and exits 0", "[train_cli]")
                           "--norm", "--no-scale", "--batch", "--steps", "--lr", "--min-lr",
                           "--warmup", "--weight-decay", "--clip", "--seed", "--out", "--resume",
                           "--threads", "--skip-gradcheck", "--detect-anomaly", "--eval-every", "--quiet", "--sample",
-                          "--temperature", "--top-p", "--prompt"}) {
+                          "--temperature", "--top-p", "--prompt", "--recall-min-pairs",
+                          "--recall-grow-steps", "--recall-dense-loss", "--recall-chain"}) {
     INFO(opt);
     CHECK(r.out.find(opt) != std::string::npos);
   }
@@ -182,6 +188,43 @@ TEST_CASE("train cli: --detect-anomaly checks a healthy run without changing its
   std::string a = slurp(dir / "plain" / "metrics.json"), b = slurp(dir / "checked" / "metrics.json");
   CHECK(json_value(a, "final_train_loss") == json_value(b, "final_train_loss"));
   CHECK(json_value(a, "eval_loss") == json_value(b, "eval_loss"));
+}
+
+TEST_CASE("train cli: recall takes its curriculum defaults and the options override them", "[train_cli]") {
+  fs::path dir = scratch("recall_curriculum");
+  RunResult d = run(std::string(kTiny) + " --task recall --steps 2 --warmup 0 --skip-gradcheck --out '" +
+                        (dir / "defaults").string() + "'",
+                    dir);
+  INFO(d.err);
+  REQUIRE(d.code == 0);
+  std::string m = slurp(dir / "defaults" / "metrics.json");
+  CHECK(json_value(m, "recall_min_pairs") == "2");
+  CHECK(json_value(m, "recall_chain") == "0.5");
+  CHECK(json_value(m, "recall_dense_loss") == "\"on\"");
+  CHECK(json_value(m, "recall_grow_steps") == "0");
+  CHECK(json_value(m, "weight_decay") == "0");
+  CHECK(json_value(m, "attention_init") == "\"variance_preserving\"");
+  CHECK(json_value(m, "eval_sequences") == "40");  // evaluation unchanged: --eval-size
+
+  RunResult o = run(std::string(kTiny) + " --task recall --steps 2 --warmup 0 --skip-gradcheck "
+                        "--recall-min-pairs 8 --recall-chain 0 --no-recall-dense-loss "
+                        "--recall-grow-steps 1 --weight-decay 0.01 --attention-init gpt2 --out '" +
+                        (dir / "given").string() + "'",
+                    dir);
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  std::string g = slurp(dir / "given" / "metrics.json");
+  CHECK(json_value(g, "recall_min_pairs") == "8");
+  CHECK(json_value(g, "recall_chain") == "0");
+  CHECK(json_value(g, "recall_dense_loss") == "\"off\"");
+  CHECK(json_value(g, "recall_grow_steps") == "1");
+  CHECK(json_value(g, "attention_init") == "\"gpt2\"");
+  // sort records no recall settings
+  RunResult sr = run(std::string(kTiny) + " --steps 1 --warmup 0 --skip-gradcheck --out '" +
+                         (dir / "sort").string() + "'",
+                     dir);
+  REQUIRE(sr.code == 0);
+  CHECK(json_value(slurp(dir / "sort" / "metrics.json"), "recall_chain") == "<missing>");
 }
 
 TEST_CASE("train cli: the gradient check table covers every parameter tensor", "[train_cli]") {

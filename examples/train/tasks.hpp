@@ -65,7 +65,13 @@ class SequenceTask {
   std::vector<std::int64_t> sequence(const Example& ex) const;  // input, SEP, answer
   // tokens[b] = seq[0 : L-1]; targets[b][t] = seq[t+1] on answer positions, else kIgnore.
   Batch make_batch(const std::vector<Example>& examples) const;
+  // Training inputs from sample_train(gen) (no chained inputs, no growing curriculum),
+  // with the training targets of make_train_batch.
   Batch train_batch(std::size_t batch, Generator& gen) const;
+  // The training batch of optimiser step `step` (0-based), what the trainer uses: for
+  // recall the inputs come from sample_train(gen, step) (growing curriculum, chained
+  // inputs) and carry make_train_batch's extra targets.
+  Batch train_batch(std::size_t batch, Generator& gen, std::size_t step) const;
   // The first position of tokens whose target is answer[0] (= input_len).
   std::size_t first_answer_position() const { return input_len_; }
 
@@ -80,6 +86,51 @@ class SequenceTask {
   void set_recall_min_pairs(std::size_t min_pairs);
   std::size_t recall_min_pairs() const { return min_pairs_; }
   Example generate_recall_mixed(Generator& gen) const;
+  // recall only: exactly n distinct pairs (1 <= n <= 8) in the 8 slots, each shown at
+  // least once, the other slots repeats of them (a repeated key keeps its value), in
+  // random order; the query is one of the n keys, uniformly.
+  Example generate_recall_pairs(Generator& gen, std::size_t n) const;
+
+  // recall only: a growing curriculum. Over the first grow_steps optimiser steps the
+  // largest number of distinct pairs in a training input rises in equal stages from
+  // recall_min_pairs() to 8: at step s it is min_pairs + s / stage, stage =
+  // grow_steps / (9 - min_pairs) (at least 1), capped at 8, and 8 from grow_steps on.
+  // Each training input holds n distinct pairs, n uniform in [min_pairs,
+  // recall_max_pairs(step)]. grow_steps = 0 (the default): 8 from the first step.
+  void set_recall_grow_steps(std::size_t grow_steps);
+  std::size_t recall_grow_steps() const { return grow_steps_; }
+  std::size_t recall_max_pairs(std::size_t step) const;
+  // A training input for step `step`: a chained input with probability
+  // recall_chain_fraction(), otherwise n distinct pairs as above; rejection-sampled
+  // outside the held-out bucket.
+  Example sample_train(Generator& gen, std::size_t step) const;
+
+  // recall only: dense loss. A training input also carries a target at every repeated
+  // key: the position holding the key's second (third, ...) occurrence is trained to
+  // predict the value that follows it, which is the key's value from its first occurrence
+  // (associative recall from inside the sequence). The query is such a repeat, so its
+  // position (the last input token, followed by SEP in the sequence) is trained to
+  // predict the answer as well. Evaluation batches (make_batch) never carry these
+  // targets.
+  void set_recall_dense(bool dense);
+  bool recall_dense() const { return dense_; }
+  // recall only: chained training inputs. A fraction of the training inputs (chosen per
+  // input with probability `fraction`) have keys that follow one fixed order: key j + 1 =
+  // (key j + kRecallChainStep) mod 16, from a random first key, with random values and a
+  // query among the keys as usual (they are ordinary 8-distinct-pair recall inputs). On
+  // such an input each value position but the last also carries a target: the next key,
+  // which is a function of the key just before that value. Learning it needs only one
+  // attention layer (look at the previous token), so it grows the previous-token head
+  // that the recall circuit needs at every value position (see docs/TRAINING.md).
+  static constexpr std::int64_t kRecallChainStep = 5;
+  void set_recall_chain_fraction(double fraction);
+  double recall_chain_fraction() const { return chain_fraction_; }
+  Example generate_recall_chain(Generator& gen) const;
+  // True when the 8 keys of a recall input follow the chain order.
+  bool is_recall_chain(const std::vector<std::int64_t>& input) const;
+  // make_batch, plus the dense recall targets when recall_dense() is on and the next-key
+  // targets of chained inputs when recall_chain_fraction() > 0.
+  Batch make_train_batch(const std::vector<Example>& examples) const;
 
  private:
   std::string name_;
@@ -88,6 +139,9 @@ class SequenceTask {
   std::int64_t num_keys_ = 0;     // recall: keys 0..num_keys-1, values num_keys..+symbols
   std::size_t pairs_ = 0;
   std::size_t min_pairs_ = 0;
+  std::size_t grow_steps_ = 0;
+  bool dense_ = false;
+  double chain_fraction_ = 0;
   std::int64_t separator_ = 0;
 };
 
@@ -116,7 +170,13 @@ class TextTask {
   std::size_t eval_chars() const { return eval_.size(); }
 
   // Random windows of the training text: tokens (B, T) and every next character.
+  // Training inputs from sample_train(gen) (no chained inputs, no growing curriculum),
+  // with the training targets of make_train_batch.
   Batch train_batch(std::size_t batch, Generator& gen) const;
+  // The training batch of optimiser step `step` (0-based), what the trainer uses: for
+  // recall the inputs come from sample_train(gen, step) (growing curriculum, chained
+  // inputs) and carry make_train_batch's extra targets.
+  Batch train_batch(std::size_t batch, Generator& gen, std::size_t step) const;
   // Up to `max_windows` non-overlapping windows of the evaluation text, in order.
   std::vector<Batch> eval_batches(std::size_t batch, std::size_t max_windows) const;
 
