@@ -1,6 +1,7 @@
 #include "ops/kernels/attention.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "ops/kernels/gemm.hpp"
@@ -67,10 +68,13 @@ void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T sc
         softmax_row_inplace(row, Tn);
         continue;
       }
-      // causal: query i sees keys 0..i. A key at -inf would get exactly weight 0, so the
-      // softmax runs over the first i + 1 and the rest are set to 0 directly.
-      softmax_row_inplace(row, i + 1);
-      std::fill(row + i + 1, row + Tn, T(0));
+      // causal: query i sees keys 0..i. Keys after i are set to -inf up to the next
+      // multiple of 16 (whole SIMD vectors for the softmax's exponentials, which give them
+      // exactly 0), and the rest of the row, never computed, is set to 0 directly.
+      const std::size_t seen = std::min(Tn, (i + 1 + 15) / 16 * 16);
+      std::fill(row + i + 1, row + seen, -std::numeric_limits<T>::infinity());
+      softmax_row_inplace(row, seen);
+      std::fill(row + seen, row + Tn, T(0));
     }
   });
 }
