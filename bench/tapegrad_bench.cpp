@@ -196,7 +196,10 @@ Result run_bmm(const Args& a, const MhaShape& s) {
   Tensor<float> q = tensor_of<float>(rng.normals(BH * T * dh, 1.0), {s.B, s.H, T, dh}, false);
   Tensor<float> k = tensor_of<float>(rng.normals(BH * T * dh, 1.0), {s.B, s.H, T, dh}, false);
   const std::size_t n = bench::same_flops_gemm_n(s);
-  std::vector<float> A(n * n), Bm(n * n), C(n * n), S(BH * T * T);
+  std::vector<float> A(n * n), Bm(n * n), C(n * n);
+  // the kernel's output aligned as a tensor's storage is (and as libtorch's is): its
+  // streaming stores need whole aligned vectors
+  std::vector<float, TensorAllocator<float>> S(BH * T * T);
   for (auto& v : A) v = float(rng.normal());
   for (auto& v : Bm) v = float(rng.normal());
   kernels::GemmBatch batch;
