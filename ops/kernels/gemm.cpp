@@ -85,10 +85,13 @@ void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t 
 template <class T>
 void gemm_batch(const GemmBatch& b, T alpha, const T* A, const T* B, T beta, T* C) {
   const std::size_t count = b.c_offset.size();
-  const bool distinct =
-      std::set<std::size_t>(b.c_offset.begin(), b.c_offset.end()).size() == count;
-  if (distinct && count > 1 && num_threads() > 1) {
-    // Parallel over the batch: independent products, each single-threaded.
+  // Parallel over the batch: independent products, each single-threaded, when they write
+  // distinct blocks of C. A batch of tiny products (attention at T = 16) would cost more
+  // in waking the pool than it saves.
+  const double flops = 2.0 * double(count) * double(b.M) * double(b.N) * double(b.K);
+  const bool worth_threads = count > 1 && num_threads() > 1 && flops >= kParallelFlops;
+  if (worth_threads &&
+      std::set<std::size_t>(b.c_offset.begin(), b.c_offset.end()).size() == count) {
     parallel_for(count, [&](std::size_t i) {
       gemm(b.trans_a, b.trans_b, b.M, b.N, b.K, alpha, A + b.a_offset[i], B + b.b_offset[i],
            beta, C + b.c_offset[i]);
