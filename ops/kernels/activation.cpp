@@ -36,22 +36,13 @@ V gelu_derivative(const V& x, const V& t) {
          V(T(0.5)) * x * (V(T(1)) - t * t) * V(kGeluK<T>) * (V(T(1)) + V(T(3) * kGeluC<T>) * x * x);
 }
 
-// Splits [0, n) into blocks of whole SIMD batches over the kernel threads when n is large
-// enough to outweigh waking them; calls run(begin, end) on each block.
+// Runs run(begin, end) over [0, n), in blocks of whole SIMD batches over the kernel
+// threads when n is large enough to outweigh waking them.
 template <class T, class Run>
 void over_blocks(std::size_t n, const Run& run) {
   constexpr std::size_t kParallelElements = std::size_t(1) << 16;
-  const std::size_t threads = std::size_t(std::max(1, num_threads()));
-  if (threads == 1 || n < kParallelElements) {
-    run(std::size_t(0), n);
-    return;
-  }
-  constexpr std::size_t W = xsimd::batch<T>::size;
-  const std::size_t block = ((n + threads - 1) / threads + W - 1) / W * W;
-  parallel_for(threads, [&](std::size_t i) {
-    const std::size_t begin = std::min(n, i * block), end = std::min(n, begin + block);
-    if (begin < end) run(begin, end);
-  });
+  if (num_threads() <= 1 || n < kParallelElements) run(std::size_t(0), n);
+  else parallel_blocks(n, xsimd::batch<T>::size, run);
 }
 
 }  // namespace

@@ -52,20 +52,15 @@ void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std:
         C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  const int threads = num_threads();
-  if (threads <= 1 || 2.0 * M * N * K < kParallelFlops) {
+  if (num_threads() <= 1 || 2.0 * M * N * K < kParallelFlops) {
     product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   // One gemm split into independent blocks of C: rows of op(A) when C is tall, columns of
   // op(B) otherwise. Each block is an ordinary single-threaded gemm on the same buffers.
   const bool by_rows = M >= N;
-  const std::size_t extent = by_rows ? M : N;
   // blocks a multiple of 16 wide, so that column blocks keep the small-K kernel's SIMD width
-  const std::size_t chunk = ((extent + threads - 1) / threads + 15) / 16 * 16;
-  parallel_for(threads, [&](std::size_t t) {
-    const std::size_t lo = std::min(extent, t * chunk), hi = std::min(extent, lo + chunk);
-    if (lo == hi) return;
+  parallel_blocks(by_rows ? M : N, 16, [&](std::size_t lo, std::size_t hi) {
     if (by_rows)  // row r of op(A) starts at A + r (stored transposed) or A + r * lda
       product(trans_a, trans_b, hi - lo, N, K, alpha, trans_a ? A + lo : A + lo * lda, lda, B,
               ldb, beta, C + lo * ldc, ldc);

@@ -109,4 +109,14 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body) {
   pool()->run(n, body);
 }
 
+void parallel_blocks(std::size_t n, std::size_t granule,
+                     const std::function<void(std::size_t, std::size_t)>& body) {
+  const std::size_t threads = static_cast<std::size_t>(std::max(1, g_threads));
+  const std::size_t block = ((n + threads - 1) / threads + granule - 1) / granule * granule;
+  parallel_for(threads, [&](std::size_t t) {
+    const std::size_t begin = std::min(n, t * block), end = std::min(n, begin + block);
+    if (begin < end) body(begin, end);
+  });
+}
+
 }  // namespace tapegrad::kernels

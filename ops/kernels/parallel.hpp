@@ -20,4 +20,10 @@ int num_threads();
 // Bodies must write disjoint memory and must not throw.
 void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body);
 
+// Splits [0, n) into one block per thread, each a multiple of `granule` long (the last may
+// be shorter or empty ones skipped), and calls body(begin, end) on every block through
+// parallel_for: the one way a range is cut into per-thread blocks.
+void parallel_blocks(std::size_t n, std::size_t granule,
+                     const std::function<void(std::size_t, std::size_t)>& body);
+
 }  // namespace tapegrad::kernels
