@@ -216,18 +216,7 @@ struct Result {
   void add(const std::string& k, double v) { extra.emplace_back(k, v); }
   // Runs `step` warmup times untimed, then `repeats` times, each timed on its own.
   void time_steps(int warmup, int repeats, const std::function<void()>& step) {
-    for (int i = 0; i < warmup; ++i) step();
-    samples_ms.clear();
-    cpu_ms.clear();
-    const long f0 = minor_faults();
-    for (int i = 0; i < repeats; ++i) {
-      const double c0 = process_cpu_ms(), t0 = now_ms();
-      step();
-      const double t1 = now_ms(), c1 = process_cpu_ms();
-      samples_ms.push_back(t1 - t0);
-      cpu_ms.push_back(c1 - c0);
-    }
-    faults_per_step = double(minor_faults() - f0) / double(std::max(repeats, 1));
+    time_parts(warmup, repeats, {step});
   }
 
   // A step made of parts timed one by one in the same loop, so that the machine's noise
