@@ -186,16 +186,21 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
 }
 
 template <class T>
+bool will_record(const std::vector<Tensor<T>>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor<T>& in : inputs)
+    if (in.requires_grad()) return true;
+  return false;
+}
+
+template <class T>
 Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> value,
                  BackwardFn<T> backward) {
   if (g_anomaly && !all_finite(value))
     throw AnomalyError(fmt::format("anomaly: {} produced a non-finite value: inputs {} -> {}", op,
                                    input_shapes(inputs), shape_str(shape_of(value))));
   auto out = std::make_shared<TensorImpl<T>>(std::move(value));
-  if (!g_grad_enabled) return Tensor<T>(out);
-  bool any = false;
-  for (const Tensor<T>& in : inputs) any = any || in.requires_grad();
-  if (!any) return Tensor<T>(out);
+  if (!will_record(inputs)) return Tensor<T>(out);
   out->requires_grad = true;
   out->is_leaf = false;
   Node<T> node;
@@ -209,6 +214,8 @@ Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> 
   return Tensor<T>(out);
 }
 
+template bool will_record(const std::vector<Tensor<float>>&);
+template bool will_record(const std::vector<Tensor<double>>&);
 template class BackwardContext<float>;
 template class BackwardContext<double>;
 template class Tape<float>;

@@ -117,8 +117,13 @@ class AnomalyGuard {
 };
 bool anomaly_mode();
 
-// The one way an op joins the tape: wraps `value` in a new tensor and, when grad is
-// enabled and any input requires grad, appends a node with `backward`.
+// Whether record() will append a node for these inputs: grad is enabled and one of them
+// requires grad. An op that keeps extra state for its backward asks this first.
+template <class T>
+bool will_record(const std::vector<Tensor<T>>& inputs);
+
+// The one way an op joins the tape: wraps `value` in a new tensor and, when
+// will_record(inputs), appends a node with `backward`.
 template <class T>
 Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> value,
                  BackwardFn<T> backward);

@@ -170,13 +170,13 @@ Tensor<T> gelu(const Tensor<T>& a) {
   // a: any shape -> z: the same shape
   const Array<T>& x = a.value();
   Array<T> z = Array<T>::from_shape(x.shape());
-  const bool recorded = grad_enabled() && a.requires_grad();
-  auto t = std::make_shared<Array<T>>(recorded ? Array<T>::from_shape(x.shape()) : Array<T>());
-  kernels::gelu_forward(x.data(), z.data(), recorded ? t->data() : nullptr, x.size());
-  return record<T>("gelu", {a}, std::move(z), [t](BackwardContext<T>& c) {
+  const bool recorded = will_record<T>({a});
+  Array<T> t = recorded ? Array<T>::from_shape(x.shape()) : Array<T>();
+  kernels::gelu_forward(x.data(), z.data(), recorded ? t.data() : nullptr, x.size());
+  return record<T>("gelu", {a}, std::move(z), [t = std::move(t)](BackwardContext<T>& c) {
     const Array<T>& x = c.input(0);
     Array<T> dx = Array<T>::from_shape(x.shape());
-    kernels::gelu_backward(x.data(), t->data(), c.grad().data(), dx.data(), x.size());
+    kernels::gelu_backward(x.data(), t.data(), c.grad().data(), dx.data(), x.size());
     c.accumulate(0, std::move(dx));
   });
 }
