@@ -35,13 +35,13 @@ Tensor<T> attention_weights(const Tensor<T>& q, const Tensor<T>& k, std::size_t 
   kernels::attention_weights_forward<T>(L, q.data(), k.data(), scale, causal, w.data());
   // backward: ds = w * (dw - sum(dw * w)) * scale; dq = ds @ k_h; dk = ds^T @ q_h
   return record<T>("attention_weights", {q, k}, std::move(w),
-                   [L, scale, qs](BackwardContext<T>& c) {
+                   [L, scale, causal, qs](BackwardContext<T>& c) {
                      Array<T> dq, dk;
                      if (c.wants(0)) dq = uninitialized<T>(qs);
                      if (c.wants(1)) dk = uninitialized<T>(qs);
                      kernels::attention_weights_backward<T>(
                          L, c.input(0).data(), c.input(1).data(), c.output().data(),
-                         c.grad().data(), scale, c.wants(0) ? dq.data() : nullptr,
+                         c.grad().data(), scale, causal, c.wants(0) ? dq.data() : nullptr,
                          c.wants(1) ? dk.data() : nullptr);
                      if (c.wants(0)) c.accumulate(0, std::move(dq));
                      if (c.wants(1)) c.accumulate(1, std::move(dk));

@@ -39,8 +39,8 @@ void head_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T 
 }
 
 // Whether a head's (T, T) weights are zero above the diagonal, as causal attention makes
-// them. The mixing and the backward kernels are given the weights alone, so they look:
-// a scan of half the block, stopping at the first non-zero (at once for unmasked weights).
+// them. The mixing kernels are given the weights alone, so they look: a scan of half the
+// block, stopping at the first non-zero (at once for unmasked weights).
 template <class T>
 bool lower_triangular(const T* w, std::size_t Tn) {
   for (std::size_t i = 0; i + 1 < Tn; ++i)
@@ -81,7 +81,7 @@ void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T sc
 
 template <class T>
 void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
-                                const T* dw, T scale, T* dq, T* dk) {
+                                const T* dw, T scale, bool causal, T* dq, T* dk) {
   const std::size_t Tn = L.T, D = L.D();
   for_each_head(L, [&](std::size_t b, std::size_t h) {
     const std::size_t off = b * Tn * D + h * L.dh;
@@ -93,14 +93,13 @@ void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, con
     ds.resize(Tn * Tn);
     for (std::size_t i = 0; i < Tn; ++i)
       softmax_backward_row(wbh + i * Tn, dwbh + i * Tn, ds.data() + i * Tn, Tn, scale);
-    // ds is zero wherever w is (a causal head: above the diagonal)
-    const bool lower = lower_triangular(wbh, Tn);
+    // ds is zero wherever w is (causal: above the diagonal)
     // dq_bh = ds @ k_bh: (T, T) @ (T, dh)
     if (dq) head_gemm<T>(false, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, k + off, D, dq + off,
-                         D, lower ? Triangle::a_lower : Triangle::none);
+                         D, causal ? Triangle::a_lower : Triangle::none);
     // dk_bh = ds^T @ q_bh: (T, T)^T @ (T, dh)
     if (dk) head_gemm<T>(true, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, q + off, D, dk + off,
-                         D, lower ? Triangle::a_upper : Triangle::none);
+                         D, causal ? Triangle::a_upper : Triangle::none);
   });
 }
 
@@ -135,7 +134,7 @@ void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T
 #define TAPEGRAD_INSTANTIATE(T)                                                                \
   template void attention_weights_forward(const HeadLayout&, const T*, const T*, T, bool, T*); \
   template void attention_weights_backward(const HeadLayout&, const T*, const T*, const T*,    \
-                                           const T*, T, T*, T*);                               \
+                                           const T*, T, bool, T*, T*);                         \
   template void attention_mix_forward(const HeadLayout&, const T*, const T*, T*);              \
   template void attention_mix_backward(const HeadLayout&, const T*, const T*, const T*, T*, T*);
 TAPEGRAD_INSTANTIATE(float)

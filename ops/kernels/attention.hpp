@@ -18,10 +18,11 @@ template <class T>
 void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, bool causal,
                                T* w);
 // ds = w * (dw - rowsum(dw * w)) * scale; dq_bh = ds @ k_bh; dk_bh = ds^T @ q_bh.
+// causal as in the forward that made w (ds is then zero above the diagonal too).
 // dq / dk (B, T, D) are overwritten; either may be null when not wanted.
 template <class T>
 void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
-                                const T* dw, T scale, T* dq, T* dk);
+                                const T* dw, T scale, bool causal, T* dq, T* dk);
 
 // y_bh = w_bh @ v_bh, written straight into the merged (B, T, D) layout.
 template <class T>
