@@ -83,7 +83,7 @@ void check_all_shapes() {
     for (bool tb : {true, false})
       for (std::size_t M : {1, 7, 8, 9, 17, 33})
         for (std::size_t N : {W, 2 * W, 3 * W, 128 + W, std::size_t(256)})
-          for (std::size_t K : {1, 5, 16, 32, 64})
+          for (std::size_t K : {1, 5, 13, 16, 20, 32, 64})
             if (kernels::gemm_small_applies<T>(ta, tb, M, N, K, T(0)))
               check_case<T>(ta, tb, M, N, K, T(0.3), M % 2, 0, g);
   // large enough for the streaming stores, aligned and (by one element) unaligned C
