@@ -15,7 +15,11 @@ namespace {
 struct MatmulPlan {
   Shape out_shape;
   std::size_t M = 0, N = 0, K = 0;
-  std::vector<std::size_t> a_index, b_index;  // matrix index into a and b, per output
+  std::size_t count = 0;  // output matrices
+  // b a single matrix: a's batch folds into its rows and the product is one gemm (the
+  // Linear layer case), which needs no index vectors
+  bool fold = false;
+  std::vector<std::size_t> a_index, b_index, c_index;  // per output matrix, unless fold
 };
 
 std::vector<std::size_t> broadcast_matrix_index(const Shape& batch, const Shape& operand_batch) {
@@ -43,6 +47,12 @@ std::vector<std::size_t> broadcast_matrix_index(const Shape& batch, const Shape&
   return index;
 }
 
+std::vector<std::size_t> iota(std::size_t n) {
+  std::vector<std::size_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
 // a (..., M, K) @ b (..., K, N) when !b_transposed; b (..., N, K) when b_transposed.
 MatmulPlan plan_matmul(const char* op, const Shape& a, const Shape& b, bool b_transposed) {
   if (a.size() < 2 || b.size() < 2)
@@ -63,8 +73,13 @@ MatmulPlan plan_matmul(const char* op, const Shape& a, const Shape& b, bool b_tr
     fail(op, "batch dimensions do not broadcast: {} @ {}{}", shape_str(a), shape_str(b),
          b_transposed ? "^T" : "");
   }
-  p.a_index = broadcast_matrix_index(batch, a_batch);
-  p.b_index = broadcast_matrix_index(batch, b_batch);
+  p.count = numel(batch);
+  p.fold = b.size() == 2;
+  if (!p.fold) {
+    p.a_index = broadcast_matrix_index(batch, a_batch);
+    p.b_index = broadcast_matrix_index(batch, b_batch);
+    p.c_index = iota(p.count);
+  }
   p.out_shape = batch;
   p.out_shape.push_back(p.M);
   p.out_shape.push_back(p.N);
@@ -85,12 +100,6 @@ kernels::GemmBatch batch_of(std::size_t M, std::size_t N, std::size_t K, bool ta
   return g;
 }
 
-std::vector<std::size_t> iota(std::size_t n) {
-  std::vector<std::size_t> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
-
 template <class T>
 Array<T> zeros_like_shape(const Shape& shape) {
   Array<T> z = Array<T>::from_shape(shape);
@@ -104,26 +113,24 @@ template <class T>
 Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bool bt) {
   const Shape as = a.shape(), bs = b.shape();
   MatmulPlan p = plan_matmul(op, as, bs, bt);
-  const std::size_t count = p.a_index.size();
-  const auto out_idx = iota(count);
   const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
   Array<T> c = Array<T>::from_shape(p.out_shape);
-  // b a single matrix: fold a's batch into its rows, one gemm (the Linear layer case).
-  const bool fold = bs.size() == 2;
-  if (fold) {
-    kernels::gemm<T>(false, bt, count * p.M, p.N, p.K, T(1), a.data(), b.data(), T(0),
+  if (p.fold) {
+    kernels::gemm<T>(false, bt, p.count * p.M, p.N, p.K, T(1), a.data(), b.data(), T(0),
                      c.data());
   } else {
     kernels::gemm_batch<T>(batch_of(p.M, p.N, p.K, false, bt, p.a_index, MK, p.b_index, KN,
-                                    out_idx, MN),
+                                    p.c_index, MN),
                            T(1), a.data(), b.data(), T(0), c.data());
   }
-  return record<T>(op, {a, b}, std::move(c), [p = std::move(p), as, bs, bt, fold, out_idx](
+  return record<T>(op, {a, b}, std::move(c), [p = std::move(p), as, bs, bt](
                                                    BackwardContext<T>& ctx) {
     const T* A = ctx.input(0).data();
     const T* B = ctx.input(1).data();
     const T* dC = ctx.grad().data();
-    const std::size_t count = out_idx.size();
+    const std::size_t count = p.count;
+    const bool fold = p.fold;
+    const auto& out_idx = p.c_index;
     const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
     if (ctx.wants(0)) {
       // c = a @ b   -> da = dc @ b^T ;  c = a @ b^T -> da = dc @ b
