@@ -6,6 +6,8 @@
 #include <random>
 #include <string>
 
+#include "autograd/simd.hpp"  // before xtensor, which includes xsimd
+
 #include <xtensor/xarray.hpp>
 
 #include "autograd/allocator.hpp"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include <xsimd/xsimd.hpp>
+#include "autograd/simd.hpp"
 
 #include "autograd/tape.hpp"
 

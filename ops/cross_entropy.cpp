@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "autograd/simd.hpp"
 
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"

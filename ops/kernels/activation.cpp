@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include <xsimd/xsimd.hpp>
+#include "autograd/simd.hpp"
 
 #include "ops/kernels/parallel.hpp"
 

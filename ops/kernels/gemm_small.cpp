@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "autograd/simd.hpp"
 
 namespace tapegrad::kernels {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include <xsimd/xsimd.hpp>
+#include "autograd/simd.hpp"
 
 namespace tapegrad::kernels {
 
