@@ -98,7 +98,9 @@ def machine_info():
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True)
     if git.returncode == 0:
-        dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--"],
+        # the files this script writes are not part of what it measures
+        dirty = subprocess.run(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", ".",
+                                ":!bench/results.json", ":!docs/PERFORMANCE.md"],
                                capture_output=True).returncode != 0
         info["commit"] = git.stdout.strip() + (" + uncommitted changes" if dirty else "")
     else:
