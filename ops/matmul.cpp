@@ -130,7 +130,6 @@ Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bo
     const T* dC = ctx.grad().data();
     const std::size_t count = p.count;
     const bool fold = p.fold;
-    const auto& out_idx = p.c_index;
     const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
     if (ctx.wants(0)) {
       // c = a @ b   -> da = dc @ b^T ;  c = a @ b^T -> da = dc @ b
@@ -140,7 +139,7 @@ Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bo
       if (fold) {
         kernels::gemm<T>(false, !bt, count * p.M, p.K, p.N, T(1), dC, B, T(0), dA.data());
       } else {
-        kernels::gemm_batch<T>(batch_of(p.M, p.K, p.N, false, !bt, out_idx, MN, p.b_index, KN,
+        kernels::gemm_batch<T>(batch_of(p.M, p.K, p.N, false, !bt, p.c_index, MN, p.b_index, KN,
                                         p.a_index, MK),
                                T(1), dC, B, T(1), dA.data());
       }
@@ -155,11 +154,11 @@ Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bo
         else
           kernels::gemm<T>(true, false, p.N, p.K, count * p.M, T(1), dC, A, T(0), dB.data());
       } else if (!bt) {
-        kernels::gemm_batch<T>(batch_of(p.K, p.N, p.M, true, false, p.a_index, MK, out_idx, MN,
+        kernels::gemm_batch<T>(batch_of(p.K, p.N, p.M, true, false, p.a_index, MK, p.c_index, MN,
                                         p.b_index, KN),
                                T(1), A, dC, T(1), dB.data());
       } else {
-        kernels::gemm_batch<T>(batch_of(p.N, p.K, p.M, true, false, out_idx, MN, p.a_index, MK,
+        kernels::gemm_batch<T>(batch_of(p.N, p.K, p.M, true, false, p.c_index, MN, p.a_index, MK,
                                         p.b_index, KN),
                                T(1), dC, A, T(1), dB.data());
       }

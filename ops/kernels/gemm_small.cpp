@@ -116,8 +116,9 @@ void transpose_into_panel(const T* B, std::size_t ldb, std::size_t N, std::size_
     for (std::size_t k0 = 0; k0 < k_blocked; k0 += block)
       transpose_block(B + j0 * ldb + k0, ldb, panel + k0 * N + j0, N);
 #endif
-  for (std::size_t j = 0; j < N; ++j)
-    for (std::size_t k = j < j_blocked ? k_blocked : 0; k < K; ++k) panel[k * N + j] = B[j * ldb + k];
+  for (std::size_t j = 0; j < N; ++j)  // what the blocks left, element by element
+    for (std::size_t k = j < j_blocked ? k_blocked : 0; k < K; ++k)
+      panel[k * N + j] = B[j * ldb + k];
 }
 
 // The operands of one product, with B given as a (K, N) row-major panel: B itself when
