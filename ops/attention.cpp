@@ -110,7 +110,7 @@ AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T
     const Tensor<T> q = matmul(x, Wq), k = matmul(x, Wk), v = matmul(x, Wv);
     // -> weights (B, heads, T, T); -> heads' outputs merged into (B, T, D)
     const Tensor<T> w = attention_weights(q, k, heads, static_cast<T>(scale), options.causal);
-    return {matmul(attention_mix(w, v, heads), Wo), w};
+    return {matmul(attention_mix(w, v, heads, options.causal), Wo), w};
   }
 
   // (B, T, D) @ (D, D) -> (B, T, D) -> (B, T, heads, dh) -> (B, heads, T, dh): the head

@@ -50,22 +50,23 @@ Tensor<T> attention_weights(const Tensor<T>& q, const Tensor<T>& k, std::size_t 
 
 // y_h = w_h @ v_h: w (B, H, T, T), v (B, T, D) viewed as (B, H, T, dh) -> y (B, T, D)
 template <class T>
-Tensor<T> attention_mix(const Tensor<T>& weights, const Tensor<T>& v, std::size_t heads) {
+Tensor<T> attention_mix(const Tensor<T>& weights, const Tensor<T>& v, std::size_t heads,
+                        bool causal) {
   const Shape vs = v.shape(), ws = weights.shape();
   const kernels::HeadLayout L = heads_of("attention_mix", vs, heads);
   if (ws != Shape{L.B, L.H, L.T, L.T})
     fail("attention_mix", "weights must be (B, heads, T, T) = ({},{},{},{}), got {} (v is {})",
          L.B, L.H, L.T, L.T, shape_str(ws), shape_str(vs));
   Array<T> y = uninitialized<T>(vs);
-  kernels::attention_mix_forward<T>(L, weights.data(), v.data(), y.data());
+  kernels::attention_mix_forward<T>(L, weights.data(), v.data(), causal, y.data());
   // backward: dw_h = dy_h @ v_h^T; dv_h = w_h^T @ dy_h
   return record<T>("attention_mix", {weights, v}, std::move(y),
-                   [L, vs, ws](BackwardContext<T>& c) {
+                   [L, vs, ws, causal](BackwardContext<T>& c) {
                      Array<T> dw, dv;
                      if (c.wants(0)) dw = uninitialized<T>(ws);
                      if (c.wants(1)) dv = uninitialized<T>(vs);
                      kernels::attention_mix_backward<T>(
-                         L, c.input(0).data(), c.input(1).data(), c.grad().data(),
+                         L, c.input(0).data(), c.input(1).data(), c.grad().data(), causal,
                          c.wants(0) ? dw.data() : nullptr, c.wants(1) ? dv.data() : nullptr);
                      if (c.wants(0)) c.accumulate(0, std::move(dw));
                      if (c.wants(1)) c.accumulate(1, std::move(dv));
@@ -75,7 +76,7 @@ Tensor<T> attention_mix(const Tensor<T>& weights, const Tensor<T>& v, std::size_
 #define TAPEGRAD_INSTANTIATE(T)                                                         \
   template Tensor<T> attention_weights(const Tensor<T>&, const Tensor<T>&, std::size_t, T, \
                                        bool);                                           \
-  template Tensor<T> attention_mix(const Tensor<T>&, const Tensor<T>&, std::size_t);
+  template Tensor<T> attention_mix(const Tensor<T>&, const Tensor<T>&, std::size_t, bool);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE

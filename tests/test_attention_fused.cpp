@@ -27,7 +27,7 @@ Outputs<T> run(bool fused, const Array<T>& q0, const Array<T>& k0, const Array<T
   Tensor<T> y, w;
   if (fused) {
     w = attention_weights(q, k, H, scale, causal);
-    y = attention_mix(w, v, H);
+    y = attention_mix(w, v, H, causal);
   } else {
     auto split = [&](const Tensor<T>& t) {
       return transpose(reshape(t, Shape{B, Tn, H, dh}), {0, 2, 1, 3});
@@ -104,7 +104,7 @@ TEST_CASE("fused attention ops pass gradcheck", "[attention_fused]") {
                                       Tensor<double>::randn({2, 4, 6}, g, 0, 1, true),
                                       Tensor<double>::randn({2, 4, 6}, g, 0, 1, true)};
     auto f = [causal](const std::vector<Tensor<double>>& x) {
-      return attention_mix(attention_weights(x[0], x[1], 3, 0.7, causal), x[2], 3);
+      return attention_mix(attention_weights(x[0], x[1], 3, 0.7, causal), x[2], 3, causal);
     };
     const GradcheckResult r = gradcheck<double>(f, in);
     INFO(r.to_string());

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "ops/kernels/gemm.hpp"
-#include "ops/kernels/gemm_small.hpp"
 #include "ops/kernels/parallel.hpp"
 #include "ops/kernels/rowwise.hpp"
 
@@ -26,29 +25,6 @@ void for_each_head(const HeadLayout& L, F&& body) {
   }
 }
 
-// One head's product, overwriting C: the small kernel when it takes the sizes (skipping
-// the zeros a triangle promises), BLAS otherwise.
-template <class T>
-void head_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
-               const T* A, std::size_t lda, const T* B, std::size_t ldb, T* C, std::size_t ldc,
-               Triangle structure) {
-  if (gemm_small_applies<T>(ta, tb, M, N, K, T(0), structure))
-    gemm_small<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc, structure);
-  else
-    gemm_strided<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, T(0), C, ldc);
-}
-
-// Whether a head's (T, T) weights are zero above the diagonal, as causal attention makes
-// them. The mixing kernels are given the weights alone, so they look: a scan of half the
-// block, stopping at the first non-zero (at once for unmasked weights).
-template <class T>
-bool lower_triangular(const T* w, std::size_t Tn) {
-  for (std::size_t i = 0; i + 1 < Tn; ++i)
-    for (std::size_t j = i + 1; j < Tn; ++j)
-      if (w[i * Tn + j] != T(0)) return false;
-  return true;
-}
-
 }  // namespace
 
 template <class T>
@@ -60,8 +36,8 @@ void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T sc
     const T* kbh = k + b * Tn * D + h * L.dh;
     T* wbh = w + (b * L.H + h) * Tn * Tn;
     // scores = scale * q_bh @ k_bh^T: (T, dh) @ (dh, T) -> (T, T); causal: only j <= i
-    head_gemm<T>(false, true, Tn, Tn, L.dh, scale, qbh, D, kbh, D, wbh, Tn,
-                 causal ? Triangle::c_lower : Triangle::none);
+    gemm_strided<T>(false, true, Tn, Tn, L.dh, scale, qbh, D, kbh, D, T(0), wbh, Tn,
+                    causal ? Triangle::c_lower : Triangle::none);
     for (std::size_t i = 0; i < Tn; ++i) {
       T* row = wbh + i * Tn;
       if (!causal) {
@@ -95,39 +71,39 @@ void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, con
       softmax_backward_row(wbh + i * Tn, dwbh + i * Tn, ds.data() + i * Tn, Tn, scale);
     // ds is zero wherever w is (causal: above the diagonal)
     // dq_bh = ds @ k_bh: (T, T) @ (T, dh)
-    if (dq) head_gemm<T>(false, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, k + off, D, dq + off,
-                         D, causal ? Triangle::a_lower : Triangle::none);
+    if (dq) gemm_strided<T>(false, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, k + off, D, T(0),
+                            dq + off, D, causal ? Triangle::a_lower : Triangle::none);
     // dk_bh = ds^T @ q_bh: (T, T)^T @ (T, dh)
-    if (dk) head_gemm<T>(true, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, q + off, D, dk + off,
-                         D, causal ? Triangle::a_upper : Triangle::none);
+    if (dk) gemm_strided<T>(true, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, q + off, D, T(0),
+                            dk + off, D, causal ? Triangle::a_upper : Triangle::none);
   });
 }
 
 template <class T>
-void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, T* y) {
+void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, bool causal, T* y) {
   const std::size_t Tn = L.T, D = L.D();
   for_each_head(L, [&](std::size_t b, std::size_t h) {
     const std::size_t off = b * Tn * D + h * L.dh;
     const T* wbh = w + (b * L.H + h) * Tn * Tn;
     // y_bh = w_bh @ v_bh: (T, T) @ (T, dh) -> (T, dh), into columns h*dh.. of y
-    head_gemm<T>(false, false, Tn, L.dh, Tn, T(1), wbh, Tn, v + off, D, y + off, D,
-                 lower_triangular(wbh, Tn) ? Triangle::a_lower : Triangle::none);
+    gemm_strided<T>(false, false, Tn, L.dh, Tn, T(1), wbh, Tn, v + off, D, T(0), y + off, D,
+                    causal ? Triangle::a_lower : Triangle::none);
   });
 }
 
 template <class T>
-void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy, T* dw,
-                            T* dv) {
+void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy,
+                            bool causal, T* dw, T* dv) {
   const std::size_t Tn = L.T, D = L.D();
   for_each_head(L, [&](std::size_t b, std::size_t h) {
     const std::size_t off = b * Tn * D + h * L.dh;
     const std::size_t woff = (b * L.H + h) * Tn * Tn;
     // dw_bh = dy_bh @ v_bh^T: (T, dh) @ (dh, T), every entry (the weights' true gradient)
-    if (dw) head_gemm<T>(false, true, Tn, Tn, L.dh, T(1), dy + off, D, v + off, D, dw + woff, Tn,
-                         Triangle::none);
+    if (dw) gemm_strided<T>(false, true, Tn, Tn, L.dh, T(1), dy + off, D, v + off, D, T(0),
+                            dw + woff, Tn);
     // dv_bh = w_bh^T @ dy_bh: (T, T)^T @ (T, dh)
-    if (dv) head_gemm<T>(true, false, Tn, L.dh, Tn, T(1), w + woff, Tn, dy + off, D, dv + off, D,
-                         lower_triangular(w + woff, Tn) ? Triangle::a_upper : Triangle::none);
+    if (dv) gemm_strided<T>(true, false, Tn, L.dh, Tn, T(1), w + woff, Tn, dy + off, D, T(0),
+                            dv + off, D, causal ? Triangle::a_upper : Triangle::none);
   });
 }
 
@@ -135,8 +111,9 @@ void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T
   template void attention_weights_forward(const HeadLayout&, const T*, const T*, T, bool, T*); \
   template void attention_weights_backward(const HeadLayout&, const T*, const T*, const T*,    \
                                            const T*, T, bool, T*, T*);                         \
-  template void attention_mix_forward(const HeadLayout&, const T*, const T*, T*);              \
-  template void attention_mix_backward(const HeadLayout&, const T*, const T*, const T*, T*, T*);
+  template void attention_mix_forward(const HeadLayout&, const T*, const T*, bool, T*);        \
+  template void attention_mix_backward(const HeadLayout&, const T*, const T*, const T*, bool,  \
+                                       T*, T*);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE

@@ -24,12 +24,14 @@ template <class T>
 void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
                                 const T* dw, T scale, bool causal, T* dq, T* dk);
 
-// y_bh = w_bh @ v_bh, written straight into the merged (B, T, D) layout.
+// y_bh = w_bh @ v_bh, written straight into the merged (B, T, D) layout. causal: w is zero
+// above the diagonal (as the causal forward above makes it), and the products skip it.
 template <class T>
-void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, T* y);
-// dw_bh = dy_bh @ v_bh^T; dv_bh = w_bh^T @ dy_bh. Outputs overwritten; either may be null.
+void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, bool causal, T* y);
+// dw_bh = dy_bh @ v_bh^T (every entry); dv_bh = w_bh^T @ dy_bh; causal as in the forward.
+// Outputs overwritten; either may be null.
 template <class T>
-void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy, T* dw,
-                            T* dv);
+void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy,
+                            bool causal, T* dw, T* dv);
 
 }  // namespace tapegrad::kernels

@@ -5,7 +5,6 @@
 
 #include <cblas.h>
 
-#include "ops/kernels/gemm_small.hpp"
 #include "ops/kernels/parallel.hpp"
 
 namespace tapegrad::kernels {
@@ -29,13 +28,14 @@ void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, do
               int(ldb), beta, C, int(ldc));
 }
 // One single-threaded product: tapegrad's own kernel where BLAS does badly (a small K
-// against B^T, little work in all; ops/kernels/gemm_small.hpp), BLAS for the rest.
+// against B^T, little work in all, a causal triangle to skip; ops/kernels/gemm_small.hpp),
+// BLAS for the rest (which computes the triangle's zeros too).
 template <class T>
 void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
              const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
-             std::size_t ldc) {
-  if (gemm_small_applies<T>(ta, tb, M, N, K, beta))
-    gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+             std::size_t ldc, Triangle structure = Triangle::none) {
+  if (gemm_small_applies<T>(ta, tb, M, N, K, beta, structure))
+    gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc, structure);
   else
     gemm_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -44,7 +44,7 @@ void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T al
 template <class T>
 void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
                   T alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta,
-                  T* C, std::size_t ldc) {
+                  T* C, std::size_t ldc, Triangle structure) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: C = beta * C
     for (std::size_t i = 0; i < M; ++i)
@@ -52,8 +52,9 @@ void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std:
         C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  if (num_threads() <= 1 || 2.0 * M * N * K < kParallelFlops) {
-    product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  // a triangle is stated for the whole product's rows and columns, so it is not split
+  if (num_threads() <= 1 || 2.0 * M * N * K < kParallelFlops || structure != Triangle::none) {
+    product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, structure);
     return;
   }
   // One gemm split into independent blocks of C: rows of op(A) when C is tall, columns of
@@ -100,10 +101,10 @@ void gemm_batch(const GemmBatch& b, T alpha, const T* A, const T* B, T beta, T* 
 
 template void gemm_strided(bool, bool, std::size_t, std::size_t, std::size_t, float,
                            const float*, std::size_t, const float*, std::size_t, float, float*,
-                           std::size_t);
+                           std::size_t, Triangle);
 template void gemm_strided(bool, bool, std::size_t, std::size_t, std::size_t, double,
                            const double*, std::size_t, const double*, std::size_t, double,
-                           double*, std::size_t);
+                           double*, std::size_t, Triangle);
 template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*,
                    const float*, float, float*);
 template void gemm(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*,

@@ -3,7 +3,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "ops/kernels/parallel.hpp"  // set_num_threads
+#include "ops/kernels/gemm_small.hpp"  // Triangle
+#include "ops/kernels/parallel.hpp"    // set_num_threads
 
 namespace tapegrad::kernels {
 
@@ -16,10 +17,12 @@ void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t 
 
 // The same with explicit leading dimensions, for operands that are column blocks of a
 // wider row-major matrix (one head's (T, dh) slice of a (T, D) projection: ld = D).
+// `structure` names zeros of causal attention that the product may skip (see Triangle);
+// such a product runs on the calling thread.
 template <class T>
 void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
                   T alpha, const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta,
-                  T* C, std::size_t ldc);
+                  T* C, std::size_t ldc, Triangle structure = Triangle::none);
 
 // A batch of equally sized products C[i] = op(A[a_off[i]]) @ op(B[b_off[i]]) (+ beta C[i]),
 // offsets in elements. Products that write distinct C blocks run in parallel.
