@@ -38,19 +38,26 @@ void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T sc
     // scores = scale * q_bh @ k_bh^T: (T, dh) @ (dh, T) -> (T, T); causal: only j <= i
     gemm_strided<T>(false, true, Tn, Tn, L.dh, scale, qbh, D, kbh, D, T(0), wbh, Tn,
                     causal ? Triangle::c_lower : Triangle::none);
-    for (std::size_t i = 0; i < Tn; ++i) {
-      T* row = wbh + i * Tn;
-      if (!causal) {
-        softmax_row_inplace(row, Tn);
-        continue;
+    // Row i is softmaxed over its first lengths[i] entries (all of them unless causal), as
+    // many rows at a time as the softmax interleaves, right after they were prepared.
+    const std::size_t block = softmax_row_group(Tn);
+    std::size_t lengths[kMaxSoftmaxRowGroup];
+    for (std::size_t i0 = 0; i0 < Tn; i0 += block) {
+      const std::size_t rows = std::min(block, Tn - i0);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t i = i0 + r;
+        lengths[r] = Tn;
+        if (!causal) continue;
+        // query i sees keys 0..i. Keys after i are set to -inf up to the next multiple of
+        // 16 (whole SIMD vectors for the softmax's exponentials, which give them exactly
+        // 0), and the rest of the row, never computed, is set to 0 directly.
+        lengths[r] = std::min(Tn, (i + 1 + 15) / 16 * 16);
+        std::fill(wbh + i * Tn + i + 1, wbh + i * Tn + lengths[r],
+                  -std::numeric_limits<T>::infinity());
       }
-      // causal: query i sees keys 0..i. Keys after i are set to -inf up to the next
-      // multiple of 16 (whole SIMD vectors for the softmax's exponentials, which give them
-      // exactly 0), and the rest of the row, never computed, is set to 0 directly.
-      const std::size_t seen = std::min(Tn, (i + 1 + 15) / 16 * 16);
-      std::fill(row + i + 1, row + seen, -std::numeric_limits<T>::infinity());
-      softmax_row_inplace(row, seen);
-      std::fill(row + seen, row + Tn, T(0));
+      softmax_rows_inplace(wbh + i0 * Tn, rows, Tn, lengths);
+      for (std::size_t r = 0; r < rows; ++r)
+        std::fill(wbh + (i0 + r) * Tn + lengths[r], wbh + (i0 + r + 1) * Tn, T(0));
     }
   });
 }
