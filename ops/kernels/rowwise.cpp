@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/simd.hpp"
+#include "ops/kernels/libm_exp.hpp"
 
 namespace tapegrad::kernels {
 
@@ -15,6 +16,24 @@ namespace tapegrad::kernels {
 std::size_t softmax_row_group(std::size_t row_length) {
   return row_length <= 64 ? kMaxSoftmaxRowGroup : 1;
 }
+
+namespace {
+// The largest of row[0..L), -inf if L = 0; a nan is never taken, as in `x > m ? x : m`.
+// Four running maxima instead of one: a max is exact, so the order does not change the
+// result (at most the sign of a zero maximum, which no exp(x - max) can see), and one
+// chain of dependent compares was a third of a short row's time.
+template <class T>
+T row_max(const T* row, std::size_t L) {
+  T m[4] = {-std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity(),
+            -std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()};
+  std::size_t k = 0;
+  for (; k + 4 <= L; k += 4)
+    for (std::size_t j = 0; j < 4; ++j) m[j] = row[k + j] > m[j] ? row[k + j] : m[j];
+  for (; k < L; ++k) m[0] = row[k] > m[0] ? row[k] : m[0];
+  const T m01 = m[1] > m[0] ? m[1] : m[0], m23 = m[3] > m[2] ? m[3] : m[2];
+  return m23 > m01 ? m23 : m01;
+}
+}  // namespace
 
 template <class T>
 void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
@@ -29,9 +48,7 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
     for (std::size_t r = 0; r < n; ++r) {
       const T* row = rows + (r0 + r) * stride;
       const std::size_t L = lengths[r0 + r];
-      T mr = -std::numeric_limits<T>::infinity();
-      for (std::size_t k = 0; k < L; ++k) mr = row[k] > mr ? row[k] : mr;
-      m[r] = mr;
+      m[r] = row_max(row, L);
     }
     for (std::size_t r = 0; r < n; ++r) {
       T* row = rows + (r0 + r) * stride;
@@ -50,11 +67,11 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
         e.store_unaligned(row + k);
         acc += e;
       }
-      T sum = xsimd::hadd(acc);
-      for (; k < L; ++k) {
-        row[k] = std::exp(row[k] - m[r]);
-        sum += row[k];
-      }
+      T sum = k > 0 ? xsimd::hadd(acc) : T(0);  // the same +0 as the hadd of nothing
+      // the tail (shorter than a vector) gets std::exp's own numbers, several at a time
+      for (std::size_t j = k; j < L; ++j) row[j] -= m[r];
+      exp_as_std_inplace(row + k, L - k);
+      for (; k < L; ++k) sum += row[k];
       inv[r] = T(1) / sum;
     }
     for (std::size_t r = 0; r < n; ++r) {
