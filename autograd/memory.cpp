@@ -46,8 +46,15 @@ bool memory_reuse_enabled() { return g_enabled; }
 // The block from malloc is over-allocated by kTensorAlignment bytes; the aligned pointer
 // handed out lies 1 to kTensorAlignment bytes into it, and the byte just before it holds
 // that distance.
+namespace {
+// What every empty array points to, so that making one costs no malloc: every tensor an op
+// makes comes with an empty gradient slot (tensor_impl.hpp).
+alignas(kTensorAlignment) unsigned char g_empty_storage[kTensorAlignment];
+}  // namespace
+
 void* allocate_tensor_storage(std::size_t bytes) {
   static_assert(kTensorAlignment <= 255 && (kTensorAlignment & (kTensorAlignment - 1)) == 0);
+  if (bytes == 0) return g_empty_storage;
   if (bytes > std::size_t(-1) - kTensorAlignment) throw std::bad_alloc();
   auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kTensorAlignment));
   if (!raw) throw std::bad_alloc();
@@ -59,7 +66,7 @@ void* allocate_tensor_storage(std::size_t bytes) {
 }
 
 void free_tensor_storage(void* p) noexcept {
-  if (!p) return;
+  if (!p || p == g_empty_storage) return;
   auto* aligned = static_cast<unsigned char*>(p);
   std::free(aligned - aligned[-1]);
 }

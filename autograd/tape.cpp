@@ -19,7 +19,7 @@ bool all_finite(const Array<T>& a) {
 }
 
 template <class T>
-std::string input_shapes(const std::vector<Tensor<T>>& inputs) {
+std::string input_shapes(OpInputs<T> inputs) {
   std::vector<std::string> s;
   for (const Tensor<T>& t : inputs) s.push_back(t.shape_string());
   return fmt::format("{}", fmt::join(s, ", "));
@@ -136,7 +136,7 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
   auto set_aside = [&kept](const std::shared_ptr<TensorImpl<T>>& t) {
     if (!t || !t->has_grad || t->is_leaf) return;
     kept.push_back({t, std::move(t->grad)});
-    t->grad = Array<T>();
+    t->grad = no_elements<T>();
     t->has_grad = false;
   };
   set_aside(root);
@@ -175,32 +175,37 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
     BackwardContext<T> ctx(out->grad, spent, out->value, node.inputs, node.op);
     node.backward(ctx);
     if (spent) {
-      out->grad = Array<T>();  // an intermediate's gradient is spent
+      out->grad = no_elements<T>();  // an intermediate's gradient is spent
       out->has_grad = false;
     }
   }
   if (!root->is_leaf && !root->retains_grad) {
-    root->grad = Array<T>();
+    root->grad = no_elements<T>();
     root->has_grad = false;
   }
 }
 
 template <class T>
-bool will_record(const std::vector<Tensor<T>>& inputs) {
+bool will_record(OpInputs<T> inputs) {
   if (!g_grad_enabled) return false;
   for (const Tensor<T>& in : inputs)
     if (in.requires_grad()) return true;
   return false;
 }
 
+namespace detail {
+
 template <class T>
-Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> value,
-                 BackwardFn<T> backward) {
+std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T> value) {
   if (g_anomaly && !all_finite(value))
     throw AnomalyError(fmt::format("anomaly: {} produced a non-finite value: inputs {} -> {}", op,
                                    input_shapes(inputs), shape_str(shape_of(value))));
-  auto out = std::make_shared<TensorImpl<T>>(std::move(value));
-  if (!will_record(inputs)) return Tensor<T>(out);
+  return std::make_shared<TensorImpl<T>>(std::move(value));
+}
+
+template <class T>
+void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorImpl<T>>& out,
+               BackwardFn<T> backward) {
   out->requires_grad = true;
   out->is_leaf = false;
   Node<T> node;
@@ -211,18 +216,20 @@ Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> 
   node.output_shape = out->shape();
   node.backward = std::move(backward);
   Tape<T>::active().push(std::move(node));
-  return Tensor<T>(out);
 }
 
-template bool will_record(const std::vector<Tensor<float>>&);
-template bool will_record(const std::vector<Tensor<double>>&);
-template class BackwardContext<float>;
-template class BackwardContext<double>;
-template class Tape<float>;
-template class Tape<double>;
-template Tensor<float> record(const char*, const std::vector<Tensor<float>>&, Array<float>,
-                              BackwardFn<float>);
-template Tensor<double> record(const char*, const std::vector<Tensor<double>>&,
-                               Array<double>, BackwardFn<double>);
+}  // namespace detail
+
+#define TAPEGRAD_INSTANTIATE(T)                                                          \
+  template bool will_record(OpInputs<T>);                                                \
+  template std::shared_ptr<TensorImpl<T>> detail::make_output(const char*, OpInputs<T>,   \
+                                                              Array<T>);                 \
+  template void detail::push_node(const char*, OpInputs<T>,                              \
+                                  const std::shared_ptr<TensorImpl<T>>&, BackwardFn<T>); \
+  template class BackwardContext<T>;                                                     \
+  template class Tape<T>;
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
 
 }  // namespace tapegrad

@@ -5,6 +5,7 @@
 // through sum_to, and then clears the list.
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -117,16 +118,48 @@ class AnomalyGuard {
 };
 bool anomaly_mode();
 
+// An op's input tensors, as record() and will_record() take them: `{a, b}` at the call,
+// or a vector (concatenate). A view and only ever a parameter: a braced list lives until
+// the end of the full expression that contains the call, which outlasts the call.
+template <class T>
+class OpInputs {
+ public:
+  OpInputs(std::initializer_list<Tensor<T>> list) : size_(list.size()) { data_ = list.begin(); }
+  OpInputs(const std::vector<Tensor<T>>& list) : data_(list.data()), size_(list.size()) {}
+  const Tensor<T>* begin() const { return data_; }
+  const Tensor<T>* end() const { return data_ + size_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  const Tensor<T>* data_;
+  std::size_t size_;
+};
+
 // Whether record() will append a node for these inputs: grad is enabled and one of them
 // requires grad. An op that keeps extra state for its backward asks this first.
 template <class T>
-bool will_record(const std::vector<Tensor<T>>& inputs);
+bool will_record(OpInputs<T> inputs);
+
+namespace detail {
+// record()'s two halves: the output (checked in anomaly mode), then the node.
+template <class T>
+std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T> value);
+template <class T>
+void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorImpl<T>>& out,
+               BackwardFn<T> backward);
+}  // namespace detail
 
 // The one way an op joins the tape: wraps `value` in a new tensor and, when
-// will_record(inputs), appends a node with `backward`.
-template <class T>
-Tensor<T> record(const char* op, const std::vector<Tensor<T>>& inputs, Array<T> value,
-                 BackwardFn<T> backward);
+// will_record(inputs), appends a node with `backward` (a callable taking
+// BackwardContext<T>&). Only then does it become a BackwardFn: without grad (inference,
+// evaluation) an op allocates its output and nothing else.
+template <class T, class Backward>
+Tensor<T> record(const char* op, OpInputs<T> inputs, Array<T> value, Backward&& backward) {
+  std::shared_ptr<TensorImpl<T>> out = detail::make_output(op, inputs, std::move(value));
+  if (will_record(inputs))
+    detail::push_node(op, inputs, out, BackwardFn<T>(std::forward<Backward>(backward)));
+  return Tensor<T>(std::move(out));
+}
 
 // Prints the active tape of element type T.
 template <class T>

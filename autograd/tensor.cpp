@@ -1,5 +1,7 @@
 #include "autograd/tensor.hpp"
 
+#include <algorithm>
+
 #include <xtensor/xbuilder.hpp>
 
 #include "autograd/memory.hpp"
@@ -23,6 +25,13 @@ std::uint64_t Generator::integer(std::uint64_t below) {
   if (below == 0) throw ShapeError("Generator::integer: the upper bound must be positive");
   return std::uniform_int_distribution<std::uint64_t>(0, below - 1)(engine_);
 }
+
+namespace {
+template <class Extents, class Dims>
+bool same_extents(const Extents& extents, const Dims& dims) {
+  return std::equal(extents.begin(), extents.end(), dims.begin(), dims.end());
+}
+}  // namespace
 
 template <class T>
 Tensor<T>::Tensor(Array<T> value, bool requires_grad)
@@ -80,6 +89,14 @@ std::size_t Tensor<T>::size() const { return checked().value.size(); }
 template <class T>
 std::string Tensor<T>::shape_string() const { return shape_str(shape()); }
 template <class T>
+bool Tensor<T>::has_shape(const Shape& dims) const {
+  return same_extents(checked().value.shape(), dims);
+}
+template <class T>
+bool Tensor<T>::has_shape(std::initializer_list<std::size_t> dims) const {
+  return same_extents(checked().value.shape(), dims);
+}
+template <class T>
 const Array<T>& Tensor<T>::value() const { return checked().value; }
 template <class T>
 Array<T>& Tensor<T>::value() { return checked().value; }
@@ -118,7 +135,7 @@ Array<T>& Tensor<T>::grad() {
 }
 template <class T>
 void Tensor<T>::zero_grad() {
-  checked().grad = Array<T>();
+  checked().grad = no_elements<T>();
   impl_->has_grad = false;
 }
 template <class T>

@@ -2,6 +2,7 @@
 // Tensor<T>: a cheap, shared handle to {value, grad, requires_grad}. Copying a Tensor
 // copies the handle, never the data. T is float (training) or double (gradient checks).
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
@@ -59,6 +60,9 @@ class Tensor {
   std::size_t dim() const;
   std::size_t size() const;  // number of elements
   std::string shape_string() const;
+  // shape() == dims, without building a Shape (ops check their operands on every call)
+  bool has_shape(const Shape& dims) const;
+  bool has_shape(std::initializer_list<std::size_t> dims) const;
 
   const Array<T>& value() const;
   Array<T>& value();  // in-place edits (optimisers, initialisers) bypass the tape

@@ -8,6 +8,13 @@
 
 namespace tapegrad {
 
+// An array of no elements. It allocates nothing (allocate_tensor_storage(0) returns a
+// shared placeholder), unlike a default-constructed Array, which is 0-d: one element.
+template <class T>
+Array<T> no_elements() {
+  return Array<T>::from_shape({0});
+}
+
 template <class T>
 struct TensorImpl {
   explicit TensorImpl(Array<T> v, bool requires = false)
@@ -19,7 +26,7 @@ struct TensorImpl {
   TensorImpl& operator=(const TensorImpl&) = delete;
 
   Array<T> value;
-  Array<T> grad;  // meaningful only when has_grad
+  Array<T> grad = no_elements<T>();  // meaningful only when has_grad
   bool has_grad = false;
   bool requires_grad = false;
   bool is_leaf = true;        // false for op outputs recorded on the tape

@@ -91,7 +91,7 @@ AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T
   const std::pair<const char*, const Tensor<T>*> weights[] = {
       {"Wq", &Wq}, {"Wk", &Wk}, {"Wv", &Wv}, {"Wo", &Wo}};
   for (const auto& [name, w] : weights)
-    if (w->shape() != Shape{D, D})
+    if (!w->has_shape({D, D}))
       fail(op, "{} must be (D, D) = ({},{}), got {} (x is {})", name, D, D, w->shape_string(),
            shape_str(xs));
   if (heads == 0) fail(op, "heads must be at least 1, got 0 (x is {})", shape_str(xs));

@@ -26,8 +26,8 @@ Array<T> uninitialized(const Shape& s) {
 template <class T>
 Tensor<T> attention_weights(const Tensor<T>& q, const Tensor<T>& k, std::size_t heads, T scale,
                             bool causal) {
-  const Shape qs = q.shape();
-  if (qs != k.shape())
+  Shape qs = q.shape();  // moved into the backward below
+  if (!k.has_shape(qs))
     fail("attention_weights", "q and k must have the same shape, got {} and {}", shape_str(qs),
          k.shape_string());
   const kernels::HeadLayout L = heads_of("attention_weights", qs, heads);
@@ -35,7 +35,7 @@ Tensor<T> attention_weights(const Tensor<T>& q, const Tensor<T>& k, std::size_t 
   kernels::attention_weights_forward<T>(L, q.data(), k.data(), scale, causal, w.data());
   // backward: ds = w * (dw - sum(dw * w)) * scale; dq = ds @ k_h; dk = ds^T @ q_h
   return record<T>("attention_weights", {q, k}, std::move(w),
-                   [L, scale, causal, qs](BackwardContext<T>& c) {
+                   [L, scale, causal, qs = std::move(qs)](BackwardContext<T>& c) {
                      Array<T> dq, dk;
                      if (c.wants(0)) dq = uninitialized<T>(qs);
                      if (c.wants(1)) dk = uninitialized<T>(qs);
@@ -52,18 +52,18 @@ Tensor<T> attention_weights(const Tensor<T>& q, const Tensor<T>& k, std::size_t 
 template <class T>
 Tensor<T> attention_mix(const Tensor<T>& weights, const Tensor<T>& v, std::size_t heads,
                         bool causal) {
-  const Shape vs = v.shape(), ws = weights.shape();
+  Shape vs = v.shape();  // moved into the backward below
   const kernels::HeadLayout L = heads_of("attention_mix", vs, heads);
-  if (ws != Shape{L.B, L.H, L.T, L.T})
+  if (!weights.has_shape({L.B, L.H, L.T, L.T}))
     fail("attention_mix", "weights must be (B, heads, T, T) = ({},{},{},{}), got {} (v is {})",
-         L.B, L.H, L.T, L.T, shape_str(ws), shape_str(vs));
+         L.B, L.H, L.T, L.T, weights.shape_string(), shape_str(vs));
   Array<T> y = uninitialized<T>(vs);
   kernels::attention_mix_forward<T>(L, weights.data(), v.data(), causal, y.data());
   // backward: dw_h = dy_h @ v_h^T; dv_h = w_h^T @ dy_h
   return record<T>("attention_mix", {weights, v}, std::move(y),
-                   [L, vs, ws, causal](BackwardContext<T>& c) {
+                   [L, vs = std::move(vs), causal](BackwardContext<T>& c) {
                      Array<T> dw, dv;
-                     if (c.wants(0)) dw = uninitialized<T>(ws);
+                     if (c.wants(0)) dw = uninitialized<T>({L.B, L.H, L.T, L.T});
                      if (c.wants(1)) dv = uninitialized<T>(vs);
                      kernels::attention_mix_backward<T>(
                          L, c.input(0).data(), c.input(1).data(), c.grad().data(), causal,

@@ -171,7 +171,7 @@ Tensor<T> gelu(const Tensor<T>& a) {
   const Array<T>& x = a.value();
   Array<T> z = Array<T>::from_shape(x.shape());
   const bool recorded = will_record<T>({a});
-  Array<T> t = recorded ? Array<T>::from_shape(x.shape()) : Array<T>();
+  Array<T> t = recorded ? Array<T>::from_shape(x.shape()) : no_elements<T>();
   kernels::gelu_forward(x.data(), z.data(), recorded ? t.data() : nullptr, x.size());
   return record<T>("gelu", {a}, std::move(z), [t = std::move(t)](BackwardContext<T>& c) {
     const Array<T>& x = c.input(0);

@@ -65,22 +65,25 @@ MatmulPlan plan_matmul(const char* op, const Shape& a, const Shape& b, bool b_tr
   if (p.K != bK)
     fail(op, "inner dimensions differ: {} @ {}{} ({} vs {})", shape_str(a), shape_str(b),
          b_transposed ? "^T" : "", p.K, bK);
-  const Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
-  Shape batch;
-  try {
-    batch = broadcast_shapes(op, a_batch, b_batch);
-  } catch (const ShapeError&) {
-    fail(op, "batch dimensions do not broadcast: {} @ {}{}", shape_str(a), shape_str(b),
-         b_transposed ? "^T" : "");
-  }
-  p.count = numel(batch);
   p.fold = b.size() == 2;
-  if (!p.fold) {
+  Shape batch;
+  if (p.fold) {  // b is one matrix: the batch is a's, and nothing needs broadcasting
+    batch.reserve(a.size());  // with room for M and N below
+    batch.assign(a.begin(), a.end() - 2);
+  } else {
+    const Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
+    try {
+      batch = broadcast_shapes(op, a_batch, b_batch);
+    } catch (const ShapeError&) {
+      fail(op, "batch dimensions do not broadcast: {} @ {}{}", shape_str(a), shape_str(b),
+           b_transposed ? "^T" : "");
+    }
     p.a_index = broadcast_matrix_index(batch, a_batch);
     p.b_index = broadcast_matrix_index(batch, b_batch);
-    p.c_index = iota(p.count);
   }
-  p.out_shape = batch;
+  p.count = numel(batch);
+  if (!p.fold) p.c_index = iota(p.count);
+  p.out_shape = std::move(batch);
   p.out_shape.push_back(p.M);
   p.out_shape.push_back(p.N);
   return p;
@@ -111,7 +114,7 @@ Array<T> zeros_like_shape(const Shape& shape) {
 // forward and one backward; only the flags differ.
 template <class T>
 Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bool bt) {
-  const Shape as = a.shape(), bs = b.shape();
+  Shape as = a.shape(), bs = b.shape();  // moved into the backward below
   MatmulPlan p = plan_matmul(op, as, bs, bt);
   const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
   Array<T> c = Array<T>::from_shape(p.out_shape);
@@ -123,8 +126,9 @@ Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bo
                                     p.c_index, MN),
                            T(1), a.data(), b.data(), T(0), c.data());
   }
-  return record<T>(op, {a, b}, std::move(c), [p = std::move(p), as, bs, bt](
-                                                   BackwardContext<T>& ctx) {
+  return record<T>(op, {a, b}, std::move(c),
+                   [p = std::move(p), as = std::move(as), bs = std::move(bs),
+                    bt](BackwardContext<T>& ctx) {
     const T* A = ctx.input(0).data();
     const T* B = ctx.input(1).data();
     const T* dC = ctx.grad().data();

@@ -195,4 +195,11 @@ TEST_CASE("tensor storage is 64-byte aligned and impossible sizes throw bad_allo
   CHECK_THROWS_AS(allocate_tensor_storage(std::numeric_limits<std::size_t>::max() - 8),
                   std::bad_alloc);
   free_tensor_storage(nullptr);  // allowed, like free(nullptr)
+  // no bytes: one shared, aligned placeholder instead of a malloc, and freeing it is a no-op
+  void* none = allocate_tensor_storage(0);
+  CHECK(none != nullptr);
+  CHECK(none == allocate_tensor_storage(0));
+  CHECK(reinterpret_cast<std::uintptr_t>(none) % kTensorAlignment == 0);
+  free_tensor_storage(none);
+  free_tensor_storage(none);
 }

@@ -42,6 +42,21 @@ TEMPLATE_TEST_CASE("shape dim size and item", "[tensor]", float, double) {
   CHECK_THROWS_AS(undefined.shape(), ShapeError);
 }
 
+TEMPLATE_TEST_CASE("has_shape compares every extent and the rank", "[tensor]", float, double) {
+  using T = TestType;
+  auto t = Tensor<T>::ones({2, 3, 4});
+  CHECK(t.has_shape({2, 3, 4}));
+  CHECK(t.has_shape(Shape{2, 3, 4}));
+  CHECK_FALSE(t.has_shape({2, 3, 5}));
+  CHECK_FALSE(t.has_shape({4, 3, 2}));
+  CHECK_FALSE(t.has_shape({2, 3}));
+  CHECK_FALSE(t.has_shape({2, 3, 4, 1}));
+  CHECK_FALSE(t.has_shape(Shape{}));
+  CHECK(Tensor<T>::scalar(T(1)).has_shape(Shape{}));
+  CHECK(Tensor<T>::zeros({0, 3}).has_shape({0, 3}));
+  CHECK_THROWS_AS(Tensor<T>().has_shape({1}), ShapeError);
+}
+
 TEMPLATE_TEST_CASE("randn and uniform are reproducible from the seed", "[tensor][random]",
                    float, double) {
   using T = TestType;
