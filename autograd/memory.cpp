@@ -43,15 +43,15 @@ bool set_memory_reuse(bool enable) {
 
 bool memory_reuse_enabled() { return g_enabled; }
 
-// The block from malloc is over-allocated by kTensorAlignment bytes; the aligned pointer
-// handed out lies 1 to kTensorAlignment bytes into it, and the byte just before it holds
-// that distance.
 namespace {
 // What every empty array points to, so that making one costs no malloc: every tensor an op
 // makes comes with an empty gradient slot (tensor_impl.hpp).
 alignas(kTensorAlignment) unsigned char g_empty_storage[kTensorAlignment];
 }  // namespace
 
+// The block from malloc is over-allocated by kTensorAlignment bytes; the aligned pointer
+// handed out lies 1 to kTensorAlignment bytes into it, and the byte just before it holds
+// that distance.
 void* allocate_tensor_storage(std::size_t bytes) {
   static_assert(kTensorAlignment <= 255 && (kTensorAlignment & (kTensorAlignment - 1)) == 0);
   if (bytes == 0) return g_empty_storage;

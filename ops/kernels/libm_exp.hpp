@@ -7,7 +7,10 @@ namespace tapegrad::kernels {
 // In place: x[i] <- std::exp(x[i]) for i < n, bit for bit. For float this is glibc's expf
 // (the algorithm of every glibc since 2.27) run on a vector of doubles, which is several
 // times faster than n calls; where glibc branches (|x| >= 88, inf, nan) the element goes to
-// std::exp itself. For double it is n calls to std::exp.
+// std::exp itself. glibc picks a variant with fused multiply-adds on CPUs that have them;
+// this file fuses when compiled for FMA (the default -march=native build). Where the two
+// choices differ (a build without FMA on a CPU with it) a result may differ in the last
+// bit. For double it is n calls to std::exp.
 //
 // Why: vectorised loops (softmax) leave a tail of up to one SIMD width, whose exponentials
 // were std::exp calls. At T = 16 with AVX-512 that tail is almost every element, and
