@@ -18,7 +18,7 @@ namespace tapegrad {
 inline constexpr std::size_t kTensorAlignment = 64;
 
 // `bytes` of storage aligned to kTensorAlignment; throws std::bad_alloc when out of memory.
-// Zero bytes cost nothing: every such request gets the same aligned placeholder.
+// Zero bytes cost no malloc: every such request gets the same aligned placeholder.
 void* allocate_tensor_storage(std::size_t bytes);
 // Frees what allocate_tensor_storage returned (null is allowed).
 void free_tensor_storage(void* p) noexcept;

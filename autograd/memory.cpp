@@ -44,8 +44,8 @@ bool set_memory_reuse(bool enable) {
 bool memory_reuse_enabled() { return g_enabled; }
 
 namespace {
-// What every empty array points to, so that making one costs no malloc: every tensor an op
-// makes comes with an empty gradient slot (tensor_impl.hpp).
+// What a request for zero bytes gets (an array resized or assigned down to no elements)
+// instead of a malloc of the alignment padding alone.
 alignas(kTensorAlignment) unsigned char g_empty_storage[kTensorAlignment];
 }  // namespace
 

@@ -119,11 +119,14 @@ class AnomalyGuard {
 bool anomaly_mode();
 
 // An op's input tensors, as record() and will_record() take them: `{a, b}` at the call,
-// or a vector (concatenate). A view and only ever a parameter: a braced list lives until
-// the end of the full expression that contains the call, which outlasts the call.
+// or a vector (concatenate). A view, so only ever a parameter: the braced list lives until
+// the end of the full expression that contains the call. Never keep one in a variable:
+// `OpInputs<T> in = {a, b};` points at a list that is gone at the end of that statement.
 template <class T>
 class OpInputs {
  public:
+  // (assigned in the body: GCC's -Winit-list-lifetime cannot tell a parameter from a
+  // member that outlives the call, and this class is only ever the former)
   OpInputs(std::initializer_list<Tensor<T>> list) : size_(list.size()) { data_ = list.begin(); }
   OpInputs(const std::vector<Tensor<T>>& list) : data_(list.data()), size_(list.size()) {}
   const Tensor<T>* begin() const { return data_; }
@@ -139,8 +142,22 @@ class OpInputs {
 // requires grad. An op that keeps extra state for its backward asks this first.
 template <class T>
 bool will_record(OpInputs<T> inputs);
+// The same with T deduced from a vector: will_record(parts). (Alloc keeps this overload
+// out of will_record<T>({a, b}), where it would be ambiguous with the one above.)
+template <class T, class Alloc>
+bool will_record(const std::vector<Tensor<T>, Alloc>& inputs) {
+  return will_record(OpInputs<T>(inputs));
+}
 
 namespace detail {
+// std::type_identity (C++20): a parameter of type Identity<X>::type takes no part in
+// deducing T, so record(op, inputs, value, backward) finds T from the value alone and
+// also works without <T> when the inputs are a vector.
+template <class X>
+struct Identity {
+  using type = X;
+};
+
 // record()'s two halves: the output (checked in anomaly mode), then the node.
 template <class T>
 std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T> value);
@@ -154,7 +171,8 @@ void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorI
 // BackwardContext<T>&). Only then does it become a BackwardFn: without grad (inference,
 // evaluation) an op allocates its output and nothing else.
 template <class T, class Backward>
-Tensor<T> record(const char* op, OpInputs<T> inputs, Array<T> value, Backward&& backward) {
+Tensor<T> record(const char* op, typename detail::Identity<OpInputs<T>>::type inputs,
+                 Array<T> value, Backward&& backward) {
   std::shared_ptr<TensorImpl<T>> out = detail::make_output(op, inputs, std::move(value));
   if (will_record(inputs))
     detail::push_node(op, inputs, out, BackwardFn<T>(std::forward<Backward>(backward)));

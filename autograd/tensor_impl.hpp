@@ -8,9 +8,9 @@
 
 namespace tapegrad {
 
-// An array of no elements. It allocates nothing (allocate_tensor_storage(0) returns a
-// shared placeholder), unlike a default-constructed Array, which is 0-d: one element.
-// Copied from one made once: half the time of building its shape and strides again.
+// An array of no elements. It allocates nothing (xtensor does not ask the allocator for
+// zero elements), unlike a default-constructed Array, which is 0-d: one element. Copied
+// from one made once: half the time of building its shape and strides again.
 template <class T>
 Array<T> no_elements() {
   static const Array<T> empty = Array<T>::from_shape({0});

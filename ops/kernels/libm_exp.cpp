@@ -29,11 +29,12 @@ constexpr double kShift = 0x1.8p+52;                     // adding it rounds to 
 constexpr double kC0 = 0x1.c6af84b912394p-20, kC1 = 0x1.ebfce50fac4f3p-13,
                  kC2 = 0x1.62e42ff0c52d6p-6;
 
-// glibc's own test for its special cases: |x| >= 88, an infinity or a nan.
+// glibc's own test for its special cases, top12(|x|) >= top12(88.0f): |x| >= 88, an
+// infinity or a nan.
 bool glibc_special_case(float x) {
   std::uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
-  return ((bits >> 20) & 0x7ff) >= 0x42a;
+  return ((bits >> 20) & 0x7ff) >= 0x42b;
 }
 
 }  // namespace
