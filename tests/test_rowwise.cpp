@@ -152,7 +152,8 @@ TEMPLATE_TEST_CASE("softmax rows shorter than one vector are std::exp's numbers,
       const std::size_t lengths[] = {L};
       kernels::softmax_rows_inplace(got.data(), 1, L, lengths);
       for (std::size_t k = 0; k < L; ++k) {
-        INFO("L " << L << ", trial " << trial << ", k " << k << ": " << got[k] << " vs " << want[k]);
+        INFO("L " << L << ", trial " << trial << ", k " << k << ": " << got[k] << " vs "
+                  << want[k]);
         if (exact)
           REQUIRE(std::memcmp(&got[k], &want[k], sizeof(T)) == 0);
         else

@@ -46,10 +46,10 @@ void exp_as_std_inplace(float* x, std::size_t n) {
   for (std::size_t i0 = 0; i0 < n; i0 += W) {
     const std::size_t m = std::min(W, n - i0);
     alignas(64) double in[W] = {};
-    bool special = false;
+    bool to_std_exp[W];  // the lanes glibc treats specially, decided once
     for (std::size_t j = 0; j < m; ++j) {
       in[j] = x[i0 + j];
-      special = special || glibc_special_case(x[i0 + j]);
+      to_std_exp[j] = glibc_special_case(x[i0 + j]);
     }
     // The same operations in the same order as glibc's expf; its x86-64 build for CPUs
     // with FMA fuses the products below exactly as xsimd::fma / fms do, and without FMA
@@ -66,8 +66,7 @@ void exp_as_std_inplace(float* x, std::size_t n) {
     alignas(64) double out[W];
     y.store_aligned(out);
     for (std::size_t j = 0; j < m; ++j)
-      x[i0 + j] = special && glibc_special_case(x[i0 + j]) ? std::exp(x[i0 + j])
-                                                           : static_cast<float>(out[j]);
+      x[i0 + j] = to_std_exp[j] ? std::exp(x[i0 + j]) : static_cast<float>(out[j]);
   }
 }
 

@@ -23,9 +23,11 @@ namespace {
 // result (at most the sign of a zero maximum, which no exp(x - max) can see), and one
 // chain of dependent compares was a third of a short row's time.
 template <class T>
+constexpr T kMasked = -std::numeric_limits<T>::infinity();  // a masked score
+
+template <class T>
 T row_max(const T* row, std::size_t L) {
-  T m[4] = {-std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity(),
-            -std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity()};
+  T m[4] = {kMasked<T>, kMasked<T>, kMasked<T>, kMasked<T>};
   std::size_t k = 0;
   for (; k + 4 <= L; k += 4)
     for (std::size_t j = 0; j < 4; ++j) m[j] = row[k + j] > m[j] ? row[k + j] : m[j];
@@ -53,7 +55,7 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
     for (std::size_t r = 0; r < n; ++r) {
       T* row = rows + (r0 + r) * stride;
       const std::size_t L = lengths[r0 + r];
-      if (m[r] == -std::numeric_limits<T>::infinity()) {  // all masked: zeros, not 0/0
+      if (m[r] == kMasked<T>) {  // all masked: zeros, not 0/0
         std::fill(row, row + L, T(0));
         continue;
       }
@@ -75,7 +77,7 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
       inv[r] = T(1) / sum;
     }
     for (std::size_t r = 0; r < n; ++r) {
-      if (m[r] == -std::numeric_limits<T>::infinity()) continue;
+      if (m[r] == kMasked<T>) continue;
       T* row = rows + (r0 + r) * stride;
       const std::size_t L = lengths[r0 + r];
       const batch ib(inv[r]);

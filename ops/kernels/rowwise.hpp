@@ -12,7 +12,7 @@ void softmax_row_inplace(T* row, std::size_t L);
 
 // The same for `count` rows, row r starting at rows + r * stride and softmaxed over its
 // first lengths[r] elements (the rest is not touched). The results are those of
-// softmax_row_inplace row by row; rows of up to 64 elements go through it
+// softmax_row_inplace row by row; rows of up to 64 elements are processed
 // softmax_row_group(stride) = kMaxSoftmaxRowGroup at a time, interleaved, which is faster.
 inline constexpr std::size_t kMaxSoftmaxRowGroup = 16;
 std::size_t softmax_row_group(std::size_t row_length);  // 1 or kMaxSoftmaxRowGroup
