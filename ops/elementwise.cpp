@@ -161,6 +161,19 @@ Tensor<T> sigmoid(const Tensor<T>& a) {
                    });
 }
 
+// z = a * s, s = sigmoid(a); backward: da = dz * s * (1 + a * (1 - s))
+// 1 - s is taken as sigmoid(-a) rather than by subtraction, which keeps its digits where s
+// rounds to 1. An exp that overflows only drives s to exactly 0 or 1 (a / inf = -0 at
+// a = -1000), so no NaN appears at either end.
+template <class T>
+Tensor<T> silu(const Tensor<T>& a) {
+  const Array<T>& x = a.value();
+  return record<T>("silu", {a}, x / (T(1) + xt::exp(-x)), [](BackwardContext<T>& c) {
+    const Array<T>& x = c.input(0);
+    c.accumulate(0, c.grad() / (T(1) + xt::exp(-x)) * (T(1) + x / (T(1) + xt::exp(x))));
+  });
+}
+
 // z = 0.5 a (1 + tanh(u)), u = sqrt(2/pi) (a + 0.044715 a^3)
 // backward: da = dz * (0.5 (1 + t) + 0.5 a (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 a^2))
 // Both in one vectorised pass (ops/kernels/activation.cpp); the backward reuses the tanh
@@ -200,6 +213,7 @@ Tensor<T> gelu(const Tensor<T>& a) {
   template Tensor<T> tanh(const Tensor<T>&);                            \
   template Tensor<T> relu(const Tensor<T>&);                            \
   template Tensor<T> sigmoid(const Tensor<T>&);                         \
+  template Tensor<T> silu(const Tensor<T>&);                            \
   template Tensor<T> gelu(const Tensor<T>&);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)

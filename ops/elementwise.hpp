@@ -24,6 +24,8 @@ template <class T> Tensor<T> pow(const Tensor<T>& a, T exponent);
 template <class T> Tensor<T> tanh(const Tensor<T>& a);
 template <class T> Tensor<T> relu(const Tensor<T>& a);
 template <class T> Tensor<T> sigmoid(const Tensor<T>& a);
+// SiLU (swish, the gate of SwiGLU): x * sigmoid(x). Finite for any finite x.
+template <class T> Tensor<T> silu(const Tensor<T>& a);
 // GELU, tanh approximation (as GPT-2 and PyTorch's approximate="tanh"):
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T> Tensor<T> gelu(const Tensor<T>& a);

@@ -108,6 +108,43 @@ TEMPLATE_TEST_CASE("gelu is the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.0447
   CHECK(static_cast<double>(y.value()(0)) == 0.0);
 }
 
+TEMPLATE_TEST_CASE("silu is x * sigmoid(x), finite and saturating for large |x|",
+                   "[elementwise]", float, double) {
+  using T = TestType;
+  // independent of the code's form: sigmoid(x) = (1 + tanh(x / 2)) / 2
+  const std::vector<double> xs = {0, 1, -1, 0.25, -2.5, 6, -6, 15, -15};
+  std::vector<double> expected;
+  for (double x : xs) expected.push_back(x * 0.5 * (1 + std::tanh(x / 2)));
+  check_values(silu(make<T>({xs.size()}, xs)), {xs.size()}, expected);
+  // silu(log 3) = log 3 * 3/4
+  check_values(silu(make<T>({1}, {kLn3})), {1}, {kLn3 * 0.75});
+
+  // exp(1000) overflows in both types: the values and gradients stay finite and exact
+  auto big = make<T>({4}, {-1000, 1000, -100, 100}, true);
+  Tensor<T> y = silu(big);
+  sum(y).backward();
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("element " << i);
+    CHECK(std::isfinite(static_cast<double>(y.value()(i))));
+    CHECK(std::isfinite(static_cast<double>(big.grad()(i))));
+  }
+  check_values(y, {4}, {0, 1000, 0, 100});
+  check_values(big.grad(), {4}, {0, 1, 0, 1});
+}
+
+TEST_CASE("silu's derivative is s (1 + x (1 - s))", "[elementwise][gradcheck]") {
+  auto x = make<double>({5}, {-3, -0.5, 0, 0.7, 4}, true);
+  sum(silu(x)).backward();
+  std::vector<double> expected;
+  for (double v : {-3.0, -0.5, 0.0, 0.7, 4.0}) {
+    const double s = 0.5 * (1 + std::tanh(v / 2));
+    expected.push_back(s * (1 + v * (1 - s)));
+  }
+  check_values(x.grad(), {5}, expected);
+  require_gradcheck<double>([](const auto& v) { return silu(v[0]); },
+                            {random<double>({2, 3, 4}, 34, true, -6.0, 6.0)});
+}
+
 // ---- gradients ------------------------------------------------------------------------
 
 TEST_CASE("gradcheck of binary tensor ops with broadcasting", "[elementwise][gradcheck]") {
@@ -174,6 +211,7 @@ TEST_CASE("gradcheck of unary ops", "[elementwise][gradcheck]") {
   require_gradcheck<double>([](const auto& v) { return tanh(v[0]); }, {any});
   require_gradcheck<double>([](const auto& v) { return relu(v[0]); }, {kinked});
   require_gradcheck<double>([](const auto& v) { return sigmoid(v[0]); }, {any});
+  require_gradcheck<double>([](const auto& v) { return silu(v[0]); }, {any});
   require_gradcheck<double>([](const auto& v) { return gelu(v[0]); }, {any});
   require_gradcheck<double>([](const auto& v) { return gelu(v[0]); }, {kinked});
 }
