@@ -14,10 +14,8 @@ namespace tapegrad {
 
 namespace {
 
-constexpr std::int64_t kFormat = 1;
-// No config field may exceed this (it also keeps the size arithmetic below exact):
-// a damaged or hostile config must not make the loader build a giant model.
-constexpr std::int64_t kMaxField = std::int64_t{1} << 24;
+// 2: every field of nn/config.hpp (1: the GPT-2 model's fields only; still read).
+constexpr std::int64_t kFormat = 2;
 // A model of at most this many parameters is cheap enough to build just to report what a
 // file lacks.
 constexpr long double kAlwaysBuildable = 1 << 22;
@@ -52,29 +50,20 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
   return a.data()[0];
 }
 
-std::size_t read_size(const std::vector<NpzEntry>& entries, const std::string& field,
-                      const std::string& label) {
-  const std::int64_t v = read_scalar<std::int64_t>(entries, field, label);
-  if (v < 1 || v > kMaxField)
-    fail_checkpoint(label, fmt::format("config entry '{}{}' = {} is outside [1, {}]",
-                                       kConfigPrefix, field, v, kMaxField));
-  return static_cast<std::size_t>(v);
-}
-
-// The number of scalars a TinyGPT of config c has, in long double so that a hostile
-// config cannot overflow it (see TinyGPT's parameter list in nn/tinygpt.hpp).
+// The number of scalars and of parameter tensors of a model of config c, in long double
+// so that a hostile config cannot overflow them (see the parameter list in nn/tinygpt.hpp).
 long double expected_parameters(const TinyGPTConfig& c) {
-  const long double V = c.vocab, C = c.context, D = c.d_model, L = c.layers;
-  const long double H = static_cast<long double>(c.mlp_ratio) * D;
-  const long double norm = c.norm == NormKind::layer_norm ? 2 * D : D;
-  const long double block = norm + 4 * D * D + norm + (D * H + H) + (H * D + D);
-  return V * D + C * D + L * block + norm + D * V;
+  const ParameterCounts p = count_parameters(c);
+  return static_cast<long double>(p.token_embedding) + p.position_embedding + p.attention_q +
+         p.attention_kv + p.attention_out + p.qk_norm + p.feed_forward + p.norms + p.unembedding;
 }
 
-// The number of parameter tensors of a TinyGPT of config c (the list in nn/tinygpt.hpp).
 long double expected_tensors(const TinyGPTConfig& c) {
   const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
-  return 2 + static_cast<long double>(c.layers) * (2 * norm + 8) + norm + 1;
+  const long double mlp = (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
+  const long double block = 2 * norm + 4 + (c.qk_norm ? 2 : 0) + mlp;
+  return 1 + (c.positions == PositionKind::learned) + static_cast<long double>(c.layers) * block +
+         norm + (c.tie_embeddings ? 0 : 1);
 }
 // A model of at most this many tensors is cheap to build whatever the file holds.
 constexpr long double kAlwaysBuildableTensors = 1024;
@@ -117,69 +106,46 @@ void assign_parameters(const std::vector<NpzEntry>& entries, Module<T>& module,
 
 void check_same_architecture(const TinyGPTConfig& file, const TinyGPTConfig& model,
                              const std::string& label) {
-  TinyGPTConfig a = file, b = model;
-  a.seed = b.seed = 0;
-  a.attention_init = b.attention_init = AttentionInit::gpt2;
-  if (a == b) return;
-  auto describe = [](const TinyGPTConfig& c) {
-    return fmt::format("vocab={} context={} d_model={} heads={} layers={} mlp_ratio={} norm={} "
-                       "attention_scale={}", c.vocab, c.context, c.d_model, c.heads, c.layers,
-                       c.mlp_ratio, c.norm == NormKind::layer_norm ? "layer_norm" : "rms_norm",
-                       c.attention_scale ? fmt::format("{}", *c.attention_scale) : "default");
-  };
-  fail_checkpoint(label, fmt::format("the file's model ({}) differs from this model ({})",
-                                     describe(file), describe(model)));
+  std::string differences;
+  for (const FieldInfo& f : config_fields()) {
+    if (f.role != FieldRole::architecture) continue;
+    const std::string a = field_to_string(file, f.name), b = field_to_string(model, f.name);
+    if (a != b) differences += fmt::format("{}{}={} in the file, {} in the model",
+                                           differences.empty() ? "" : "; ", f.name, a, b);
+  }
+  if (!differences.empty())
+    fail_checkpoint(label, fmt::format("the file's model differs from this model: {}", differences));
 }
 
 }  // namespace
 
 std::vector<NpzEntry> config_entries(const TinyGPTConfig& c) {
-  auto i64 = [](std::size_t v) { return static_cast<std::int64_t>(v); };
-  std::int64_t seed;
-  static_assert(sizeof seed == sizeof c.seed);
-  std::memcpy(&seed, &c.seed, sizeof seed);
-  return {
-      scalar_entry<std::int64_t>("format", kFormat),
-      scalar_entry<std::int64_t>("vocab", i64(c.vocab)),
-      scalar_entry<std::int64_t>("context", i64(c.context)),
-      scalar_entry<std::int64_t>("d_model", i64(c.d_model)),
-      scalar_entry<std::int64_t>("heads", i64(c.heads)),
-      scalar_entry<std::int64_t>("layers", i64(c.layers)),
-      scalar_entry<std::int64_t>("mlp_ratio", i64(c.mlp_ratio)),
-      scalar_entry<std::int64_t>("norm", c.norm == NormKind::layer_norm ? 0 : 1),
-      scalar_entry<std::int64_t>("attention_init", c.attention_init == AttentionInit::gpt2 ? 0 : 1),
-      scalar_entry<std::int64_t>("seed", seed),
-      scalar_entry<double>("attention_scale", c.attention_scale
-                                                  ? *c.attention_scale
-                                                  : std::numeric_limits<double>::quiet_NaN()),
-  };
+  std::vector<NpzEntry> entries = {scalar_entry<std::int64_t>("format", kFormat)};
+  for (const FieldInfo& f : config_fields()) {
+    if (field_is_real(f.name)) entries.push_back(scalar_entry<double>(f.name, field_to_double(c, f.name)));
+    else entries.push_back(scalar_entry<std::int64_t>(f.name, field_to_int64(c, f.name)));
+  }
+  return entries;
 }
 
+// Format 1 (before the modern parts) wrote the GPT-2 model's fields only; every field it
+// lacks takes its default, which is that model's value. From format 2 on, every field must
+// be there.
 TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries, const std::string& label) {
   const std::int64_t format = read_scalar<std::int64_t>(entries, "format", label);
-  if (format != kFormat)
-    fail_checkpoint(label, fmt::format("format {} is not the supported format {}", format, kFormat));
+  if (format != 1 && format != kFormat)
+    fail_checkpoint(label, fmt::format("format {} is not a supported format (1 or {})", format, kFormat));
   TinyGPTConfig c;
-  c.vocab = read_size(entries, "vocab", label);
-  c.context = read_size(entries, "context", label);
-  c.d_model = read_size(entries, "d_model", label);
-  c.heads = read_size(entries, "heads", label);
-  c.layers = read_size(entries, "layers", label);
-  c.mlp_ratio = read_size(entries, "mlp_ratio", label);
-  const std::int64_t norm = read_scalar<std::int64_t>(entries, "norm", label);
-  if (norm != 0 && norm != 1)
-    fail_checkpoint(label, fmt::format("config entry '{}norm' = {} is neither 0 (layer_norm) nor "
-                                       "1 (rms_norm)", kConfigPrefix, norm));
-  c.norm = norm == 0 ? NormKind::layer_norm : NormKind::rms_norm;
-  const std::int64_t init = read_scalar<std::int64_t>(entries, "attention_init", label);
-  if (init != 0 && init != 1)
-    fail_checkpoint(label, fmt::format("config entry '{}attention_init' = {} is neither 0 (gpt2) "
-                                       "nor 1 (variance_preserving)", kConfigPrefix, init));
-  c.attention_init = init == 0 ? AttentionInit::gpt2 : AttentionInit::variance_preserving;
-  const std::int64_t seed = read_scalar<std::int64_t>(entries, "seed", label);
-  std::memcpy(&c.seed, &seed, sizeof seed);
-  const double scale = read_scalar<double>(entries, "attention_scale", label);
-  if (!std::isnan(scale)) c.attention_scale = scale;
+  for (const FieldInfo& f : config_fields()) {
+    const std::string name = kConfigPrefix + std::string(f.name);
+    if (format == 1 && !find_npz_entry(entries, name)) continue;
+    try {
+      if (field_is_real(f.name)) set_field_from_double(c, f.name, read_scalar<double>(entries, f.name, label));
+      else set_field_from_int64(c, f.name, read_scalar<std::int64_t>(entries, f.name, label));
+    } catch (const ShapeError& e) {
+      fail_checkpoint(label, fmt::format("config entry '{}': {}", name, e.what()));
+    }
+  }
   try {
     c.validate();
   } catch (const ShapeError& e) {

@@ -1,0 +1,394 @@
+#include "nn/config.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "autograd/errors.hpp"
+
+namespace tapegrad {
+
+namespace {
+
+// ---- how each field type is described, printed, parsed and stored ----------------------
+
+template <class E>
+struct Choices;  // names() in the order of the enum's values
+template <>
+struct Choices<NormKind> {
+  static std::vector<std::string> names() { return {"layer", "rms"}; }
+};
+template <>
+struct Choices<MlpKind> {
+  static std::vector<std::string> names() { return {"gelu", "swiglu"}; }
+};
+template <>
+struct Choices<PositionKind> {
+  static std::vector<std::string> names() { return {"learned", "rope", "none"}; }
+};
+template <>
+struct Choices<RopeStyle> {
+  static std::vector<std::string> names() { return {"half", "interleaved"}; }
+};
+template <>
+struct Choices<RopeScaling> {
+  static std::vector<std::string> names() { return {"none", "linear", "ntk", "llama3", "yarn"}; }
+};
+template <>
+struct Choices<AttentionInit> {
+  static std::vector<std::string> names() { return {"gpt2", "variance_preserving"}; }
+};
+
+template <class V>
+constexpr bool is_choice = std::is_enum_v<V>;
+
+template <class V>
+FieldInfo::Kind kind_of() {
+  if constexpr (std::is_same_v<V, bool>) return FieldInfo::Kind::flag;
+  else if constexpr (std::is_same_v<V, Seed>) return FieldInfo::Kind::seed;
+  else if constexpr (std::is_same_v<V, std::size_t>) return FieldInfo::Kind::size;
+  else if constexpr (std::is_same_v<V, double>) return FieldInfo::Kind::real;
+  else if constexpr (std::is_same_v<V, std::optional<double>>) return FieldInfo::Kind::optional_real;
+  else return FieldInfo::Kind::choice;
+}
+
+template <class V>
+std::vector<std::string> choices_of() {
+  if constexpr (is_choice<V>) return Choices<V>::names();
+  else return {};
+}
+
+std::string real_text(double v) { return fmt::format("{}", v); }
+
+template <class V>
+std::string text_of(const V& v) {
+  if constexpr (std::is_same_v<V, bool>) return v ? "true" : "false";
+  else if constexpr (std::is_same_v<V, double>) return real_text(v);
+  else if constexpr (std::is_same_v<V, std::optional<double>>) return v ? real_text(*v) : "default";
+  else if constexpr (is_choice<V>) return Choices<V>::names().at(static_cast<std::size_t>(v));
+  else if constexpr (std::is_same_v<V, Seed>) return std::to_string(v.value);
+  else return std::to_string(v);
+}
+
+[[noreturn]] void bad_value(const FieldInfo& f, const std::string& text, const std::string& wanted) {
+  fail("config", "{}={} is not {}", f.name, text, wanted);
+}
+
+std::string range_text(const FieldInfo& f) {
+  if (f.max >= kUnbounded) return fmt::format("a finite number >= {}", f.min);
+  return fmt::format("a number in [{}, {}]", f.min, f.max);
+}
+
+// A value within the field's declared range (sizes and reals; others have none).
+template <class V>
+void check_range(const FieldInfo& f, const V& v) {
+  if constexpr (std::is_same_v<V, std::size_t> || std::is_same_v<V, double>) {
+    const double x = static_cast<double>(v);
+    if (!(x >= f.min && x <= f.max) || !std::isfinite(x)) bad_value(f, text_of(v), range_text(f));
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    if (v && (!std::isfinite(*v) || *v < f.min || *v > f.max))
+      bad_value(f, text_of(v), "positive and finite (or default)");
+  }
+}
+
+template <class V>
+V parse_text(const FieldInfo& f, const std::string& text) {
+  if constexpr (std::is_same_v<V, bool>) {
+    if (text == "true" || text == "1" || text == "on") return true;
+    if (text == "false" || text == "0" || text == "off") return false;
+    bad_value(f, text, "true or false");
+  } else if constexpr (is_choice<V>) {
+    const std::vector<std::string> names = Choices<V>::names();
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == text) return static_cast<V>(i);
+    bad_value(f, text, "one of " + fmt::format("{}", fmt::join(names, ", ")));
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    if (text == "default") return std::nullopt;
+    return parse_text<double>(f, text);
+  } else {
+    const bool integer = !std::is_same_v<V, double>;
+    std::size_t used = 0;
+    try {
+      if (integer && text.find_first_of("-+") == std::string::npos) {
+        const unsigned long long u = std::stoull(text, &used);
+        if (used == text.size()) return static_cast<V>(u);
+      } else if (!integer) {
+        const double d = std::stod(text, &used);
+        if (used == text.size()) return static_cast<V>(d);
+      }
+    } catch (const std::exception&) {
+    }
+    bad_value(f, text, integer ? "a non-negative integer" : "a number");
+  }
+}
+
+template <class V>
+std::int64_t int64_of(const V& v) {
+  if constexpr (std::is_same_v<V, Seed>) {
+    std::int64_t bits;
+    std::memcpy(&bits, &v.value, sizeof bits);
+    return bits;  // the seed's bit pattern
+  } else if constexpr (std::is_same_v<V, double> || std::is_same_v<V, std::optional<double>>) {
+    return 0;  // stored as double
+  } else {
+    return static_cast<std::int64_t>(v);
+  }
+}
+
+template <class V>
+V from_int64(const FieldInfo& f, std::int64_t i) {
+  if constexpr (std::is_same_v<V, Seed>) {
+    std::uint64_t u;
+    std::memcpy(&u, &i, sizeof u);
+    return Seed(u);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    if (i != 0 && i != 1) bad_value(f, std::to_string(i), "0 or 1");
+    return i == 1;
+  } else if constexpr (is_choice<V>) {
+    const std::size_t n = Choices<V>::names().size();
+    if (i < 0 || static_cast<std::size_t>(i) >= n)
+      bad_value(f, std::to_string(i), fmt::format("a choice index in [0, {})", n));
+    return static_cast<V>(i);
+  } else if constexpr (std::is_same_v<V, std::size_t>) {
+    if (i < 0) bad_value(f, std::to_string(i), range_text(f));
+    return static_cast<V>(i);
+  } else {
+    bad_value(f, std::to_string(i), "an integer field");
+  }
+}
+
+// ---- the walks over the one list ---------------------------------------------------------
+
+#define TAPEGRAD_FIELD_INFO(role, type, name, default_value, lo, hi, doc)                 \
+  FieldInfo{#name, doc, FieldRole::role, kind_of<type>(), double(lo), double(hi), choices_of<type>()},
+
+const FieldInfo& info(const std::string& field) {
+  for (const FieldInfo& f : config_fields())
+    if (field == f.name) return f;
+  fail("config", "there is no field named '{}'", field);
+}
+
+// Calls visit(info, member) for the field named `field`, with the member by reference.
+template <class C, class F>
+void visit_field(C& c, const std::string& field, F&& visit) {
+#define TAPEGRAD_VISIT_ONE(role, type, name, default_value, lo, hi, doc) \
+  if (field == #name) return visit(info(#name), c.name);
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_VISIT_ONE)
+#undef TAPEGRAD_VISIT_ONE
+  fail("config", "there is no field named '{}'", field);
+}
+
+std::size_t round_up(std::size_t n, std::size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+const std::vector<FieldInfo>& config_fields() {
+  static const std::vector<FieldInfo> fields = {TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_FIELD_INFO)};
+  return fields;
+}
+#undef TAPEGRAD_FIELD_INFO
+
+std::string field_to_string(const TransformerConfig& c, const std::string& field) {
+  std::string out;
+  visit_field(c, field, [&](const FieldInfo&, const auto& v) { out = text_of(v); });
+  return out;
+}
+
+void set_field_from_string(TransformerConfig& c, const std::string& field, const std::string& text) {
+  visit_field(c, field, [&](const FieldInfo& f, auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    V parsed = parse_text<V>(f, text);
+    check_range(f, parsed);
+    v = parsed;
+  });
+}
+
+bool field_is_real(const std::string& field) {
+  const FieldInfo::Kind k = info(field).kind;
+  return k == FieldInfo::Kind::real || k == FieldInfo::Kind::optional_real;
+}
+
+std::int64_t field_to_int64(const TransformerConfig& c, const std::string& field) {
+  std::int64_t out = 0;
+  visit_field(c, field, [&](const FieldInfo&, const auto& v) { out = int64_of(v); });
+  return out;
+}
+
+double field_to_double(const TransformerConfig& c, const std::string& field) {
+  double out = 0;
+  visit_field(c, field, [&](const FieldInfo&, const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<V, double>) out = v;
+    else if constexpr (std::is_same_v<V, std::optional<double>>)
+      out = v ? *v : std::numeric_limits<double>::quiet_NaN();
+  });
+  return out;
+}
+
+void set_field_from_int64(TransformerConfig& c, const std::string& field, std::int64_t i) {
+  visit_field(c, field, [&](const FieldInfo& f, auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<V, double> || std::is_same_v<V, std::optional<double>>) {
+      bad_value(f, std::to_string(i), "stored as an integer (it is a real)");
+    } else {
+      V parsed = from_int64<V>(f, i);
+      check_range(f, parsed);
+      v = parsed;
+    }
+  });
+}
+
+void set_field_from_double(TransformerConfig& c, const std::string& field, double d) {
+  visit_field(c, field, [&](const FieldInfo& f, auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<V, double>) {
+      check_range(f, d);
+      v = d;
+    } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+      V parsed = std::isnan(d) ? V{} : V{d};
+      check_range(f, parsed);
+      v = parsed;
+    } else {
+      bad_value(f, real_text(d), "stored as a real (it is an integer)");
+    }
+  });
+}
+
+// ---- derived sizes --------------------------------------------------------------------
+
+std::size_t TransformerConfig::resolved_head_dim() const {
+  if (head_dim != 0) return head_dim;
+  return heads == 0 ? 0 : d_model / heads;
+}
+
+std::size_t TransformerConfig::resolved_mlp_hidden() const {
+  if (mlp_hidden != 0) return mlp_hidden;
+  const std::size_t dense = mlp_ratio * d_model;
+  // SwiGLU has three matrices where GELU has two: 2/3 of the width keeps the count level
+  if (mlp == MlpKind::swiglu) return round_up(2 * dense / 3, mlp_multiple == 0 ? 1 : mlp_multiple);
+  return dense;
+}
+
+double TransformerConfig::resolved_attention_scale() const {
+  return attention_scale ? *attention_scale : 1.0 / std::sqrt(double(resolved_head_dim()));
+}
+
+RopeSpec TransformerConfig::rope() const {
+  RopeSpec s;
+  s.theta = rope_theta;
+  s.style = rope_style;
+  s.scaling = rope_scaling;
+  s.factor = rope_factor;
+  s.low_freq_factor = rope_low_freq_factor;
+  s.high_freq_factor = rope_high_freq_factor;
+  s.original_context = rope_original_context;
+  s.beta_fast = rope_beta_fast;
+  s.beta_slow = rope_beta_slow;
+  return s;
+}
+
+// ---- validation and equality ------------------------------------------------------------
+
+void TransformerConfig::validate() const {
+#define TAPEGRAD_CHECK_RANGE(role, type, name, default_value, lo, hi, doc) check_range(info(#name), name);
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_CHECK_RANGE)
+#undef TAPEGRAD_CHECK_RANGE
+  const std::size_t kv = resolved_kv_heads();
+  if (kv > heads) fail("config", "kv_heads={} exceeds heads={}", kv, heads);
+  if (heads % kv != 0) fail("config", "heads={} is not divisible by kv_heads={}", heads, kv);
+  if (head_dim == 0 && d_model % heads != 0)
+    fail("config", "d_model={} is not divisible by heads={} (or set head_dim)", d_model, heads);
+  if (positions == PositionKind::rope) {
+    if (resolved_head_dim() % 2 != 0)
+      fail("config", "positions=rope needs an even head_dim, got head_dim={}", resolved_head_dim());
+    check_rope_spec("config", resolved_head_dim(), rope());
+  }
+  if (resolved_mlp_hidden() == 0) fail("config", "the feed-forward hidden width is 0");
+}
+
+bool TransformerConfig::operator==(const TransformerConfig& o) const {
+#define TAPEGRAD_EQUAL(role, type, name, default_value, lo, hi, doc) &&name == o.name
+  return true TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_EQUAL);
+#undef TAPEGRAD_EQUAL
+}
+
+// ---- presets -----------------------------------------------------------------------------
+
+TransformerConfig gpt2_preset() { return TransformerConfig{}; }
+
+TransformerConfig llama_preset() {
+  TransformerConfig c;
+  c.positions = PositionKind::rope;
+  c.norm = NormKind::rms_norm;
+  c.mlp = MlpKind::swiglu;
+  c.mlp_bias = false;
+  c.tie_embeddings = false;
+  return c;
+}
+
+std::vector<std::string> preset_names() { return {"gpt2", "llama"}; }
+
+TransformerConfig preset(const std::string& name) {
+  if (name == "gpt2") return gpt2_preset();
+  if (name == "llama") return llama_preset();
+  fail("config", "unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
+}
+
+void finish_preset(const std::string& name, TransformerConfig& c) {
+  // grouped-query attention: two query heads per K/V head where heads allows it
+  if (name == "llama" && c.kv_heads == 0 && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
+}
+
+// ---- what a program prints -----------------------------------------------------------------
+
+std::string config_summary(const TransformerConfig& c) {
+  std::string out;
+  for (const FieldInfo& f : config_fields()) {
+    if (f.role != FieldRole::architecture) continue;
+    if (!out.empty()) out += ' ';
+    out += f.name;
+    out += '=';
+    out += field_to_string(c, f.name);
+  }
+  return out;
+}
+
+std::uint64_t ParameterCounts::total() const {
+  return token_embedding + position_embedding + attention_q + attention_kv + attention_out +
+         qk_norm + feed_forward + norms + unembedding;
+}
+
+ParameterCounts count_parameters(const TransformerConfig& c) {
+  using U = std::uint64_t;
+  const U V = c.vocab, D = c.d_model, L = c.layers, H = c.heads, KV = c.resolved_kv_heads();
+  const U dh = c.resolved_head_dim(), F = c.resolved_mlp_hidden();
+  const U norm = c.norm == NormKind::layer_norm ? 2 * D : D;  // gain (+ bias)
+  ParameterCounts p;
+  p.token_embedding = V * D;
+  p.position_embedding = c.positions == PositionKind::learned ? U(c.context) * D : 0;
+  p.attention_q = L * D * H * dh;
+  p.attention_kv = L * 2 * D * KV * dh;
+  p.attention_out = L * H * dh * D;
+  p.qk_norm = c.qk_norm ? L * 2 * dh : 0;
+  const U matrices = c.mlp == MlpKind::swiglu ? 3 : 2;
+  const U biases = c.mlp_bias ? (matrices - 1) * F + D : 0;
+  p.feed_forward = L * (matrices * D * F + biases);
+  p.norms = (2 * L + 1) * norm;
+  p.unembedding = c.tie_embeddings ? 0 : D * V;
+  return p;
+}
+
+std::uint64_t kv_cache_bytes_per_token(const TransformerConfig& c, std::size_t bytes_per_value) {
+  return std::uint64_t(2) * c.layers * c.resolved_kv_heads() * c.resolved_head_dim() *
+         bytes_per_value;
+}
+
+std::string to_string(MlpKind k) { return Choices<MlpKind>::names().at(std::size_t(k)); }
+std::string to_string(PositionKind k) { return Choices<PositionKind>::names().at(std::size_t(k)); }
+std::string to_string(NormKind k) { return Choices<NormKind>::names().at(std::size_t(k)); }
+
+}  // namespace tapegrad

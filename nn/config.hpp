@@ -1,0 +1,169 @@
+#pragma once
+// The transformer's configuration: every field declared once, in TAPEGRAD_TRANSFORMER_FIELDS
+// below, with its name, default, valid range and a one-line doc. Validation, equality, the
+// checkpoint's `__config__.*` entries, the programs' command-line options and the printed
+// summary all walk that list (for_each_field); none of them names a field by hand, so a
+// new model option is one line here plus the code that uses it.
+//
+// The defaults are the `gpt2` preset, which is exactly the 2017/GPT-2 model tapegrad
+// trained before the modern parts existed: learned positions, LayerNorm, a GELU MLP with
+// biases, one K/V head per query head. The `llama` preset swaps each part for its modern
+// replacement.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/init.hpp"    // AttentionInit
+#include "nn/layers.hpp"  // NormKind
+#include "ops/rope.hpp"   // RopeSpec, RopeStyle, RopeScaling
+
+namespace tapegrad {
+
+enum class MlpKind { gelu, swiglu };
+// The seed has a type of its own so that the field list can tell it from a size (both are
+// 64-bit unsigned integers here); it converts to and from std::uint64_t implicitly.
+struct Seed {
+  std::uint64_t value = 0;
+  constexpr Seed(std::uint64_t v = 0) : value(v) {}
+  constexpr operator std::uint64_t() const { return value; }
+};
+enum class PositionKind { learned, rope, none };
+
+// The role of a field: the architecture (what a checkpoint's weights depend on) or only
+// how the parameters are first drawn (ignored when loading into an existing model).
+enum class FieldRole { architecture, initialisation };
+
+inline constexpr double kUnbounded = 1e300;
+
+// X(role, type, name, default, min, max, doc): min/max bound numbers (inclusive); they are
+// ignored for flags and choices.
+#define TAPEGRAD_TRANSFORMER_FIELDS(X)                                                          \
+  X(architecture, std::size_t, vocab, 0, 1, 1 << 24, "vocabulary size: tokens are ids in [0, vocab)") \
+  X(architecture, std::size_t, context, 0, 1, 1 << 24, "longest sequence the model takes")     \
+  X(architecture, std::size_t, d_model, 64, 1, 1 << 16, "width of the residual stream")        \
+  X(architecture, std::size_t, layers, 2, 1, 1024, "transformer blocks")                       \
+  X(architecture, std::size_t, heads, 4, 1, 4096, "query heads")                               \
+  X(architecture, std::size_t, kv_heads, 0, 0, 4096,                                           \
+    "key/value heads, shared by heads/kv_heads query heads each (0: = heads, MHA; 1: MQA)")    \
+  X(architecture, std::size_t, head_dim, 0, 0, 1 << 16,                                        \
+    "width of one head (0: d_model/heads); heads*head_dim need not equal d_model")             \
+  X(architecture, NormKind, norm, NormKind::layer_norm, 0, 0,                                  \
+    "normalisation: layer (LayerNorm) or rms (RMSNorm)")                                       \
+  X(architecture, double, norm_eps, 1e-5, 1e-12, 1.0, "epsilon inside every norm")             \
+  X(architecture, MlpKind, mlp, MlpKind::gelu, 0, 0,                                           \
+    "feed-forward: gelu (up, GELU, down) or swiglu (down(silu(gate(x)) * up(x)))")             \
+  X(architecture, std::size_t, mlp_ratio, 4, 1, 64,                                            \
+    "the default hidden width: mlp_ratio*d_model (gelu), 2/3 of it (swiglu)")                  \
+  X(architecture, std::size_t, mlp_hidden, 0, 0, 1 << 20,                                      \
+    "feed-forward hidden width (0: from mlp_ratio; swiglu rounds up to mlp_multiple)")         \
+  X(architecture, std::size_t, mlp_multiple, 32, 1, 1 << 16,                                   \
+    "swiglu's default hidden width is rounded up to a multiple of this")                       \
+  X(architecture, bool, mlp_bias, true, 0, 0, "the feed-forward Linears have biases")          \
+  X(architecture, PositionKind, positions, PositionKind::learned, 0, 0,                        \
+    "positions: learned (a table added to the embeddings), rope (rotary, on q and k) or none") \
+  X(architecture, double, rope_theta, 10000.0, 1e-6, kUnbounded,                               \
+    "RoPE base: inv_freq[i] = theta^(-2i/head_dim) (Llama 3: 500000)")                         \
+  X(architecture, RopeStyle, rope_style, RopeStyle::half, 0, 0,                                \
+    "RoPE pairs: half (i, i+head_dim/2; HF/NeoX) or interleaved (2i, 2i+1; Meta/GPT-J)")       \
+  X(architecture, RopeScaling, rope_scaling, RopeScaling::none, 0, 0,                          \
+    "RoPE frequency scaling: none, linear, ntk, llama3 or yarn")                               \
+  X(architecture, double, rope_factor, 1.0, 1e-6, 1e6,                                         \
+    "RoPE scaling factor (linear, ntk, llama3, yarn)")                                         \
+  X(architecture, double, rope_low_freq_factor, 1.0, 1e-6, 1e6, "llama3 scaling: low_freq_factor") \
+  X(architecture, double, rope_high_freq_factor, 4.0, 1e-6, 1e6,                               \
+    "llama3 scaling: high_freq_factor")                                                        \
+  X(architecture, std::size_t, rope_original_context, 0, 0, 1 << 24,                           \
+    "llama3/yarn scaling: original_max_position_embeddings")                                   \
+  X(architecture, double, rope_beta_fast, 32.0, 1e-6, 1e6, "yarn scaling: beta_fast")          \
+  X(architecture, double, rope_beta_slow, 1.0, 1e-6, 1e6, "yarn scaling: beta_slow")           \
+  X(architecture, std::size_t, window, 0, 0, 1 << 24,                                          \
+    "sliding window: each query sees this many keys, itself included (0: full causal)")        \
+  X(architecture, bool, qk_norm, false, 0, 0,                                                  \
+    "RMSNorm with a learned gain over each head's q and k, before RoPE")                       \
+  X(architecture, bool, tie_embeddings, false, 0, 0,                                           \
+    "the head reuses the token embedding's matrix, transposed")                                \
+  X(architecture, std::optional<double>, attention_scale, std::nullopt, 1e-300, kUnbounded,     \
+    "factor on q.k (default 1/sqrt(head_dim); 1 = unscaled)")                                  \
+  X(initialisation, AttentionInit, attention_init, AttentionInit::gpt2, 0, 0,                  \
+    "Wq/Wk/Wv init: gpt2 (normal 0.02) or variance_preserving (normal 1/sqrt(d_model))")       \
+  X(initialisation, Seed, seed, 0, 0, 0, "seed of the parameters' initialisation")
+
+struct TransformerConfig {
+#define TAPEGRAD_DECLARE_FIELD(role, type, name, default_value, lo, hi, doc) \
+  type name = default_value;
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_DECLARE_FIELD)
+#undef TAPEGRAD_DECLARE_FIELD
+
+  // What the zero defaults resolve to.
+  std::size_t resolved_kv_heads() const { return kv_heads == 0 ? heads : kv_heads; }
+  std::size_t resolved_head_dim() const;
+  std::size_t d_head() const { return resolved_head_dim(); }
+  std::size_t resolved_mlp_hidden() const;
+  double resolved_attention_scale() const;
+  RopeSpec rope() const;
+
+  // Throws ShapeError "config: ..." naming the field: a value outside its range, or a
+  // combination that cannot be built (kv_heads not dividing heads, rope with an odd
+  // head_dim, a rope scaling without the fields it needs, ...).
+  void validate() const;
+  bool operator==(const TransformerConfig& o) const;
+  bool operator!=(const TransformerConfig& o) const { return !(*this == o); }
+};
+
+// The 2017 transformer as GPT-2 built it (and as tapegrad's TinyGPT always was): the
+// defaults above.
+TransformerConfig gpt2_preset();
+// RoPE (half, theta 10000), RMSNorm, SwiGLU without biases, grouped-query attention with
+// kv_heads = heads/2 (when heads is even), no biases anywhere, an untied head.
+TransformerConfig llama_preset();
+// "gpt2" | "llama": the preset of that name; ShapeError naming the known ones otherwise.
+TransformerConfig preset(const std::string& name);
+std::vector<std::string> preset_names();
+// Applies the parts of a preset that depend on sizes chosen after it (llama's kv_heads).
+void finish_preset(const std::string& name, TransformerConfig& c);
+
+// A field's description, for programs that walk the list (options, summaries, files).
+struct FieldInfo {
+  const char* name;
+  const char* doc;
+  FieldRole role;
+  enum class Kind { size, real, flag, choice, optional_real, seed } kind;
+  double min, max;
+  std::vector<std::string> choices;  // Kind::choice: the names, in the order of the enum
+};
+const std::vector<FieldInfo>& config_fields();
+// The field's value as text ("rms", "1e-05", "true", "default", "64"), and back (the same
+// spellings; ShapeError "config: ..." naming the field and what it accepts).
+std::string field_to_string(const TransformerConfig& c, const std::string& field);
+void set_field_from_string(TransformerConfig& c, const std::string& field,
+                           const std::string& text);
+// As an int64 or a double, the checkpoint's encoding: sizes, flags and seed as int64
+// (choices as the index of their name), reals as double (attention_scale NaN = default).
+bool field_is_real(const std::string& field);
+std::int64_t field_to_int64(const TransformerConfig& c, const std::string& field);
+double field_to_double(const TransformerConfig& c, const std::string& field);
+// ShapeError naming the field when the value is not one the field can hold.
+void set_field_from_int64(TransformerConfig& c, const std::string& field, std::int64_t v);
+void set_field_from_double(TransformerConfig& c, const std::string& field, double v);
+
+// "vocab=65 context=64 d_model=128 ..." over every architecture field.
+std::string config_summary(const TransformerConfig& c);
+
+// Parameter counts from the configuration alone (no allocation), per component.
+struct ParameterCounts {
+  std::uint64_t token_embedding = 0, position_embedding = 0;
+  std::uint64_t attention_q = 0, attention_kv = 0, attention_out = 0, qk_norm = 0;
+  std::uint64_t feed_forward = 0, norms = 0, unembedding = 0;
+  std::uint64_t total() const;
+};
+ParameterCounts count_parameters(const TransformerConfig& c);
+// 2 x layers x kv_heads x head_dim x bytes_per_value: what the KV cache grows by per token.
+std::uint64_t kv_cache_bytes_per_token(const TransformerConfig& c, std::size_t bytes_per_value);
+
+std::string to_string(MlpKind k);
+std::string to_string(PositionKind k);
+std::string to_string(NormKind k);
+
+}  // namespace tapegrad
