@@ -1,50 +1,129 @@
 #include "nn/block.hpp"
 
-#include <cmath>
-
-#include "ops/attention.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/matmul.hpp"
+#include "ops/shape_ops.hpp"
 
 namespace tapegrad {
+
+namespace {
+
+AttentionConfig gpt2_attention(std::size_t d_model, std::size_t heads, double qkv_std,
+                               double out_std, std::optional<double> scale) {
+  AttentionConfig c;
+  c.d_model = d_model;
+  c.heads = heads;
+  c.scale = scale;
+  c.qkv_std = qkv_std;
+  c.out_std = out_std;
+  return c;
+}
+
+// The projections' sizes and every argument check come from check_attention_spec, the one
+// check of every attention path; it is run here on the shapes the projections will have.
+AttentionSpec checked_spec(const AttentionConfig& c) {
+  if (c.d_model == 0 || c.heads == 0)
+    fail("MultiHeadAttention", "d_model={} and heads={} must be positive", c.d_model, c.heads);
+  if (c.head_dim == 0 && c.d_model % c.heads != 0)
+    fail("MultiHeadAttention", "d_model={} is not divisible by heads={} (or set head_dim)",
+         c.d_model, c.heads);
+  AttentionSpec s;
+  s.heads = c.heads;
+  s.kv_heads = c.kv_heads == 0 ? c.heads : c.kv_heads;
+  s.head_dim = c.head_dim == 0 ? c.d_model / c.heads : c.head_dim;
+  s.scale = c.scale;
+  s.causal = true;
+  s.window = c.window;
+  check_attention_spec("MultiHeadAttention", {1, 1, s.heads * s.head_dim},
+                       {1, 1, s.kv_heads * s.head_dim}, {1, 1, s.kv_heads * s.head_dim}, s);
+  if (c.rope) check_rope_spec("MultiHeadAttention", s.head_dim, *c.rope);
+  return s;
+}
+
+// RMSNorm over each head's slice: (B, T, heads*dh) viewed (B, T, heads, dh), normalised
+// over dh with one gain shared by the heads, viewed back.
+template <class T>
+Tensor<T> per_head(const Norm<T>& norm, const Tensor<T>& x, std::size_t heads, std::size_t dh) {
+  const Shape s = x.shape();
+  return reshape(norm(reshape(x, Shape{s[0], s[1], heads, dh})), s);
+}
+
+}  // namespace
+
+template <class T>
+MultiHeadAttention<T>::MultiHeadAttention(const AttentionConfig& c, Generator& gen)
+    : d_model_(c.d_model), spec_(checked_spec(c)), rope_(c.rope) {
+  const std::size_t q_width = spec_.heads * spec_.head_dim, kv_width = spec_.kv_heads * spec_.head_dim;
+  Wq_ = this->register_parameter("Wq", init::normal<T>({c.d_model, q_width}, gen, c.qkv_std));
+  Wk_ = this->register_parameter("Wk", init::normal<T>({c.d_model, kv_width}, gen, c.qkv_std));
+  Wv_ = this->register_parameter("Wv", init::normal<T>({c.d_model, kv_width}, gen, c.qkv_std));
+  Wo_ = this->register_parameter("Wo", init::normal<T>({q_width, c.d_model}, gen, c.out_std));
+  if (c.qk_norm) {
+    q_norm_.emplace(NormKind::rms_norm, spec_.head_dim, c.norm_eps);
+    k_norm_.emplace(NormKind::rms_norm, spec_.head_dim, c.norm_eps);
+    this->register_module("q_norm", *q_norm_);
+    this->register_module("k_norm", *k_norm_);
+  }
+}
 
 template <class T>
 MultiHeadAttention<T>::MultiHeadAttention(std::size_t d_model, std::size_t heads, Generator& gen,
                                           double qkv_std, double out_std,
                                           std::optional<double> scale)
-    : d_model_(d_model), heads_(heads), scale_(scale) {
-  if (d_model == 0 || heads == 0 || d_model % heads != 0)
-    fail("MultiHeadAttention", "d_model={} must be a positive multiple of heads={}", d_model,
-         heads);
-  if (scale && !(*scale > 0.0 && std::isfinite(*scale)))
-    fail("MultiHeadAttention", "scale must be positive and finite, got {}", *scale);
-  Wq_ = this->register_parameter("Wq", init::normal<T>({d_model, d_model}, gen, qkv_std));
-  Wk_ = this->register_parameter("Wk", init::normal<T>({d_model, d_model}, gen, qkv_std));
-  Wv_ = this->register_parameter("Wv", init::normal<T>({d_model, d_model}, gen, qkv_std));
-  Wo_ = this->register_parameter("Wo", init::normal<T>({d_model, d_model}, gen, out_std));
-}
+    : MultiHeadAttention(gpt2_attention(d_model, heads, qkv_std, out_std, scale), gen) {}
 
-// x (B, T, D) -> q, k, v (B, heads, T, D/heads) -> causal attention per head -> merged
-// (B, T, D) @ Wo. The op checks x's shape and does the backward.
+// x (B, T, D) @ Wq -> q (B, T, heads*dh); @ Wk, Wv -> k, v (B, T, kv_heads*dh)
+//   -> [qk_norm per head] -> [rope at positions 0..T-1] -> causal attention per head
+//   -> merged (B, T, heads*dh) @ Wo -> (B, T, D). Every step is an op on the tape.
 template <class T>
 Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x) {
-  MultiHeadOptions options;
-  options.causal = true;
-  options.scale = scale_;
-  AttentionResult<T> r = multi_head_attention_with_weights(x, Wq_, Wk_, Wv_, Wo_, heads_, options);
+  if (x.dim() != 3 || x.shape()[2] != d_model_)
+    fail("MultiHeadAttention", "x must be (B, T, D) with D={}, got {}", d_model_, x.shape_string());
+  const std::size_t dh = spec_.head_dim;
+  Tensor<T> q = matmul(x, Wq_), k = matmul(x, Wk_), v = matmul(x, Wv_);
+  if (q_norm_) {
+    q = per_head(*q_norm_, q, spec_.heads, dh);
+    k = per_head(*k_norm_, k, spec_.kv_heads, dh);
+  }
+  if (rope_) {
+    q = rope_heads(q, spec_.heads, 0, *rope_);
+    k = rope_heads(k, spec_.kv_heads, 0, *rope_);
+  }
+  AttentionResult<T> r = attention(q, k, v, spec_, path_);
   if (keep_) last_weights_ = r.weights.detach();
-  return r.out;
+  return matmul(r.out, Wo_);
 }
+
+namespace {
+AttentionConfig attention_of(const BlockConfig& c) {
+  AttentionConfig a;
+  a.d_model = c.d_model;
+  a.heads = c.heads;
+  a.kv_heads = c.kv_heads;
+  a.head_dim = c.head_dim;
+  a.scale = c.attention_scale;
+  a.window = c.window;
+  a.qk_norm = c.qk_norm;
+  a.norm_eps = c.norm_eps;
+  a.rope = c.rope;
+  a.qkv_std = c.attention_std;
+  a.out_std = c.residual_std;
+  return a;
+}
+}  // namespace
 
 template <class T>
 Block<T>::Block(const BlockConfig& c, Generator& gen)
-    : norm1_(c.norm, c.d_model),
-      attn_(c.d_model, c.heads, gen, c.attention_std, c.residual_std, c.attention_scale),
-      norm2_(c.norm, c.d_model),
-      mlp_(c.d_model, c.mlp_hidden, gen, c.std, c.residual_std) {
+    : norm1_(c.norm, c.d_model, c.norm_eps),
+      attn_(attention_of(c), gen),
+      norm2_(c.norm, c.d_model, c.norm_eps) {
+  if (c.swiglu) swiglu_.emplace(c.d_model, c.mlp_hidden, c.mlp_bias, gen, c.std, c.residual_std);
+  else mlp_.emplace(c.d_model, c.mlp_hidden, gen, c.std, c.residual_std, c.mlp_bias);
   this->register_module("norm1", norm1_);
   this->register_module("attn", attn_);
   this->register_module("norm2", norm2_);
-  this->register_module("mlp", mlp_);
+  if (swiglu_) this->register_module("mlp", *swiglu_);
+  else this->register_module("mlp", *mlp_);
 }
 
 // h = x + attn(norm1(x)); y = h + mlp(norm2(h)): every sub-layer reads a normalised copy
@@ -52,7 +131,8 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
 template <class T>
 Tensor<T> Block<T>::forward(const Tensor<T>& x) {
   Tensor<T> h = x + attn_(norm1_(x));
-  return h + mlp_(norm2_(h));
+  const Tensor<T> n = norm2_(h);
+  return h + (swiglu_ ? (*swiglu_)(n) : (*mlp_)(n));
 }
 
 template class MultiHeadAttention<float>;

@@ -1,6 +1,7 @@
 #pragma once
-// The transformer's repeated unit: causal multi-head self-attention as a module, and the
-// pre-norm residual Block  x + attn(norm1(x)),  then  x + mlp(norm2(x)).
+// The transformer's repeated unit: causal self-attention as a module (multi-head, grouped-
+// query or multi-query; optional RoPE, QK-norm and sliding window), and the pre-norm
+// residual Block  x + attn(norm1(x)),  then  x + mlp(norm2(x)).
 #include <cstddef>
 #include <optional>
 
@@ -8,16 +9,34 @@
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
+#include "ops/attention.hpp"  // AttentionPath, AttentionSpec
+#include "ops/rope.hpp"       // RopeSpec
 
 namespace tapegrad {
 
-// Causal self-attention over x (B, T, D) through ops' multi_head_attention_with_weights.
-// Parameters Wq, Wk, Wv ~ normal(0, qkv_std) and Wo ~ normal(0, out_std), all (D, D),
-// no biases. scale: the factor applied to q k^T, default 1/sqrt(D / heads); 1.0 gives the
-// unscaled attention of the saturation study.
+struct AttentionConfig {
+  std::size_t d_model = 0;
+  std::size_t heads = 1;
+  std::size_t kv_heads = 0;             // 0: = heads
+  std::size_t head_dim = 0;             // 0: d_model / heads
+  std::optional<double> scale;          // default 1/sqrt(head_dim); 1.0 = unscaled
+  std::size_t window = 0;               // 0: full causal
+  bool qk_norm = false;                 // RMSNorm (gain head_dim) on each head's q and k
+  double norm_eps = 1e-5;
+  std::optional<RopeSpec> rope;         // rotary positions on q and k, none when empty
+  double qkv_std = init::gpt2_std;      // Wq, Wk, Wv
+  double out_std = init::gpt2_std;      // Wo
+};
+
+// Causal self-attention over x (B, T, D). Parameters, in order: Wq (D, heads*head_dim),
+// Wk and Wv (D, kv_heads*head_dim), Wo (heads*head_dim, D), no biases; then, with qk_norm,
+// q_norm.weight and k_norm.weight (head_dim, 1). Query head h reads K/V head
+// h / (heads/kv_heads).
 template <class T>
 class MultiHeadAttention : public Module<T> {
  public:
+  MultiHeadAttention(const AttentionConfig& config, Generator& gen);
+  // Multi-head attention of today's GPT-2 model: heads = kv_heads, head_dim = D / heads.
   MultiHeadAttention(std::size_t d_model, std::size_t heads, Generator& gen,
                      double qkv_std = init::gpt2_std, double out_std = init::gpt2_std,
                      std::optional<double> scale = std::nullopt);
@@ -29,35 +48,50 @@ class MultiHeadAttention : public Module<T> {
   void keep_weights(bool keep) { keep_ = keep; }
   // The weights of the last forward while keep_weights was on; undefined before.
   const Tensor<T>& last_weights() const { return last_weights_; }
+  // fused (the default) or composed: the same attention, tested equal.
+  void set_path(AttentionPath path) { path_ = path; }
 
-  std::size_t heads() const { return heads_; }
-  const std::optional<double>& scale() const { return scale_; }
+  std::size_t heads() const { return spec_.heads; }
+  std::size_t kv_heads() const { return spec_.kv_heads; }
+  const std::optional<double>& scale() const { return spec_.scale; }
+  const AttentionSpec& spec() const { return spec_; }
   const Tensor<T>& Wq() const { return Wq_; }
   const Tensor<T>& Wk() const { return Wk_; }
   const Tensor<T>& Wv() const { return Wv_; }
   const Tensor<T>& Wo() const { return Wo_; }
 
  private:
-  std::size_t d_model_, heads_;
-  std::optional<double> scale_;
+  std::size_t d_model_;
+  AttentionSpec spec_;
+  std::optional<RopeSpec> rope_;
+  AttentionPath path_ = AttentionPath::fused;
   bool keep_ = false;
   Tensor<T> Wq_, Wk_, Wv_, Wo_;
+  std::optional<Norm<T>> q_norm_, k_norm_;
   Tensor<T> last_weights_;
 };
 
 struct BlockConfig {
   std::size_t d_model = 0;
   std::size_t heads = 1;
-  std::size_t mlp_hidden = 0;  // usually 4 * d_model
+  std::size_t kv_heads = 0;               // 0: = heads
+  std::size_t head_dim = 0;               // 0: d_model / heads
+  std::size_t mlp_hidden = 0;             // usually 4 * d_model
+  bool swiglu = false;                    // SwiGLU feed-forward instead of GELU
+  bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
-  std::optional<double> attention_scale;  // default 1/sqrt(d_head)
-  double std = init::gpt2_std;            // MLP fc weight
+  double norm_eps = 1e-5;
+  std::optional<double> attention_scale;  // default 1/sqrt(head_dim)
+  std::size_t window = 0;
+  bool qk_norm = false;
+  std::optional<RopeSpec> rope;
+  double std = init::gpt2_std;            // the feed-forward's input weights
   double attention_std = init::gpt2_std;  // Wq, Wk, Wv
-  double residual_std = init::gpt2_std;   // Wo and the MLP's proj weight
+  double residual_std = init::gpt2_std;   // Wo and the feed-forward's output weight
 };
 
 // x + attn(norm1(x)), then x + mlp(norm2(x)): x (B, T, D) -> (B, T, D).
-// Parameters, in order: norm1, attn (Wq Wk Wv Wo), norm2, mlp (fc, proj).
+// Parameters, in order: norm1, attn, norm2, mlp (fc, proj; or gate, up, down).
 template <class T>
 class Block : public Module<T> {
  public:
@@ -71,7 +105,8 @@ class Block : public Module<T> {
   Norm<T> norm1_;
   MultiHeadAttention<T> attn_;
   Norm<T> norm2_;
-  MLP<T> mlp_;
+  std::optional<MLP<T>> mlp_;
+  std::optional<SwiGLU<T>> swiglu_;
 };
 
 extern template class MultiHeadAttention<float>;

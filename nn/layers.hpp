@@ -83,18 +83,33 @@ class RMSNorm : public Norm<T> {
 };
 
 // proj(gelu(fc(x))): x (..., d_model) -> (..., hidden) -> (..., d_model); GELU in its tanh
-// form, both Linears with bias. fc ~ normal(0, std); proj (which writes into the residual
+// form, both Linears with bias unless `bias` is false. fc ~ normal(0, std); proj (which writes into the residual
 // stream) ~ normal(0, out_std).
 template <class T>
 class MLP : public Module<T> {
  public:
   MLP(std::size_t d_model, std::size_t hidden, Generator& gen, double std = init::gpt2_std,
-      double out_std = init::gpt2_std);
+      double out_std = init::gpt2_std, bool bias = true);
   Tensor<T> forward(const Tensor<T>& x) const;
   Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
 
  private:
   Linear<T> fc_, proj_;
+};
+
+// down(silu(gate(x)) * up(x)): x (..., d_model) -> two (..., hidden) projections, one gating
+// the other through SiLU -> (..., d_model). gate, up ~ normal(0, std); down (which writes into
+// the residual stream) ~ normal(0, out_std); biases only when asked (Llama has none).
+template <class T>
+class SwiGLU : public Module<T> {
+ public:
+  SwiGLU(std::size_t d_model, std::size_t hidden, bool bias, Generator& gen,
+         double std = init::gpt2_std, double out_std = init::gpt2_std);
+  Tensor<T> forward(const Tensor<T>& x) const;
+  Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
+
+ private:
+  Linear<T> gate_, up_, down_;
 };
 
 extern template class Linear<float>;
@@ -105,5 +120,7 @@ extern template class Norm<float>;
 extern template class Norm<double>;
 extern template class MLP<float>;
 extern template class MLP<double>;
+extern template class SwiGLU<float>;
+extern template class SwiGLU<double>;
 
 }  // namespace tapegrad

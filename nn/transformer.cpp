@@ -1,119 +1,138 @@
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 
 #include <cmath>
 #include <string>
 
 #include "ops/cross_entropy.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/matmul.hpp"
 
 namespace tapegrad {
 
-void TinyGPTConfig::validate() const {
-  if (vocab == 0 || context == 0 || d_model == 0 || heads == 0 || layers == 0 || mlp_ratio == 0)
-    fail("TinyGPT", "vocab={}, context={}, d_model={}, heads={}, layers={} and mlp_ratio={} "
-         "must all be positive", vocab, context, d_model, heads, layers, mlp_ratio);
-  if (d_model % heads != 0)
-    fail("TinyGPT", "d_model={} is not divisible by heads={}", d_model, heads);
-  if (attention_scale && !(*attention_scale > 0.0 && std::isfinite(*attention_scale)))
-    fail("TinyGPT", "attention_scale must be positive and finite, got {}", *attention_scale);
-}
-
-bool TinyGPTConfig::operator==(const TinyGPTConfig& o) const {
-  return vocab == o.vocab && context == o.context && d_model == o.d_model && heads == o.heads &&
-         layers == o.layers && mlp_ratio == o.mlp_ratio && norm == o.norm &&
-         attention_scale == o.attention_scale && attention_init == o.attention_init &&
-         seed == o.seed;
-}
-
 namespace {
 
-const TinyGPTConfig& validated(const TinyGPTConfig& c) {
+const TransformerConfig& validated(const TransformerConfig& c) {
   c.validate();
   return c;
 }
 
-template <class T>
-std::vector<Block<T>> make_blocks(const TinyGPTConfig& c, Generator& gen) {
+BlockConfig block_config(const TransformerConfig& c) {
   BlockConfig b;
   b.d_model = c.d_model;
   b.heads = c.heads;
-  b.mlp_hidden = c.mlp_ratio * c.d_model;
+  b.kv_heads = c.resolved_kv_heads();
+  b.head_dim = c.resolved_head_dim();
+  b.mlp_hidden = c.resolved_mlp_hidden();
+  b.swiglu = c.mlp == MlpKind::swiglu;
+  b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
+  b.norm_eps = c.norm_eps;
   b.attention_scale = c.attention_scale;
+  b.window = c.window;
+  b.qk_norm = c.qk_norm;
+  if (c.positions == PositionKind::rope) b.rope = c.rope();
   b.std = init::gpt2_std;
   b.attention_std = init::attention_std(c.attention_init, c.d_model);
   b.residual_std = init::residual_std(c.layers);
+  return b;
+}
+
+template <class T>
+std::vector<Block<T>> make_blocks(const TransformerConfig& c, Generator& gen) {
+  const BlockConfig b = block_config(c);
   std::vector<Block<T>> blocks;
   blocks.reserve(c.layers);
   for (std::size_t i = 0; i < c.layers; ++i) blocks.emplace_back(b, gen);
   return blocks;
 }
 
+template <class T>
+std::optional<Embedding<T>> make_positions(const TransformerConfig& c, Generator& gen) {
+  if (c.positions != PositionKind::learned) return std::nullopt;
+  return Embedding<T>(c.context, c.d_model, gen);
+}
+
+template <class T>
+std::optional<Linear<T>> make_head(const TransformerConfig& c, Generator& gen) {
+  if (c.tie_embeddings) return std::nullopt;
+  return Linear<T>(c.d_model, c.vocab, false, gen);
+}
+
 }  // namespace
 
 template <class T>
-TinyGPT<T>::TinyGPT(const TinyGPTConfig& config) : TinyGPT(config, Generator(config.seed)) {}
+Transformer<T>::Transformer(const TransformerConfig& config)
+    : Transformer(config, Generator(config.seed)) {}
 
 // Members are built in declaration order, which is the order of the draws from `gen`.
 template <class T>
-TinyGPT<T>::TinyGPT(const TinyGPTConfig& config, Generator&& gen)
+Transformer<T>::Transformer(const TransformerConfig& config, Generator&& gen)
     : config_(validated(config)),
       tok_emb_(config.vocab, config.d_model, gen),
-      pos_emb_(config.context, config.d_model, gen),
+      pos_emb_(make_positions<T>(config, gen)),
       blocks_(make_blocks<T>(config, gen)),
-      norm_f_(config.norm, config.d_model),
-      head_(config.d_model, config.vocab, false, gen) {
+      norm_f_(config.norm, config.d_model, config.norm_eps),
+      head_(make_head<T>(config, gen)) {
   this->register_module("tok_emb", tok_emb_);
-  this->register_module("pos_emb", pos_emb_);
+  if (pos_emb_) this->register_module("pos_emb", *pos_emb_);
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     this->register_module("blocks." + std::to_string(i), blocks_[i]);
   this->register_module("norm_f", norm_f_);
-  this->register_module("head", head_);
+  if (head_) this->register_module("head", *head_);
 }
 
-// tokens (B, T) -> tok_emb (B, T, D) + pos_emb (T, D) -> blocks -> norm_f -> head (B, T, V)
+// tokens (B, T) -> tok_emb (B, T, D) [+ pos_emb (T, D)] -> blocks -> norm_f -> head (B, T, V)
+// tied head: h (B, T, D) @ tok_emb^T (D, V), so tok_emb's gradient sums both of its uses.
 // backward: every step is an op on the tape (embedding's scatter-add, add's sum over B
-// for the positional table, the blocks, layer_norm, matmul).
+// for the positional table, the blocks, the norm, matmul).
 template <class T>
-Tensor<T> TinyGPT<T>::forward(const Indices& tokens) {
+Tensor<T> Transformer<T>::forward(const Indices& tokens) {
   if (tokens.dimension() != 2 || tokens.shape()[0] == 0 || tokens.shape()[1] == 0)
-    fail("TinyGPT", "tokens must be (B, T) with B, T >= 1, got {}",
+    fail("Transformer", "tokens must be (B, T) with B, T >= 1, got {}",
          shape_str(Shape(tokens.shape().begin(), tokens.shape().end())));
   const std::size_t B = tokens.shape()[0], Tn = tokens.shape()[1];
   if (Tn > config_.context)
-    fail("TinyGPT", "sequence length T={} exceeds the context of {} (tokens are ({},{}))", Tn,
+    fail("Transformer", "sequence length T={} exceeds the context of {} (tokens are ({},{}))", Tn,
          config_.context, B, Tn);
   const std::int64_t V = static_cast<std::int64_t>(config_.vocab);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const std::int64_t t = tokens.data()[i];
     if (t < 0 || t >= V)
-      fail("TinyGPT", "token {} at (b={}, t={}) is outside the vocabulary [0, {}) (tokens are "
-           "({},{}))", t, i / Tn, i % Tn, V, B, Tn);
+      fail("Transformer", "token {} at (b={}, t={}) is outside the vocabulary [0, {}) (tokens "
+           "are ({},{}))", t, i / Tn, i % Tn, V, B, Tn);
   }
-  Indices positions = Indices::from_shape({Tn});
-  for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(t);
-
-  Tensor<T> x = tok_emb_(tokens) + pos_emb_(positions);
+  Tensor<T> x = tok_emb_(tokens);
+  if (pos_emb_) {
+    Indices positions = Indices::from_shape({Tn});
+    for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(t);
+    x = x + (*pos_emb_)(positions);
+  }
   for (Block<T>& block : blocks_) x = block(x);
-  return head_(norm_f_(x));
+  const Tensor<T> h = norm_f_(x);
+  return head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
 }
 
 template <class T>
-Tensor<T> TinyGPT<T>::loss(const Indices& tokens, const Indices& targets,
-                           std::int64_t ignore_index) {
+Tensor<T> Transformer<T>::loss(const Indices& tokens, const Indices& targets,
+                               std::int64_t ignore_index) {
   if (tokens.shape() != targets.shape())
-    fail("TinyGPT::loss", "targets {} must have the shape of tokens {}",
+    fail("Transformer::loss", "targets {} must have the shape of tokens {}",
          shape_str(Shape(targets.shape().begin(), targets.shape().end())),
          shape_str(Shape(tokens.shape().begin(), tokens.shape().end())));
   return cross_entropy(forward(tokens), targets, ignore_index);
 }
 
 template <class T>
-void TinyGPT<T>::keep_attention_weights(bool keep) {
+void Transformer<T>::keep_attention_weights(bool keep) {
   for (Block<T>& block : blocks_) block.attention().keep_weights(keep);
 }
 
-template class TinyGPT<float>;
-template class TinyGPT<double>;
+template <class T>
+void Transformer<T>::set_attention_path(AttentionPath path) {
+  for (Block<T>& block : blocks_) block.attention().set_path(path);
+}
+
+template class Transformer<float>;
+template class Transformer<double>;
 
 }  // namespace tapegrad

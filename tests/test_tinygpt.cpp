@@ -79,24 +79,24 @@ TEST_CASE("TinyGPT maps tokens (B T) to logits (B T V)", "[tinygpt]") {
 
 TEST_CASE("TinyGPT rejects bad tokens lengths targets and configs", "[tinygpt]") {
   TinyGPT<float> model(small_config());
-  require_shape_error([&] { model(random_tokens(1, 7, 7, 1)); }, {"TinyGPT", "T=7", "context of 6"});
+  require_shape_error([&] { model(random_tokens(1, 7, 7, 1)); }, {"Transformer", "T=7", "context of 6"});
   Indices bad = {{0, 1, 7}};
-  require_shape_error([&] { model(bad); }, {"TinyGPT", "token 7", "[0, 7)"});
+  require_shape_error([&] { model(bad); }, {"Transformer", "token 7", "[0, 7)"});
   Indices negative = {{0, -1}};
-  require_shape_error([&] { model(negative); }, {"TinyGPT", "token -1"});
+  require_shape_error([&] { model(negative); }, {"Transformer", "token -1"});
   Indices flat = {1, 2, 3};
-  require_shape_error([&] { model(flat); }, {"TinyGPT", "(B, T)", "(3)"});
+  require_shape_error([&] { model(flat); }, {"Transformer", "(B, T)", "(3)"});
   require_shape_error([&] { model.loss(random_tokens(2, 3, 7, 1), random_tokens(2, 4, 7, 1)); },
-                      {"TinyGPT::loss", "(2,4)", "(2,3)"});
+                      {"Transformer::loss", "(2,4)", "(2,3)"});
   TinyGPTConfig c = small_config();
   c.heads = 3;
-  require_shape_error([&] { TinyGPT<float>{c}; }, {"TinyGPT", "d_model=8", "heads=3"});
+  require_shape_error([&] { TinyGPT<float>{c}; }, {"config", "d_model=8", "heads=3"});
   c = small_config();
   c.vocab = 0;
-  require_shape_error([&] { TinyGPT<float>{c}; }, {"TinyGPT", "vocab=0"});
+  require_shape_error([&] { TinyGPT<float>{c}; }, {"config", "vocab=0"});
   c = small_config();
   c.attention_scale = -1.0;
-  require_shape_error([&] { TinyGPT<float>{c}; }, {"TinyGPT", "attention_scale", "-1"});
+  require_shape_error([&] { TinyGPT<float>{c}; }, {"config", "attention_scale", "-1"});
 }
 
 TEST_CASE("TinyGPT is causal: later tokens do not change earlier logits", "[tinygpt]") {
