@@ -17,12 +17,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/tape.hpp"
 #include "examples/common/cli.hpp"
+#include "examples/common/config_cli.hpp"
 #include "examples/common/svg_plot.hpp"
 #include "examples/train/evaluate.hpp"
 #include "examples/train/metrics.hpp"
@@ -64,11 +66,6 @@ struct Settings {
   std::size_t recall_grow_steps = 0;
   bool recall_dense_loss = false;
   double recall_chain = 0;
-  // model
-  std::size_t d_model = 64, heads = 4, layers = 2, mlp_ratio = 4;
-  std::string norm = "layer";
-  bool no_scale = false;
-  std::string attention_init = "gpt2";
   // optimiser
   std::size_t batch = 64, steps = 600, warmup = 50;
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.01, clip = 1.0;
@@ -131,22 +128,7 @@ void prepare_out_dir(const std::string& dir) {
   std::remove(probe.c_str());
 }
 
-NormKind parse_norm(const std::string& s) {
-  return s == "rms" ? NormKind::rms_norm : NormKind::layer_norm;
-}
-std::string norm_name(NormKind k) { return k == NormKind::rms_norm ? "rms" : "layer"; }
-
-std::string config_summary(const TinyGPTConfig& c, std::size_t params) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "TinyGPT: vocab %zu, context %zu, d_model %zu, %zu heads, %zu layers, mlp x%zu, "
-                "%s norm, scale %s, %zu parameters",
-                c.vocab, c.context, c.d_model, c.heads, c.layers, c.mlp_ratio,
-                norm_name(c.norm).c_str(), c.attention_scale ? "1" : "1/sqrt(d_head)", params);
-  return buf;
-}
-
-int run(Settings s, const CLI::App& app) {
+int run(Settings s, const CLI::App& app, const examples::ConfigOptions& model_options) {
   auto given = [&](const char* name) { return app.count(name) > 0; };
   const bool text_mode = !s.text.empty();
   std::FILE* log = stdout;
@@ -181,9 +163,9 @@ int run(Settings s, const CLI::App& app) {
 
   // --- per-task defaults for what the user did not set -------------------------------
   TaskDefaults d = defaults_for(task_name);
-  if (!given("--d-model")) s.d_model = d.d_model;
-  if (!given("--heads")) s.heads = d.heads;
-  if (!given("--layers")) s.layers = d.layers;
+  std::map<std::string, std::string> model_defaults = {{"d_model", std::to_string(d.d_model)},
+                                                       {"heads", std::to_string(d.heads)},
+                                                       {"layers", std::to_string(d.layers)}};
   if (!given("--batch")) s.batch = d.batch;
   if (!given("--steps")) s.steps = d.steps;
   if (!given("--warmup")) s.warmup = std::min(d.warmup, s.steps / 5);
@@ -193,7 +175,7 @@ int run(Settings s, const CLI::App& app) {
     // recall's training recipe (docs/TRAINING.md, "recall"): without it every setting
     // tried sat on the "a value from the context" plateau (held-out exact ~0.3).
     if (!given("--weight-decay")) s.weight_decay = 0.0;
-    if (!given("--attention-init")) s.attention_init = "variance_preserving";
+    model_defaults["attention_init"] = "variance_preserving";
     if (!given("--recall-min-pairs")) s.recall_min_pairs = 2;
     if (!given("--recall-chain")) s.recall_chain = 0.5;
     if (!given("--recall-dense-loss")) s.recall_dense_loss = true;
@@ -265,21 +247,11 @@ int run(Settings s, const CLI::App& app) {
                        std::to_string(vocab) + " and " + std::to_string(context));
     }
   } else {
-    config.vocab = vocab;
-    config.context = context;
-    config.d_model = s.d_model;
-    config.heads = s.heads;
-    config.layers = s.layers;
-    config.mlp_ratio = s.mlp_ratio;
-    config.norm = parse_norm(s.norm);
-    if (s.no_scale) config.attention_scale = 1.0;
-    config.attention_init = parse_attention_init(s.attention_init);
-    config.seed = s.seed;
-    if (config.d_model % config.heads != 0) {
-      throw UsageError("--heads " + std::to_string(s.heads) + " does not divide --d-model " +
-                       std::to_string(s.d_model));
-    }
     try {
+      config = model_options.build(model_defaults);
+      config.vocab = vocab;
+      config.context = context;
+      config.seed = s.seed;
       config.validate();
     } catch (const std::exception& e) {
       throw UsageError(one_line(e.what()));
@@ -347,7 +319,9 @@ int run(Settings s, const CLI::App& app) {
   TinyGPT<float>& model = *model_holder;
   const std::size_t params = model.parameter_count();
   if (!s.quiet) {
-    std::fprintf(log, "%s\n", config_summary(config, params).c_str());
+    std::fprintf(log, "model (--arch %s): %s, %zu parameters\n",
+                 resumed_config ? "from the checkpoint" : model_options.arch().c_str(),
+                 config_summary(config).c_str(), params);
     if (seq) {
       std::fprintf(log, "task %s: %zu input tokens -> %zu answer tokens, %zu held-out examples\n",
                    task_name.c_str(), seq->input_len(), seq->answer_len(), eval_examples.size());
@@ -507,15 +481,11 @@ int run(Settings s, const CLI::App& app) {
   m.set("gradcheck_seconds", gradcheck_seconds);
   m.set("resumed_from", s.resume);
   const TinyGPTConfig& c = model.config();
-  m.set("vocab", c.vocab);
-  m.set("context", c.context);
-  m.set("d_model", c.d_model);
-  m.set("heads", c.heads);
-  m.set("layers", c.layers);
-  m.set("mlp_ratio", c.mlp_ratio);
-  m.set("norm", norm_name(c.norm));
-  m.set("attention_scale", c.attention_scale ? "1" : "1/sqrt(d_head)");
-  m.set("attention_init", to_string(c.attention_init));
+  for (const FieldInfo& f : config_fields()) {
+    if (f.kind == FieldInfo::Kind::size) m.set(f.name, std::size_t(field_to_int64(c, f.name)));
+    else if (f.kind == FieldInfo::Kind::real) m.set(f.name, field_to_double(c, f.name));
+    else if (f.kind != FieldInfo::Kind::seed) m.set(f.name, field_to_string(c, f.name));
+  }
   m.set("init_seed", std::int64_t(c.seed));
   m.set("batch", s.batch);
   m.set("lr", s.lr);
@@ -588,23 +558,9 @@ int main(int argc, char** argv) {
   app.add_option("--eval-size", s.eval_size, "held-out sequences (text: windows) to evaluate")
       ->check(CLI::Range(std::size_t(1), std::size_t(1000000)))->group(task_group);
 
-  auto* model_group = "Model";
-  app.add_option("--d-model", s.d_model, "embedding width (default per task)")
-      ->check(CLI::Range(std::size_t(1), std::size_t(4096)))->group(model_group);
-  app.add_option("--heads", s.heads, "attention heads; must divide --d-model")
-      ->check(CLI::Range(std::size_t(1), std::size_t(256)))->group(model_group);
-  app.add_option("--layers", s.layers, "transformer blocks")
-      ->check(CLI::Range(std::size_t(1), std::size_t(64)))->group(model_group);
-  app.add_option("--mlp-ratio", s.mlp_ratio, "MLP hidden width as a multiple of --d-model")
-      ->check(CLI::Range(std::size_t(1), std::size_t(16)))->group(model_group);
-  app.add_option("--norm", s.norm, "normalisation: layer (LayerNorm) or rms (RMSNorm)")
-      ->check(CLI::IsMember({"layer", "rms"}))->group(model_group);
-  app.add_flag("--no-scale", s.no_scale, "do not divide attention scores by sqrt(d_head)")
-      ->group(model_group);
-  app.add_option("--attention-init", s.attention_init,
-                 "Wq/Wk/Wv init: gpt2 (normal 0.02) or variance_preserving (normal 1/sqrt(d_model); "
-                 "the recall default)")
-      ->check(CLI::IsMember({"gpt2", "variance_preserving"}))->group(model_group);
+  // The model: --arch and one option per field of nn/config.hpp (the task fixes vocab and
+  // context; --seed seeds the data too).
+  examples::ConfigOptions model_options(app, {"vocab", "context", "seed"});
 
   auto* opt_group = "Optimisation (AdamW, warm-up + cosine)";
   app.add_option("--batch", s.batch, "sequences per step (default per task)")
@@ -663,7 +619,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return run(s, app);
+    return run(s, app, model_options);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: error: %s\n", kProgram, one_line(e.what()).c_str());
     return 2;

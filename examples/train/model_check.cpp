@@ -9,7 +9,13 @@ namespace tapegrad::train {
 TinyGPTConfig small_config(const TinyGPTConfig& config) {
   TinyGPTConfig s = config;
   s.heads = std::min<std::size_t>(config.heads, 2);
+  // keep the kind of sharing: MHA stays MHA, GQA keeps heads/kv_heads query heads per K/V
+  // head while there are enough heads, and becomes MQA otherwise
+  const std::size_t group = config.heads / config.resolved_kv_heads();
+  s.kv_heads = group == 1 ? 0 : std::max<std::size_t>(1, s.heads / group);
   s.d_model = 4 * s.heads;
+  s.head_dim = 0;    // d_model / heads = 4: even, as RoPE needs
+  s.mlp_hidden = 0;  // from mlp_ratio
   s.layers = std::min<std::size_t>(config.layers, 2);
   return s;
 }

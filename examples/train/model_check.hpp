@@ -28,8 +28,10 @@ struct ModelCheck {
   double max_rel_error = 0;
 };
 
-// The small version of `config`: d_model 8 (2 heads) or 4 * heads if larger, at most 2
-// layers, the same vocab, context, norm, MLP ratio and attention scale.
+// The small version of `config`: at most 2 heads of width 4 (d_model 4 * heads), at most 2
+// layers, grouped-query sharing kept where it fits (else MQA), and every other part (vocab,
+// context, norm, positions and RoPE, MLP kind and ratio, window, QK-norm, tied head,
+// attention scale) as in `config`.
 TinyGPTConfig small_config(const TinyGPTConfig& config);
 
 // Checks every parameter of TinyGPT<double>(small) on `batch` (its loss with kIgnore).

@@ -1,0 +1,99 @@
+// model_card: where a transformer's parameters are, and what its KV cache costs per token,
+// from the configuration alone (nothing is allocated, so an 8B model is as quick as a toy).
+//
+//   model_card --arch llama --vocab 128256 --context 8192 --d-model 4096 --layers 32
+//              --heads 32 --kv-heads 8 --head-dim 128 --mlp-hidden 14336
+//
+// Exit codes: 0 done; 2 a usage error (bad option, or a configuration that cannot be built).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "examples/common/cli.hpp"
+#include "examples/common/config_cli.hpp"
+#include "nn/config.hpp"
+
+using namespace tapegrad;
+
+namespace {
+
+constexpr const char* kProgram = "model_card";
+
+std::string with_commas(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string bytes_text(std::uint64_t bytes) {
+  if (bytes % 1024 == 0 && bytes >= 1024) return with_commas(bytes / 1024) + " KiB";
+  return with_commas(bytes) + " bytes";
+}
+
+struct Row {
+  std::string name;
+  std::uint64_t count;
+};
+
+std::vector<Row> rows_of(const TransformerConfig& c) {
+  const ParameterCounts p = count_parameters(c);
+  const std::string mlp = c.mlp == MlpKind::swiglu ? "feed-forward (3 matrices)" : "feed-forward (2 matrices)";
+  const std::string norms = c.norm == NormKind::rms_norm ? "RMSNorm scales" : "LayerNorm scales and shifts";
+  std::vector<Row> rows = {{"token embedding", p.token_embedding}};
+  if (p.position_embedding) rows.push_back({"position embedding", p.position_embedding});
+  rows.push_back({"attention Q", p.attention_q});
+  rows.push_back({"attention K and V", p.attention_kv});
+  rows.push_back({"attention output", p.attention_out});
+  if (p.qk_norm) rows.push_back({"QK-norm gains", p.qk_norm});
+  rows.push_back({c.mlp_bias ? mlp + " + biases" : mlp, p.feed_forward});
+  rows.push_back({norms, p.norms});
+  rows.push_back({c.tie_embeddings ? "unembedding (tied)" : "unembedding", p.unembedding});
+  return rows;
+}
+
+void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
+  const std::uint64_t total = count_parameters(c).total();
+  std::printf("%s\n\n", config_summary(c).c_str());
+  std::printf("%-26s%14s%8s\n", "component", "parameters", "share");
+  for (const Row& r : rows_of(c))
+    std::printf("%-26s%14s%7.1f%%\n", r.name.c_str(), with_commas(r.count).c_str(),
+                100.0 * double(r.count) / double(total));
+  std::printf("%-26s%14s%7.1f%%\n", "TOTAL", with_commas(total).c_str(), 100.0);
+  std::printf("\nKV cache per token = 2 x %zu layers x %zu kv_heads x %zu head_dim x %zu bytes = %s\n",
+              c.layers, c.resolved_kv_heads(), c.resolved_head_dim(), cache_bytes,
+              bytes_text(kv_cache_bytes_per_token(c, cache_bytes)).c_str());
+  if (c.window > 0)
+    std::printf("with window %zu the cache holds at most %zu positions: %s per sequence\n", c.window,
+                c.window, bytes_text(kv_cache_bytes_per_token(c, cache_bytes) * c.window).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Print a transformer's parameters per component and its KV cache per token, from "
+               "its configuration alone (--arch preset plus any field as an option). Exit codes: "
+               "0 ok, 2 usage error.", kProgram};
+  app.option_defaults()->always_capture_default();
+  std::size_t cache_bytes = 2;
+  examples::ConfigOptions model_options(app, {"seed", "attention_init"});
+  app.add_option("--cache-bytes", cache_bytes, "bytes per cached value (2: 16-bit)")
+      ->check(CLI::Range(std::size_t(1), std::size_t(16)));
+  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+    return *code;
+  try {
+    TransformerConfig c = model_options.build();
+    if (!model_options.given("vocab") || !model_options.given("context"))
+      throw std::invalid_argument("config: --vocab and --context are needed (no task fixes them here)");
+    c.validate();
+    print_card(c, cache_bytes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 2;
+  }
+  return 0;
+}
