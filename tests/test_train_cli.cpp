@@ -66,6 +66,14 @@ TEST_CASE("train cli: bad options and values exit 2 with one line and write noth
       "--task recall --recall-grow-steps -1",   // negative
       "--task recall --recall-grow-steps x",    // not a number
       "--task recall --recall-min-pairs 9",     // more pairs than the task has
+      "--kv-heads 3",                           // does not divide heads 4
+      "--arch llama --head-dim 5",              // rope needs an even head_dim
+      "--arch mistral",                         // not a preset
+      "--arch llama --rope-scaling linear --rope-factor 0",  // factor must be > 0
+      "--arch llama --rope-scaling yarn",       // yarn needs --rope-original-context
+      "--mlp swish",                            // not a feed-forward kind
+      "--window -1",                            // negative
+      "--no-scale --attention-scale 0.5",       // two scales
   };
   for (const char* args : cases) {
     INFO(args);
@@ -100,6 +108,10 @@ TEST_CASE("train cli: --help documents every option and exits 0", "[train_cli]")
   RunResult r = run("--help", dir);
   CHECK(r.code == 0);
   for (const char* opt : {"--task", "--text", "--d-model", "--heads", "--layers", "--mlp-ratio",
+                          "--arch", "--kv-heads", "--head-dim", "--mlp", "--mlp-hidden",
+                          "--mlp-multiple", "--positions", "--rope-theta", "--rope-style",
+                          "--rope-scaling", "--rope-factor", "--window", "--qk-norm",
+                          "--tie-embeddings", "--norm-eps", "--attention-scale", "--attention-init",
                           "--norm", "--no-scale", "--batch", "--steps", "--lr", "--min-lr",
                           "--warmup", "--weight-decay", "--clip", "--seed", "--out", "--resume",
                           "--threads", "--skip-gradcheck", "--detect-anomaly", "--eval-every", "--quiet", "--sample",
@@ -271,5 +283,53 @@ TEST_CASE("train cli: a text model trains samples and resumes for sampling", "[t
   INFO(s.err);
   REQUIRE(s.code == 0);
   CHECK(fs::is_regular_file(b / "sample.txt"));
+}
+#endif
+
+#if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
+TEST_CASE("train cli: a bad model option names its field in one line", "[train_cli]") {
+  fs::path dir = scratch("config_errors");
+  const std::string o = " --out '" + (dir / "never").string() + "'";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--heads 6 --d-model 48 --kv-heads 4", "heads=6 is not divisible by kv_heads=4"},
+      {"--arch llama --head-dim 5", "head_dim=5"},
+      {"--arch bogus", "--arch"},
+      {"--arch llama --rope-scaling linear --rope-factor 0", "rope_factor=0"},
+  };
+  for (const auto& [args, wanted] : cases) {
+    INFO(args);
+    RunResult r = run(std::string(args) + o, dir);
+    CHECK(r.code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find(wanted) != std::string::npos);
+  }
+}
+
+TEST_CASE("train cli: --arch llama passes the start-up gradient check and trains", "[train_cli][llama]") {
+  fs::path dir = scratch("llama");
+  RunResult r = run(std::string(kTiny) + " --arch llama --qk-norm --window 5 --steps 3 --warmup 0 --out '" +
+                        (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("gradient check passed") != std::string::npos);
+  const std::string metrics = slurp(dir / "out" / "metrics.json");
+  CHECK(json_value(metrics, "positions") == "\"rope\"");
+  CHECK(json_value(metrics, "mlp") == "\"swiglu\"");
+  CHECK(json_value(metrics, "kv_heads") == "1");  // llama: heads 2 -> 1 K/V head
+  const tapegrad::TinyGPTConfig c = tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string());
+  CHECK(c.qk_norm);
+  CHECK(c.window == 5);
+}
+
+TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run reported", "[train_cli][checkpoint]") {
+  // tests/fixtures/checkpoint_v1/README.md: the run that wrote it reported this eval loss
+  fs::path dir = scratch("v1");
+  const std::string file = std::string(TAPEGRAD_FIXTURES_DIR) + "/checkpoint_v1/sort_gpt2.npz";
+  RunResult r = run("--resume '" + file + "' --steps 0 --eval-size 50 --threads 1 --quiet --out '" +
+                        (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const double loss = std::stod(json_value(slurp(dir / "out" / "metrics.json"), "eval_loss"));
+  CHECK(loss == Approx(1.9032962322235107).epsilon(1e-6));
 }
 #endif

@@ -1,0 +1,222 @@
+// nn/config: the one list of fields, what is derived from it (validation, equality,
+// checkpoint entries, the printed summary), the presets, and the parameter and KV-cache
+// counts from the configuration alone, checked against built models and against the
+// specification's 8B table.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+#include "helpers.hpp"
+#include "nn/checkpoint.hpp"
+#include "nn/config.hpp"
+#include "nn/transformer.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::test;
+
+namespace {
+
+// A value other than the default for each field, so a test can change any one field.
+std::string other_value(const FieldInfo& f) {
+  switch (f.kind) {
+    case FieldInfo::Kind::flag: return "true" == field_to_string(TransformerConfig{}, f.name) ? "false" : "true";
+    case FieldInfo::Kind::choice: return f.choices.at(1);
+    case FieldInfo::Kind::optional_real: return "0.5";
+    case FieldInfo::Kind::seed: return "12345678901234567890";
+    case FieldInfo::Kind::real: return "0.25";
+    case FieldInfo::Kind::size: return "3";
+  }
+  return "";
+}
+
+TransformerConfig sized(TransformerConfig c) {
+  c.vocab = 11;
+  c.context = 9;
+  c.d_model = 16;
+  c.heads = 4;
+  c.layers = 2;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("config: every field is declared once, with a doc, and the defaults are the gpt2 preset", "[config]") {
+  std::set<std::string> names;
+  for (const FieldInfo& f : config_fields()) {
+    CHECK(names.insert(f.name).second);
+    CHECK(std::string(f.doc).size() > 10);
+    if (f.kind == FieldInfo::Kind::choice) CHECK(f.choices.size() >= 2);
+  }
+  for (const char* wanted : {"vocab", "context", "d_model", "layers", "heads", "kv_heads", "head_dim",
+                             "norm", "norm_eps", "mlp", "mlp_hidden", "mlp_multiple", "positions",
+                             "rope_theta", "rope_style", "rope_scaling", "rope_factor", "window",
+                             "qk_norm", "tie_embeddings", "attention_scale", "seed"})
+    CHECK(names.count(wanted) == 1);
+  CHECK(gpt2_preset() == TransformerConfig{});
+  const TransformerConfig g = gpt2_preset();
+  CHECK(g.positions == PositionKind::learned);
+  CHECK(g.norm == NormKind::layer_norm);
+  CHECK(g.mlp == MlpKind::gelu);
+  CHECK(g.mlp_bias);
+  CHECK(g.resolved_kv_heads() == g.heads);
+  CHECK_FALSE(g.tie_embeddings);
+}
+
+TEST_CASE("config: text round-trips and any one changed field breaks equality", "[config]") {
+  for (const FieldInfo& f : config_fields()) {
+    INFO(f.name);
+    TransformerConfig c;
+    set_field_from_string(c, f.name, other_value(f));
+    CHECK(field_to_string(c, f.name) != field_to_string(TransformerConfig{}, f.name));
+    CHECK(c != TransformerConfig{});
+    TransformerConfig back;
+    set_field_from_string(back, f.name, field_to_string(c, f.name));
+    CHECK(back == c);
+  }
+}
+
+TEST_CASE("config: bad values and combinations name the field", "[config]") {
+  TransformerConfig c = sized(gpt2_preset());
+  c.heads = 6;
+  c.d_model = 24;
+  c.kv_heads = 4;
+  require_shape_error([&] { c.validate(); }, {"config", "heads=6 is not divisible by kv_heads=4"});
+  c.kv_heads = 12;
+  require_shape_error([&] { c.validate(); }, {"config", "kv_heads=12", "heads=6"});
+  TransformerConfig r = sized(llama_preset());
+  r.head_dim = 5;
+  require_shape_error([&] { r.validate(); }, {"config", "rope", "head_dim=5"});
+  TransformerConfig s = sized(llama_preset());
+  s.rope_scaling = RopeScaling::linear;
+  require_shape_error([&] { set_field_from_string(s, "rope_factor", "0"); }, {"config", "rope_factor=0"});
+  require_shape_error([&] { set_field_from_string(s, "rope_factor", "-2"); }, {"config", "rope_factor=-2"});
+  require_shape_error([&] { set_field_from_string(s, "norm", "batch"); }, {"config", "norm=batch", "layer, rms"});
+  require_shape_error([&] { set_field_from_string(s, "heads", "-1"); }, {"config", "heads=-1"});
+  require_shape_error([&] { set_field_from_string(s, "heads", "0"); }, {"config", "heads=0"});
+  require_shape_error([&] { set_field_from_string(s, "attention_scale", "nan"); }, {"config", "attention_scale"});
+  require_shape_error([&] { set_field_from_string(s, "bogus", "1"); }, {"config", "bogus"});
+  require_shape_error([&] { preset("mistral"); }, {"config", "unknown preset 'mistral'", "gpt2, llama"});
+  TransformerConfig y = sized(llama_preset());
+  y.rope_scaling = RopeScaling::yarn;  // needs original_context
+  require_shape_error([&] { y.validate(); }, {"original_context"});
+  TransformerConfig zero;
+  require_shape_error([&] { zero.validate(); }, {"config", "vocab=0"});
+}
+
+TEST_CASE("config: the llama preset swaps every part of the 2017 model", "[config]") {
+  TransformerConfig c = llama_preset();
+  c.heads = 4;
+  finish_preset("llama", c);
+  CHECK(c.positions == PositionKind::rope);
+  CHECK(c.rope_style == RopeStyle::half);
+  CHECK(c.rope_theta == 10000.0);
+  CHECK(c.norm == NormKind::rms_norm);
+  CHECK(c.mlp == MlpKind::swiglu);
+  CHECK_FALSE(c.mlp_bias);
+  CHECK_FALSE(c.tie_embeddings);
+  CHECK(c.kv_heads == 2);
+  // SwiGLU's hidden width: int(2 * 4d / 3) rounded up to a multiple of 32
+  c.d_model = 128;
+  CHECK(c.resolved_mlp_hidden() == 352);  // 2*512/3 = 341 -> 352
+  c.d_model = 4096;
+  CHECK(c.resolved_mlp_hidden() == 10944);  // 10922 -> 10944
+  c.mlp_multiple = 256;
+  CHECK(c.resolved_mlp_hidden() == 11008);  // Llama 2 7B's width
+}
+
+TEST_CASE("config: checkpoint entries round-trip every field", "[config][checkpoint]") {
+  TransformerConfig c = sized(llama_preset());
+  c.kv_heads = 2;
+  c.qk_norm = true;
+  c.window = 5;
+  c.rope_scaling = RopeScaling::llama3;
+  c.rope_factor = 8;
+  c.rope_original_context = 8;
+  c.attention_scale = 1.0;
+  c.seed = 0xfedcba9876543210ULL;
+  c.attention_init = AttentionInit::variance_preserving;
+  const std::vector<NpzEntry> entries = config_entries(c);
+  CHECK(entries.size() == config_fields().size() + 1);  // + format
+  CHECK(config_from_entries(entries, "mem") == c);
+  // from format 2 on a missing field is an error naming it
+  std::vector<NpzEntry> missing;
+  for (const NpzEntry& e : entries)
+    if (e.name != "__config__.kv_heads") missing.push_back(e);
+  REQUIRE_THROWS_WITH(config_from_entries(missing, "mem"),
+                      Catch::Contains("__config__.kv_heads") && Catch::Contains("missing"));
+}
+
+TEST_CASE("config: checkpoints of format 1 (before the modern fields) still load", "[config][checkpoint]") {
+  const std::string dir = std::string(TAPEGRAD_FIXTURES_DIR) + "/checkpoint_v1/";
+  const TransformerConfig a = read_checkpoint_config(dir + "sort_gpt2.npz");
+  CHECK(a.d_model == 16);
+  CHECK(a.heads == 2);
+  CHECK(a.layers == 1);
+  CHECK(a.seed == 3);
+  CHECK(a.positions == PositionKind::learned);
+  CHECK(a.resolved_kv_heads() == 2);
+  CHECK(a.mlp == MlpKind::gelu);
+  const TransformerConfig b = read_checkpoint_config(dir + "reverse_rms_unscaled.npz");
+  CHECK(b.norm == NormKind::rms_norm);
+  REQUIRE(b.attention_scale.has_value());
+  CHECK(*b.attention_scale == 1.0);
+  Transformer<float> model = load_checkpoint<float>(dir + "reverse_rms_unscaled.npz");
+  CHECK(model.config() == b);
+  CHECK(model.parameter_count() == count_parameters(b).total());
+}
+
+TEST_CASE("config: count_parameters equals the built model for every part", "[config]") {
+  std::vector<TransformerConfig> configs;
+  configs.push_back(sized(gpt2_preset()));
+  TransformerConfig l = sized(llama_preset());
+  finish_preset("llama", l);
+  configs.push_back(l);
+  TransformerConfig v = l;
+  v.qk_norm = true;
+  v.tie_embeddings = true;
+  v.kv_heads = 1;
+  v.head_dim = 6;
+  v.mlp_bias = true;
+  configs.push_back(v);
+  TransformerConfig n = sized(gpt2_preset());
+  n.positions = PositionKind::none;
+  n.norm = NormKind::rms_norm;
+  n.mlp_hidden = 20;
+  n.mlp_bias = false;
+  configs.push_back(n);
+  for (const TransformerConfig& c : configs) {
+    INFO(config_summary(c));
+    Transformer<float> model(c);
+    CHECK(model.parameter_count() == count_parameters(c).total());
+  }
+}
+
+TEST_CASE("config: the specification's 8B table, from the configuration alone", "[config]") {
+  TransformerConfig c = llama_preset();
+  c.vocab = 128256;
+  c.context = 8192;
+  c.d_model = 4096;
+  c.layers = 32;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.head_dim = 128;
+  c.mlp_hidden = 14336;
+  c.rope_theta = 500000;
+  c.validate();
+  const ParameterCounts p = count_parameters(c);
+  // the rows of the table in shared/seeds/002 ("Shapes taken from a published 8B config")
+  CHECK(p.token_embedding == 525336576ULL);
+  CHECK(p.attention_q == 536870912ULL);
+  CHECK(p.attention_kv == 268435456ULL);
+  CHECK(p.attention_out == 536870912ULL);
+  CHECK(p.feed_forward == 5637144576ULL);
+  CHECK(p.norms == 266240ULL);
+  CHECK(p.unembedding == 525336576ULL);
+  CHECK(p.position_embedding == 0);
+  CHECK(p.total() == 8030261248ULL);
+  CHECK(std::round(1000.0 * double(p.feed_forward) / double(p.total())) == 702);
+  CHECK(kv_cache_bytes_per_token(c, 2) == 128 * 1024);
+  c.kv_heads = 32;
+  CHECK(kv_cache_bytes_per_token(c, 2) == 512 * 1024);
+}

@@ -1,0 +1,235 @@
+// nn/transformer and nn/block with the modern parts: one Llama block against PyTorch
+// float64 (tests/make_llama_fixtures.py), gradcheck of the whole model for every
+// configuration switch, the fused attention path against the composed one inside the
+// model, and tied embeddings.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "nn/transformer.hpp"
+#include "ops/kernels/parallel.hpp"
+#include "ops/reduce.hpp"
+#include "reference.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::test;
+
+namespace {
+
+const char* kSet = "llama_block";
+
+void copy_into(const Tensor<double>& parameter, const Array<double>& value) {
+  REQUIRE(parameter.shape_string() == shape_str(Shape(value.shape().begin(), value.shape().end())));
+  Tensor<double> p = parameter;
+  std::copy(value.begin(), value.end(), p.value().begin());
+}
+
+struct BlockCase {
+  const char* name;
+  std::size_t heads, kv_heads, head_dim, window;
+  RopeStyle style;
+  bool qk_norm;
+};
+
+// The fixture's parameter files by the block's parameter names.
+std::vector<std::pair<std::string, std::string>> block_parameters(bool qk_norm) {
+  std::vector<std::pair<std::string, std::string>> names = {
+      {"norm1.weight", "norm1"}, {"attn.Wq", "Wq"}, {"attn.Wk", "Wk"}, {"attn.Wv", "Wv"},
+      {"attn.Wo", "Wo"}, {"norm2.weight", "norm2"}, {"mlp.gate.weight", "gate"},
+      {"mlp.up.weight", "up"}, {"mlp.down.weight", "down"}};
+  if (qk_norm) {
+    names.push_back({"attn.q_norm.weight", "q_norm"});
+    names.push_back({"attn.k_norm.weight", "k_norm"});
+  }
+  return names;
+}
+
+void check_block(const BlockCase& bc, AttentionPath path) {
+  const Array<double> x0 = load_fixture(kSet, bc.name, "x");
+  const std::size_t D = x0.shape()[2];
+  BlockConfig c;
+  c.d_model = D;
+  c.heads = bc.heads;
+  c.kv_heads = bc.kv_heads;
+  c.head_dim = bc.head_dim;
+  c.mlp_hidden = load_fixture(kSet, bc.name, "gate").shape()[1];
+  c.swiglu = true;
+  c.mlp_bias = false;
+  c.norm = NormKind::rms_norm;
+  c.window = bc.window;
+  c.qk_norm = bc.qk_norm;
+  RopeSpec rope;
+  rope.style = bc.style;
+  c.rope = rope;
+  Generator gen(0);
+  Block<double> block(c, gen);
+  block.attention().set_path(path);
+  const auto names = block_parameters(bc.qk_norm);
+  REQUIRE(block.named_parameters().size() == names.size());
+  for (const auto& [param, file] : names) copy_into(block.parameter(param), load_fixture(kSet, bc.name, file));
+
+  Tensor<double> x(x0, true);
+  Tensor<double> y = block(x);
+  check_close("y", y.value(), load_fixture(kSet, bc.name, "y"), 1e-10);
+  sum(y * Tensor<double>(load_fixture(kSet, bc.name, "gy"))).backward();
+  check_close("dx", x.grad(), load_fixture(kSet, bc.name, "dx"), 1e-10);
+  for (const auto& [param, file] : names) {
+    INFO(param);
+    check_close("d" + file, block.parameter(param).grad(), load_fixture(kSet, bc.name, "d" + file), 1e-10);
+  }
+}
+
+TransformerConfig tiny(TransformerConfig c) {
+  c.vocab = 7;
+  c.context = 6;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 2;
+  c.mlp_ratio = 2;
+  c.mlp_multiple = 4;
+  c.seed = 5;
+  return c;
+}
+
+Indices tokens_of(std::size_t B, std::size_t T, std::size_t vocab, std::uint64_t seed) {
+  Generator gen(seed);
+  Indices t = Indices::from_shape({B, T});
+  for (auto& v : t) v = static_cast<std::int64_t>(gen.integer(vocab));
+  return t;
+}
+
+// Every switch of the configuration, each on its own over the gpt2 and llama presets.
+std::vector<std::pair<std::string, TransformerConfig>> switches() {
+  std::vector<std::pair<std::string, TransformerConfig>> out;
+  TransformerConfig g = tiny(gpt2_preset()), l = tiny(llama_preset());
+  l.heads = 4;
+  l.kv_heads = 2;
+  auto add = [&](const std::string& name, TransformerConfig c) { out.push_back({name, c}); };
+  add("gpt2", g);
+  add("llama (gqa 4/2)", l);
+  TransformerConfig m = l; m.kv_heads = 1; add("mqa", m);
+  TransformerConfig w = l; w.window = 2; add("window 2", w);
+  TransformerConfig q = l; q.qk_norm = true; add("qk_norm", q);
+  TransformerConfig t = l; t.tie_embeddings = true; add("tied head", t);
+  TransformerConfig i = l; i.rope_style = RopeStyle::interleaved; add("rope interleaved", i);
+  TransformerConfig lin = l; lin.rope_scaling = RopeScaling::linear; lin.rope_factor = 2; add("rope linear", lin);
+  TransformerConfig ntk = l; ntk.rope_scaling = RopeScaling::ntk; ntk.rope_factor = 3; add("rope ntk", ntk);
+  TransformerConfig l3 = l; l3.rope_scaling = RopeScaling::llama3; l3.rope_factor = 4;
+  l3.rope_original_context = 4; add("rope llama3", l3);
+  TransformerConfig y = l; y.rope_scaling = RopeScaling::yarn; y.rope_factor = 4;
+  y.rope_original_context = 4; add("rope yarn", y);
+  TransformerConfig hd = l; hd.head_dim = 6; add("head_dim 6 (heads*head_dim != d_model)", hd);
+  TransformerConfig none = g; none.positions = PositionKind::none; add("no positions", none);
+  TransformerConfig sw = g; sw.mlp = MlpKind::swiglu; add("gpt2 + swiglu (biases)", sw);
+  TransformerConfig us = l; us.attention_scale = 1.0; add("llama unscaled", us);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("llama block: RMSNorm, GQA with RoPE, SwiGLU equal PyTorch float64", "[transformer][llama]") {
+  const BlockCase cases[] = {
+      {"gqa_rope_half", 4, 2, 6, 0, RopeStyle::half, false},
+      {"mqa_rope_interleaved_window_qknorm", 3, 1, 4, 3, RopeStyle::interleaved, true},
+  };
+  for (const BlockCase& bc : cases)
+    for (AttentionPath path : {AttentionPath::fused, AttentionPath::composed}) {
+      INFO(bc.name << (path == AttentionPath::fused ? " fused" : " composed"));
+      check_block(bc, path);
+    }
+}
+
+TEST_CASE("swiglu: down(silu(gate x) * up x) equals PyTorch float64", "[transformer][swiglu]") {
+  Generator gen(0);
+  SwiGLU<double> mlp(6, 10, false, gen);
+  copy_into(mlp.parameter("gate.weight"), load_fixture(kSet, "swiglu", "gate"));
+  copy_into(mlp.parameter("up.weight"), load_fixture(kSet, "swiglu", "up"));
+  copy_into(mlp.parameter("down.weight"), load_fixture(kSet, "swiglu", "down"));
+  Tensor<double> x(load_fixture(kSet, "swiglu", "x"), true);
+  Tensor<double> y = mlp(x);
+  check_close("y", y.value(), load_fixture(kSet, "swiglu", "y"), 1e-10);
+  sum(y * Tensor<double>(load_fixture(kSet, "swiglu", "gy"))).backward();
+  check_close("dx", x.grad(), load_fixture(kSet, "swiglu", "dx"), 1e-10);
+  for (const char* p : {"gate", "up", "down"})
+    check_close(p, mlp.parameter(std::string(p) + ".weight").grad(),
+                load_fixture(kSet, "swiglu", std::string("d") + p), 1e-10);
+}
+
+TEST_CASE("transformer: gradcheck of the loss for every configuration switch", "[transformer][gradcheck]") {
+  const Indices tokens = tokens_of(2, 5, 7, 11), targets = tokens_of(2, 5, 7, 12);
+  for (auto& [name, config] : switches()) {
+    INFO(name);
+    Transformer<double> model(config);
+    TensorFunction<double> f = [&](const std::vector<Tensor<double>>&) {
+      return model.loss(tokens, targets);
+    };
+    GradcheckOptions options;
+    options.max_elements = 8;
+    options.seed = 3;
+    const GradcheckResult r = gradcheck<double>(f, model.parameters(), options);
+    CHECK(r.passed);
+  }
+}
+
+TEST_CASE("transformer: the fused attention path equals the composed one inside the model", "[transformer]") {
+  const Indices tokens = tokens_of(3, 6, 7, 21), targets = tokens_of(3, 6, 7, 22);
+  for (int threads : {1, 2}) {
+    kernels::set_num_threads(threads);
+    for (auto& [name, config] : switches()) {
+      INFO(name << ", " << threads << " threads");
+      Transformer<double> fused(config), composed(config);
+      composed.set_attention_path(AttentionPath::composed);
+      fused.loss(tokens, targets).backward();
+      composed.loss(tokens, targets).backward();
+      const auto& a = fused.named_parameters();
+      const auto& b = composed.named_parameters();
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        INFO(a[i].name);
+        check_close(a[i].name, a[i].tensor.grad(), b[i].tensor.grad(), 1e-12);
+      }
+    }
+  }
+  kernels::set_num_threads(1);
+}
+
+TEST_CASE("transformer: the gpt2 preset is the GPT-2 model; the llama preset has no gpt2 parts", "[transformer]") {
+  Transformer<float> g(tiny(gpt2_preset()));
+  CHECK(g.has_parameter("pos_emb.weight"));
+  CHECK(g.has_parameter("blocks.0.norm1.bias"));
+  CHECK(g.has_parameter("blocks.0.mlp.fc.bias"));
+  CHECK(g.has_parameter("head.weight"));
+  TransformerConfig lc = tiny(llama_preset());
+  lc.heads = 4;
+  finish_preset("llama", lc);
+  Transformer<float> l(lc);
+  CHECK_FALSE(l.has_parameter("pos_emb.weight"));
+  CHECK_FALSE(l.has_parameter("blocks.0.norm1.bias"));
+  CHECK(l.has_parameter("blocks.0.mlp.gate.weight"));
+  CHECK_FALSE(l.has_parameter("blocks.0.mlp.gate.bias"));
+  CHECK(l.parameter("blocks.0.attn.Wk").shape_string() == "(8,4)");  // 2 kv heads of width 2
+  CHECK(l.parameter("blocks.0.attn.Wq").shape_string() == "(8,8)");
+}
+
+TEST_CASE("transformer: a tied head reuses tok_emb and its gradient sums both uses", "[transformer]") {
+  TransformerConfig c = tiny(llama_preset());
+  c.tie_embeddings = true;
+  Transformer<double> tied(c);
+  CHECK_FALSE(tied.has_parameter("head.weight"));
+  const Indices tokens = tokens_of(2, 4, 7, 31), targets = tokens_of(2, 4, 7, 32);
+  // The same model untied, with its head set to tok_emb^T: same loss; the tied gradient
+  // is the untied tok_emb gradient plus the untied head's gradient transposed.
+  c.tie_embeddings = false;
+  Transformer<double> untied(c);
+  for (const auto& p : tied.named_parameters()) copy_into(untied.parameter(p.name), p.tensor.value());
+  Array<double> emb_t = xt::transpose(tied.parameter("tok_emb.weight").value());
+  copy_into(untied.parameter("head.weight"), emb_t);
+  Tensor<double> lt = tied.loss(tokens, targets), lu = untied.loss(tokens, targets);
+  CHECK(lt.item() == Approx(lu.item()).epsilon(1e-14));
+  lt.backward();
+  lu.backward();
+  Array<double> want = untied.parameter("tok_emb.weight").grad() +
+                       xt::transpose(untied.parameter("head.weight").grad());
+  check_close("tok_emb grad", tied.parameter("tok_emb.weight").grad(), want, 1e-12);
+}
