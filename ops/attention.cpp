@@ -58,7 +58,7 @@ Shape check_attention_args(const char* op, const Shape& q, const Shape& k, const
 }
 
 template <class T>
-AttentionResult<T> attention(const char* op, const Tensor<T>& Q, const Tensor<T>& K,
+AttentionResult<T> sdpa_core(const char* op, const Tensor<T>& Q, const Tensor<T>& K,
                              const Tensor<T>& V, const Mask* mask, std::optional<double> scale) {
   const Shape qs = Q.shape();
   check_attention_args(op, qs, K.shape(), V.shape(), mask);
@@ -80,63 +80,109 @@ AttentionResult<T> attention(const char* op, const Tensor<T>& Q, const Tensor<T>
   return {out, weights};
 }
 
+// The reference path of the spec, every step an op the tape differentiates:
+// q (B, Tq, H*dh) -> (B, Tq, H, dh) -> (B, H, Tq, dh); k, v (B, Tk, KV*d) -> (B, KV, Tk, d)
+// -> repeat_interleave along heads -> (B, H, Tk, d); attend under the spec's mask; then
+// out (B, H, Tq, dv) -> (B, Tq, H, dv) -> (B, Tq, H*dv). The head axis must sit in front of
+// the token axis, or attention would mix heads as if they were tokens (np-05 check 8).
+template <class T>
+AttentionResult<T> composed(const char* op, const Tensor<T>& q, const Tensor<T>& k,
+                            const Tensor<T>& v, const AttentionDims& d) {
+  auto heads_first = [&](const Tensor<T>& t, std::size_t T_, std::size_t n, std::size_t width) {
+    return transpose(reshape(t, Shape{d.B, T_, n, width}), {0, 2, 1, 3});
+  };
+  // kv head h / group serves query head h: interleave (k0 k0 k1 k1), never tile (k0 k1 k0 k1)
+  auto shared = [&](const Tensor<T>& t, std::size_t width) {
+    const Tensor<T> h = heads_first(t, d.Tk, d.kv_heads, width);
+    return d.group() == 1 ? h : repeat_interleave(h, d.group(), 1);
+  };
+  const Tensor<T> qh = heads_first(q, d.Tq, d.heads, d.head_dim);
+  const Tensor<T> kh = shared(k, d.head_dim), vh = shared(v, d.v_head_dim);
+  // one (Tq, Tk) mask broadcast over batch and heads: masking is about token position
+  std::optional<Mask> mask;
+  if (d.window) mask = sliding_window_mask(d.Tq, d.Tk, d.window);
+  else if (d.causal) mask = causal_mask(d.Tq, d.Tk);
+  AttentionResult<T> r = sdpa_core<T>(op, qh, kh, vh, mask ? &*mask : nullptr, d.scale);
+  // transpose back before the merge, or the reshape interleaves positions and heads
+  const Tensor<T> merged =
+      reshape(transpose(r.out, {0, 2, 1, 3}), Shape{d.B, d.Tq, d.heads * d.v_head_dim});
+  return {merged, r.weights};
+}
+
+// Every path after the one check. `op` is what the user called, for the messages.
+template <class T>
+AttentionResult<T> attend(const char* op, const Tensor<T>& q, const Tensor<T>& k,
+                          const Tensor<T>& v, const AttentionDims& d, AttentionPath path) {
+  // the spec checked the scale as a double; in float it may still overflow or vanish
+  const T s = T(d.scale);
+  if (!std::isfinite(s) || s <= T(0))
+    fail(op, "scale {} is not a positive finite number in this precision (q is {})", d.scale,
+         q.shape_string());
+  if (path == AttentionPath::composed) return composed(op, q, k, v, d);
+  // q, k -> weights (B, H, Tq, Tk); weights, v -> heads' outputs merged (B, Tq, H*dv)
+  const Tensor<T> w = attention_weights(q, k, d);
+  return {attention_mix(w, v, d), w};
+}
+
 // The shared body of both multi-head entry points; `op` names the one the user called.
+// Self-attention is the spec with q, k, v = x @ Wq, x @ Wk, x @ Wv, all (B, T, D).
 template <class T>
 AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T>& Wq,
                               const Tensor<T>& Wk, const Tensor<T>& Wv, const Tensor<T>& Wo,
                               std::size_t heads, const MultiHeadOptions& options) {
   const Shape xs = x.shape();
   if (xs.size() != 3) fail(op, "x must be (B, T, D), got {}", shape_str(xs));
-  const std::size_t B = xs[0], T_ = xs[1], D = xs[2];
+  const std::size_t D = xs[2];
   const std::pair<const char*, const Tensor<T>*> weights[] = {
       {"Wq", &Wq}, {"Wk", &Wk}, {"Wv", &Wv}, {"Wo", &Wo}};
   for (const auto& [name, w] : weights)
     if (!w->has_shape({D, D}))
       fail(op, "{} must be (D, D) = ({},{}), got {} (x is {})", name, D, D, w->shape_string(),
            shape_str(xs));
-  if (heads == 0) fail(op, "heads must be at least 1, got 0 (x is {})", shape_str(xs));
-  if (D % heads != 0)
-    fail(op, "D={} is not divisible by heads={} (x is {})", D, heads, shape_str(xs));
-  const std::size_t dh = D / heads;
-  if (!options.scale && dh == 0)
-    fail(op, "the default scale 1/sqrt(D/heads) is undefined for D=0 (x is {})", shape_str(xs));
-  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(double(dh));
-
-  if (options.fused) {
-    // The same computation without the split/merge copies: the fused ops read head h as
-    // the column block [h*dh, (h+1)*dh) of each (B, T, D) projection, which is exactly
-    // what reshape (B, T, heads, dh) + transpose (0, 2, 1, 3) select (tested equal).
-    // (B, T, D) @ (D, D) -> (B, T, D)
-    const Tensor<T> q = matmul(x, Wq), k = matmul(x, Wk), v = matmul(x, Wv);
-    // -> weights (B, heads, T, T); -> heads' outputs merged into (B, T, D)
-    const Tensor<T> w = attention_weights(q, k, heads, static_cast<T>(scale), options.causal);
-    return {matmul(attention_mix(w, v, heads, options.causal), Wo), w};
-  }
-
-  // (B, T, D) @ (D, D) -> (B, T, D) -> (B, T, heads, dh) -> (B, heads, T, dh): the head
-  // axis must sit in front of the token axis, or attention would mix heads as if they
-  // were tokens (the trap of np-05 check 8)
-  auto split = [&](const Tensor<T>& w) {
-    return transpose(reshape(matmul(x, w), Shape{B, T_, heads, dh}), {0, 2, 1, 3});
-  };
-  const Tensor<T> q = split(Wq), k = split(Wk), v = split(Wv);
-  // one (T, T) triangle broadcast over batch and heads: masking is about token position
-  const Mask causal = causal_mask(T_);
-  // (B, heads, T, dh) -> out (B, heads, T, dh), weights (B, heads, T, T)
-  AttentionResult<T> r = attention<T>(op, q, k, v, options.causal ? &causal : nullptr, scale);
-  // (B, heads, T, dh) -> (B, T, heads, dh) -> (B, T, D): transpose back before the merge,
-  // or the reshape interleaves positions and heads
-  const Tensor<T> merged = reshape(transpose(r.out, {0, 2, 1, 3}), Shape{B, T_, D});
-  // y = merged @ Wo: (B, T, D) @ (D, D) -> (B, T, D)
-  return {matmul(merged, Wo), r.weights};
+  AttentionSpec spec;
+  spec.heads = heads;
+  spec.scale = options.scale;
+  spec.causal = options.causal;
+  // checked on the projections' shapes before any product is computed
+  const AttentionDims d = check_attention_spec(op, xs, xs, xs, spec);
+  // (B, T, D) @ (D, D) -> (B, T, D)
+  const Tensor<T> q = matmul(x, Wq), k = matmul(x, Wk), v = matmul(x, Wv);
+  const AttentionResult<T> r =
+      attend(op, q, k, v, d, options.fused ? AttentionPath::fused : AttentionPath::composed);
+  // y = merged heads @ Wo: (B, T, D) @ (D, D) -> (B, T, D)
+  return {matmul(r.out, Wo), r.weights};
 }
 
 }  // namespace
 
-Mask causal_mask(std::size_t T) {
-  Mask m = Mask::from_shape({T, T});
-  for (std::size_t i = 0; i < T; ++i)
-    for (std::size_t j = 0; j < T; ++j) m(i, j) = j <= i;
+Mask causal_mask(std::size_t T) { return causal_mask(T, T); }
+
+// Query row r is at absolute position i = Tk - Tq + r (the queries are the newest Tq
+// positions, as when decoding after a cache of Tk - Tq keys); it sees key j iff j <= i.
+Mask causal_mask(std::size_t Tq, std::size_t Tk) {
+  if (Tq > Tk)
+    fail("causal_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), got "
+                        "Tq={}, Tk={}", Tq, Tk);
+  Mask m = Mask::from_shape({Tq, Tk});
+  for (std::size_t r = 0; r < Tq; ++r)
+    for (std::size_t j = 0; j < Tk; ++j) m(r, j) = j <= Tk - Tq + r;
+  return m;
+}
+
+// The same positions; key j is visible iff 0 <= i - j < window: the window counts the
+// query itself, so window 1 sees only itself (the off-by-one of HF #39408 is `<=`).
+Mask sliding_window_mask(std::size_t Tq, std::size_t Tk, std::size_t window) {
+  if (window == 0)
+    fail("sliding_window_mask", "window must be at least 1 (the query itself), got 0 "
+                                "(Tq={}, Tk={})", Tq, Tk);
+  if (Tq > Tk)
+    fail("sliding_window_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), "
+                                "got Tq={}, Tk={}", Tq, Tk);
+  Mask m = Mask::from_shape({Tq, Tk});
+  for (std::size_t r = 0; r < Tq; ++r) {
+    const std::size_t i = Tk - Tq + r;
+    for (std::size_t j = 0; j < Tk; ++j) m(r, j) = j <= i && i - j < window;
+  }
   return m;
 }
 
@@ -144,7 +190,14 @@ template <class T>
 AttentionResult<T> scaled_dot_product_attention(const Tensor<T>& Q, const Tensor<T>& K,
                                                 const Tensor<T>& V, const std::optional<Mask>& mask,
                                                 std::optional<double> scale) {
-  return attention<T>("scaled_dot_product_attention", Q, K, V, mask ? &*mask : nullptr, scale);
+  return sdpa_core<T>("scaled_dot_product_attention", Q, K, V, mask ? &*mask : nullptr, scale);
+}
+
+template <class T>
+AttentionResult<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                             const AttentionSpec& spec, AttentionPath path) {
+  const AttentionDims d = check_attention_spec("attention", q.shape(), k.shape(), v.shape(), spec);
+  return attend("attention", q, k, v, d, path);
 }
 
 template <class T>
@@ -168,6 +221,8 @@ AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const T
   template AttentionResult<T> scaled_dot_product_attention(                                 \
       const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const std::optional<Mask>&,      \
       std::optional<double>);                                                                     \
+  template AttentionResult<T> attention(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, \
+                                        const AttentionSpec&, AttentionPath);                 \
   template Tensor<T> multi_head_attention(const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, std::size_t, bool);             \

@@ -5,12 +5,22 @@
 #include <utility>
 
 #include "autograd/tensor.hpp"
+#include "ops/attention_spec.hpp"
 #include "ops/softmax.hpp"  // Mask
 
 namespace tapegrad {
 
 // (T, T) boolean, true at [i, j] exactly when j <= i: query i sees keys 0..i.
+// The same as causal_mask(T, T).
 Mask causal_mask(std::size_t T);
+// (Tq, Tk), bottom-right aligned: the queries are the last Tq of Tk positions, so
+// [r, j] is true iff j <= Tk - Tq + r. Tq > Tk is a ShapeError (some query would precede
+// every key).
+Mask causal_mask(std::size_t Tq, std::size_t Tk);
+// (Tq, Tk), bottom-right aligned like causal_mask: [r, j] is true iff
+// 0 <= (Tk - Tq + r) - j < window, the query and the window - 1 keys before it.
+// window 0 or Tq > Tk is a ShapeError.
+Mask sliding_window_mask(std::size_t Tq, std::size_t Tk, std::size_t window);
 
 template <class T>
 struct AttentionResult {
@@ -28,6 +38,22 @@ AttentionResult<T> scaled_dot_product_attention(const Tensor<T>& Q, const Tensor
                                                 const Tensor<T>& V,
                                                 const std::optional<Mask>& mask = std::nullopt,
                                                 std::optional<double> scale = std::nullopt);
+
+// Which implementation of the one AttentionSpec computes it. Both give the same results
+// to round-off, forward and backward (tests/test_attention_gqa.cpp).
+enum class AttentionPath {
+  composed,  // the reference: reshape, transpose, repeat_interleave, scaled_dot_product_attention
+  fused      // ops/attention_fused.hpp: heads and shared kv heads read in place, masked band skipped
+};
+
+// q (B, Tq, heads*head_dim), k (B, Tk, kv_heads*head_dim), v (B, Tk, kv_heads*v_head_dim)
+// -> out (B, Tq, heads*v_head_dim) with the heads already merged, weights
+// (B, heads, Tq, Tk). Query head h reads kv head h / (heads / kv_heads) (PyTorch's
+// repeat_interleave order, NOT tiling). Arguments are checked by check_attention_spec,
+// whose messages name "attention" and the three shapes.
+template <class T>
+AttentionResult<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                             const AttentionSpec& spec, AttentionPath path = AttentionPath::fused);
 
 struct MultiHeadOptions {
   bool causal = false;

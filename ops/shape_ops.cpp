@@ -140,12 +140,61 @@ Tensor<T> concatenate(const std::vector<Tensor<T>>& parts, long axis) {
                      });
 }
 
+namespace {
+// a viewed as (outer, n, inner) around `axis`
+struct AxisSplit {
+  std::size_t outer = 1, n = 0, inner = 1;
+};
+AxisSplit split_at(const Shape& s, std::size_t axis) {
+  AxisSplit p;
+  for (std::size_t i = 0; i < axis; ++i) p.outer *= s[i];
+  p.n = s[axis];
+  for (std::size_t i = axis + 1; i < s.size(); ++i) p.inner *= s[i];
+  return p;
+}
+}  // namespace
+
+// y = repeat_interleave(a, r, axis): a viewed (outer, n, inner) -> y (outer, n*r, inner),
+// y[o, i*r + t, :] = a[o, i, :] for t < r
+// backward: da[o, i, :] = sum over t < r of dy[o, i*r + t, :]
+template <class T>
+Tensor<T> repeat_interleave(const Tensor<T>& a, std::size_t repeats, long axis) {
+  const Shape s = a.shape();
+  if (s.empty()) fail("repeat_interleave", "cannot repeat a rank-0 tensor along an axis");
+  const std::size_t ax = normalize_axis("repeat_interleave", axis, s);
+  const AxisSplit p = split_at(s, ax);
+  Shape out = s;
+  out[ax] *= repeats;
+  Array<T> y = Array<T>::from_shape(out);
+  const T* src = a.data();
+  T* dst = y.data();
+  for (std::size_t o = 0; o < p.outer; ++o)
+    for (std::size_t i = 0; i < p.n; ++i)
+      for (std::size_t t = 0; t < repeats; ++t)
+        std::copy_n(src + (o * p.n + i) * p.inner, p.inner,
+                    dst + ((o * p.n + i) * repeats + t) * p.inner);
+  return record<T>("repeat_interleave", {a}, std::move(y), [s, p, repeats](BackwardContext<T>& c) {
+    Array<T> g = Array<T>::from_shape(s);
+    g.fill(T(0));
+    const T* dy = c.grad().data();
+    for (std::size_t o = 0; o < p.outer; ++o)
+      for (std::size_t i = 0; i < p.n; ++i)
+        for (std::size_t t = 0; t < repeats; ++t) {
+          const T* from = dy + ((o * p.n + i) * repeats + t) * p.inner;
+          T* to = g.data() + (o * p.n + i) * p.inner;
+          for (std::size_t e = 0; e < p.inner; ++e) to[e] += from[e];
+        }
+    c.accumulate(0, std::move(g));
+  });
+}
+
 #define TAPEGRAD_INSTANTIATE(T)                                                       \
   template Tensor<T> reshape(const Tensor<T>&, const Shape&);                        \
   template Tensor<T> transpose(const Tensor<T>&, const std::vector<std::size_t>&);   \
   template Tensor<T> swapaxes(const Tensor<T>&, long, long);                         \
   template Tensor<T> concatenate(const std::vector<Tensor<T>>&, long);               \
-  template Tensor<T> slice(const Tensor<T>&, long, std::size_t, std::size_t);
+  template Tensor<T> slice(const Tensor<T>&, long, std::size_t, std::size_t);          \
+  template Tensor<T> repeat_interleave(const Tensor<T>&, std::size_t, long);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE

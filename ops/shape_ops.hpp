@@ -16,5 +16,9 @@ template <class T> Tensor<T> swapaxes(const Tensor<T>& a, long axis1, long axis2
 template <class T> Tensor<T> concatenate(const std::vector<Tensor<T>>& parts, long axis);
 // Elements [start, stop) along `axis`.
 template <class T> Tensor<T> slice(const Tensor<T>& a, long axis, std::size_t start, std::size_t stop);
+// Each element along `axis` repeated `repeats` times in place (torch.repeat_interleave with
+// an int): [a, b] -> [a, a, b, b], NOT the tiling [a, b, a, b]. The gradient of an element
+// is the sum over its copies.
+template <class T> Tensor<T> repeat_interleave(const Tensor<T>& a, std::size_t repeats, long axis);
 
 }  // namespace tapegrad

@@ -490,7 +490,9 @@ TEST_CASE("multi_head_attention rejects bad shapes and heads naming the function
     multi_head_attention(randn({1, 3, 6}, 2), W6, W6, W6, W6, 4);
     FAIL("no ShapeError for heads not dividing D");
   } catch (const ShapeError& e) {
-    CHECK(std::string(e.what()) == "multi_head_attention: D=6 is not divisible by heads=4 (x is (1,3,6))");
+    // the one spec check, on the projections q, k, v = x @ W (each (B, T, D) like x)
+    CHECK(std::string(e.what()) ==
+          "multi_head_attention: D=6 is not divisible by heads=4 (q is (1,3,6), k is (1,3,6), v is (1,3,6))");
   }
   // the variant with weights names itself
   require_shape_error([&]() { multi_head_attention_with_weights(randn({1, 3, 6}, 2), W6, W6, W6, W6, 4); },

@@ -11,26 +11,31 @@
 namespace tapegrad::kernels {
 
 namespace {
-// Runs body(b, h) for every head of every batch item, in parallel over the (b, h) pairs
-// when the work is worth a thread wake-up; each pair writes disjoint memory.
+// Runs body(p) for p in [0, pairs), in parallel when the work is worth a thread wake-up;
+// the caller makes sure that different p write disjoint memory.
 template <class F>
-void for_each_head(const HeadLayout& L, F&& body) {
-  const std::size_t pairs = L.B * L.H;
-  const double flops = 2.0 * double(pairs) * double(L.T) * double(L.T) * double(L.dh);
-  auto one = [&](std::size_t p) { body(p / L.H, p % L.H); };
+void for_each_pair(std::size_t pairs, double flops, F&& body) {
   if (flops < 1.0e6) {
-    for (std::size_t p = 0; p < pairs; ++p) one(p);
+    for (std::size_t p = 0; p < pairs; ++p) body(p);
   } else {
-    parallel_for(pairs, one);
+    parallel_for(pairs, body);
   }
 }
 
-}  // namespace
+// ---------------------------------------------------------------- square multi-head
+// H == KV, Tq == Tk, no window: the code measured in docs/PERFORMANCE.md, unchanged but for
+// the row widths (v and y may be narrower or wider than q and k). Pairs are (b, h).
+
+template <class F>
+void for_each_head(const HeadLayout& L, F&& body) {
+  const double flops = 2.0 * double(L.B * L.H) * double(L.Tq) * double(L.Tq) * double(L.dh);
+  for_each_pair(L.B * L.H, flops, [&](std::size_t p) { body(p / L.H, p % L.H); });
+}
 
 template <class T>
-void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, bool causal,
-                               T* w) {
-  const std::size_t Tn = L.T, D = L.D();
+void square_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w) {
+  const std::size_t Tn = L.Tq, D = L.q_ld();
+  const bool causal = L.causal;
   for_each_head(L, [&](std::size_t b, std::size_t h) {
     const T* qbh = q + b * Tn * D + h * L.dh;
     const T* kbh = k + b * Tn * D + h * L.dh;
@@ -63,9 +68,10 @@ void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T sc
 }
 
 template <class T>
-void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
-                                const T* dw, T scale, bool causal, T* dq, T* dk) {
-  const std::size_t Tn = L.T, D = L.D();
+void square_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
+                             const T* dw, T scale, T* dq, T* dk) {
+  const std::size_t Tn = L.Tq, D = L.q_ld();
+  const bool causal = L.causal;
   for_each_head(L, [&](std::size_t b, std::size_t h) {
     const std::size_t off = b * Tn * D + h * L.dh;
     const T* wbh = w + (b * L.H + h) * Tn * Tn;
@@ -87,40 +93,224 @@ void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, con
 }
 
 template <class T>
-void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, bool causal, T* y) {
-  const std::size_t Tn = L.T, D = L.D();
+void square_mix_forward(const HeadLayout& L, const T* w, const T* v, T* y) {
+  const std::size_t Tn = L.Tq, D = L.v_ld();
   for_each_head(L, [&](std::size_t b, std::size_t h) {
-    const std::size_t off = b * Tn * D + h * L.dh;
+    const std::size_t off = b * Tn * D + h * L.dv;
     const T* wbh = w + (b * L.H + h) * Tn * Tn;
-    // y_bh = w_bh @ v_bh: (T, T) @ (T, dh) -> (T, dh), into columns h*dh.. of y
-    gemm_strided<T>(false, false, Tn, L.dh, Tn, T(1), wbh, Tn, v + off, D, T(0), y + off, D,
-                    causal ? Triangle::a_lower : Triangle::none);
+    // y_bh = w_bh @ v_bh: (T, T) @ (T, dv) -> (T, dv), into columns h*dv.. of y
+    gemm_strided<T>(false, false, Tn, L.dv, Tn, T(1), wbh, Tn, v + off, D, T(0), y + off, D,
+                    L.causal ? Triangle::a_lower : Triangle::none);
   });
 }
 
 template <class T>
-void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy,
-                            bool causal, T* dw, T* dv) {
-  const std::size_t Tn = L.T, D = L.D();
+void square_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy, T* dw,
+                         T* dv) {
+  const std::size_t Tn = L.Tq, D = L.v_ld();
   for_each_head(L, [&](std::size_t b, std::size_t h) {
-    const std::size_t off = b * Tn * D + h * L.dh;
+    const std::size_t off = b * Tn * D + h * L.dv;
     const std::size_t woff = (b * L.H + h) * Tn * Tn;
-    // dw_bh = dy_bh @ v_bh^T: (T, dh) @ (dh, T), every entry (the weights' true gradient)
-    if (dw) gemm_strided<T>(false, true, Tn, Tn, L.dh, T(1), dy + off, D, v + off, D, T(0),
+    // dw_bh = dy_bh @ v_bh^T: (T, dv) @ (dv, T), every entry (the weights' true gradient)
+    if (dw) gemm_strided<T>(false, true, Tn, Tn, L.dv, T(1), dy + off, D, v + off, D, T(0),
                             dw + woff, Tn);
-    // dv_bh = w_bh^T @ dy_bh: (T, T)^T @ (T, dh)
-    if (dv) gemm_strided<T>(true, false, Tn, L.dh, Tn, T(1), w + woff, Tn, dy + off, D, T(0),
-                            dv + off, D, causal ? Triangle::a_upper : Triangle::none);
+    // dv_bh = w_bh^T @ dy_bh: (T, T)^T @ (T, dv)
+    if (dv) gemm_strided<T>(true, false, Tn, L.dv, Tn, T(1), w + woff, Tn, dy + off, D, T(0),
+                            dv + off, D, L.causal ? Triangle::a_upper : Triangle::none);
   });
 }
 
-#define TAPEGRAD_INSTANTIATE(T)                                                                \
-  template void attention_weights_forward(const HeadLayout&, const T*, const T*, T, bool, T*); \
-  template void attention_weights_backward(const HeadLayout&, const T*, const T*, const T*,    \
-                                           const T*, T, bool, T*, T*);                         \
-  template void attention_mix_forward(const HeadLayout&, const T*, const T*, bool, T*);        \
-  template void attention_mix_backward(const HeadLayout&, const T*, const T*, const T*, bool,  \
-                                       T*, T*);
+// ---------------------------------------------------------------- banded, grouped
+// Everything else: kv heads shared by a group of query heads, Tq < Tk, windows. Query rows
+// are processed in blocks of kRowBlock; a block's rows together see the keys
+// [lo(r0), hi(r1 - 1)), and every product runs over that key range only, so a window
+// of w keys costs about (kRowBlock + w) / Tk of the full product.
+constexpr std::size_t kRowBlock = 32;  // a multiple of the softmax's row group (16)
+
+// body(r0, rows, klo, khi) for each block of query rows.
+template <class F>
+void for_each_row_block(const HeadLayout& L, F&& body) {
+  for (std::size_t r0 = 0; r0 < L.Tq; r0 += kRowBlock) {
+    const std::size_t rows = std::min(kRowBlock, L.Tq - r0);
+    body(r0, rows, L.lo(r0), L.hi(r0 + rows - 1));
+  }
+}
+
+// An upper bound of the products' work: the banded flops are rarely worth a wake-up less.
+double banded_flops(const HeadLayout& L, std::size_t width) {
+  return 2.0 * double(L.B * L.H) * double(L.Tq) * double(L.Tk) * double(width);
+}
+
+// Zeroes the (rows, width) column block at `p` of a matrix with row stride ld.
+template <class T>
+void zero_block(T* p, std::size_t rows, std::size_t width, std::size_t ld) {
+  for (std::size_t r = 0; r < rows; ++r) std::fill(p + r * ld, p + r * ld + width, T(0));
+}
+
+// Forward pairs are (b, h): each writes only its own weights / output columns.
+template <class T>
+void banded_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w) {
+  const std::size_t Tk = L.Tk, qld = L.q_ld(), kld = L.k_ld();
+  const T masked = -std::numeric_limits<T>::infinity();
+  for_each_pair(L.B * L.H, banded_flops(L, L.dh), [&](std::size_t p) {
+    const std::size_t b = p / L.H, h = p % L.H, kv = h / L.group();
+    const T* qbh = q + b * L.Tq * qld + h * L.dh;
+    const T* kb = k + b * Tk * kld + kv * L.dh;
+    T* wbh = w + p * L.Tq * Tk;
+    for_each_row_block(L, [&](std::size_t r0, std::size_t rows, std::size_t klo, std::size_t khi) {
+      T* wb = wbh + r0 * Tk;
+      // scores = scale * q_bh[r0:r0+rows] @ k_kv[klo:khi]^T: (rows, dh) @ (dh, n) -> (rows, n)
+      if (khi > klo)
+        gemm_strided<T>(false, true, rows, khi - klo, L.dh, scale, qbh + r0 * qld, qld,
+                        kb + klo * kld, kld, T(0), wb + klo, Tk);
+      // each row's keys outside its own band -inf (exactly 0 after the softmax), then the
+      // columns no row of the block sees 0 directly
+      std::size_t lengths[kRowBlock];
+      for (std::size_t r = 0; r < rows; ++r) {
+        T* row = wb + r * Tk;
+        std::fill(row + klo, row + L.lo(r0 + r), masked);
+        std::fill(row + L.hi(r0 + r), row + khi, masked);
+        lengths[r] = khi - klo;
+      }
+      softmax_rows_inplace(wb + klo, rows, Tk, lengths);
+      for (std::size_t r = 0; r < rows; ++r) {
+        std::fill(wb + r * Tk, wb + r * Tk + klo, T(0));
+        std::fill(wb + r * Tk + khi, wb + (r + 1) * Tk, T(0));
+      }
+    });
+  });
+}
+
+// Backward pairs are (b, kv): dk / dv of a shared kv head sum over its group's query heads,
+// so one task owns each kv head's gradient (and its heads' dq) and no two threads write
+// the same memory.
+template <class T>
+void banded_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
+                             const T* dw, T scale, T* dq, T* dk) {
+  const std::size_t Tk = L.Tk, qld = L.q_ld(), kld = L.k_ld();
+  for_each_pair(L.B * L.KV, 2 * banded_flops(L, L.dh), [&](std::size_t p) {
+    const std::size_t b = p / L.KV, kv = p % L.KV;
+    const T* kb = k + b * Tk * kld + kv * L.dh;
+    T* dkb = dk ? dk + b * Tk * kld + kv * L.dh : nullptr;
+    if (dkb) zero_block(dkb, Tk, L.dh, kld);  // accumulated below, block by block
+    thread_local std::vector<T> ds;           // one block's (rows, n) softmax gradient
+    ds.resize(kRowBlock * Tk);
+    for (std::size_t g = 0; g < L.group(); ++g) {
+      const std::size_t h = kv * L.group() + g;
+      const T* qbh = q + b * L.Tq * qld + h * L.dh;
+      T* dqbh = dq ? dq + b * L.Tq * qld + h * L.dh : nullptr;
+      const T* wbh = w + (b * L.H + h) * L.Tq * Tk;
+      const T* dwbh = dw + (b * L.H + h) * L.Tq * Tk;
+      for_each_row_block(L, [&](std::size_t r0, std::size_t rows, std::size_t klo,
+                                std::size_t khi) {
+        const std::size_t n = khi - klo;
+        if (n == 0) {  // no keys at all (Tk = 0): nothing reaches q
+          if (dqbh) zero_block(dqbh + r0 * qld, rows, L.dh, qld);
+          return;
+        }
+        // ds = w * (dw - rowsum(dw * w)) * scale on each row's band, 0 on the rest of the
+        // block's key range (so masked entries contribute nothing, whatever dw holds there)
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::size_t i = r0 + r, lo = L.lo(i), hi = L.hi(i);
+          T* dsr = ds.data() + r * n;
+          std::fill(dsr, dsr + n, T(0));
+          softmax_backward_row(wbh + i * Tk + lo, dwbh + i * Tk + lo, dsr + (lo - klo), hi - lo,
+                               scale);
+        }
+        // dq_bh[r0:] = ds @ k_kv[klo:khi]: (rows, n) @ (n, dh)
+        if (dqbh)
+          gemm_strided<T>(false, false, rows, L.dh, n, T(1), ds.data(), n, kb + klo * kld, kld,
+                          T(0), dqbh + r0 * qld, qld);
+        // dk_kv[klo:khi] += ds^T @ q_bh[r0:]: (n, rows) @ (rows, dh)
+        if (dkb)
+          gemm_strided<T>(true, false, n, L.dh, rows, T(1), ds.data(), n, qbh + r0 * qld, qld,
+                          T(1), dkb + klo * kld, kld);
+      });
+    }
+  });
+}
+
+template <class T>
+void banded_mix_forward(const HeadLayout& L, const T* w, const T* v, T* y) {
+  const std::size_t Tk = L.Tk, vld = L.v_ld(), yld = L.y_ld();
+  for_each_pair(L.B * L.H, banded_flops(L, L.dv), [&](std::size_t p) {
+    const std::size_t b = p / L.H, h = p % L.H, kv = h / L.group();
+    const T* wbh = w + p * L.Tq * Tk;
+    const T* vb = v + b * Tk * vld + kv * L.dv;
+    T* ybh = y + b * L.Tq * yld + h * L.dv;
+    for_each_row_block(L, [&](std::size_t r0, std::size_t rows, std::size_t klo, std::size_t khi) {
+      // y_bh[r0:] = w_bh[r0:, klo:khi] @ v_kv[klo:khi]: (rows, n) @ (n, dv); w is 0 elsewhere
+      if (khi == klo) return zero_block(ybh + r0 * yld, rows, L.dv, yld);
+      gemm_strided<T>(false, false, rows, L.dv, khi - klo, T(1), wbh + r0 * Tk + klo, Tk,
+                      vb + klo * vld, vld, T(0), ybh + r0 * yld, yld);
+    });
+  });
+}
+
+template <class T>
+void banded_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy, T* dw,
+                         T* dv) {
+  const std::size_t Tk = L.Tk, vld = L.v_ld(), yld = L.y_ld();
+  for_each_pair(L.B * L.KV, 2 * banded_flops(L, L.dv), [&](std::size_t p) {
+    const std::size_t b = p / L.KV, kv = p % L.KV;
+    const T* vb = v + b * Tk * vld + kv * L.dv;
+    T* dvb = dv ? dv + b * Tk * vld + kv * L.dv : nullptr;
+    if (dvb) zero_block(dvb, Tk, L.dv, vld);  // accumulated over the group below
+    for (std::size_t g = 0; g < L.group(); ++g) {
+      const std::size_t h = kv * L.group() + g;
+      const T* wbh = w + (b * L.H + h) * L.Tq * Tk;
+      const T* dybh = dy + b * L.Tq * yld + h * L.dv;
+      // dw_bh = dy_bh @ v_kv^T: (Tq, dv) @ (dv, Tk), every entry (the weights' true gradient)
+      if (dw && Tk > 0)
+        gemm_strided<T>(false, true, L.Tq, Tk, L.dv, T(1), dybh, yld, vb, vld, T(0),
+                        dw + (b * L.H + h) * L.Tq * Tk, Tk);
+      if (!dvb) continue;
+      // dv_kv[klo:khi] += w_bh[r0:, klo:khi]^T @ dy_bh[r0:]: (n, rows) @ (rows, dv)
+      for_each_row_block(L, [&](std::size_t r0, std::size_t rows, std::size_t klo,
+                                std::size_t khi) {
+        if (khi > klo)
+          gemm_strided<T>(true, false, khi - klo, L.dv, rows, T(1), wbh + r0 * Tk + klo, Tk,
+                          dybh + r0 * yld, yld, T(1), dvb + klo * vld, vld);
+      });
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w) {
+  if (L.square_mha()) return square_weights_forward(L, q, k, scale, w);
+  banded_weights_forward(L, q, k, scale, w);
+}
+
+template <class T>
+void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
+                                const T* dw, T scale, T* dq, T* dk) {
+  if (L.square_mha()) return square_weights_backward(L, q, k, w, dw, scale, dq, dk);
+  banded_weights_backward(L, q, k, w, dw, scale, dq, dk);
+}
+
+template <class T>
+void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, T* y) {
+  if (L.square_mha()) return square_mix_forward(L, w, v, y);
+  banded_mix_forward(L, w, v, y);
+}
+
+template <class T>
+void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy, T* dw,
+                            T* dv) {
+  if (L.square_mha()) return square_mix_backward(L, w, v, dy, dw, dv);
+  banded_mix_backward(L, w, v, dy, dw, dv);
+}
+
+#define TAPEGRAD_INSTANTIATE(T)                                                              \
+  template void attention_weights_forward(const HeadLayout&, const T*, const T*, T, T*);     \
+  template void attention_weights_backward(const HeadLayout&, const T*, const T*, const T*,  \
+                                           const T*, T, T*, T*);                             \
+  template void attention_mix_forward(const HeadLayout&, const T*, const T*, T*);            \
+  template void attention_mix_backward(const HeadLayout&, const T*, const T*, const T*, T*,  \
+                                       T*);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE

@@ -1,37 +1,57 @@
 #pragma once
-// Multi-head attention kernels that read each head in place. q, k, v and y are (B, T, D)
-// row-major with D = H * dh; head h of batch item b is the (T, dh) column block starting at
-// column h * dh, a matrix with leading dimension D that BLAS multiplies directly. So the
-// split (reshape + transpose) and merge of heads cost no copies at all.
+// Attention kernels that read each head in place. q (B, Tq, H*dh), k (B, Tk, KV*dh),
+// v (B, Tk, KV*dv) and y (B, Tq, H*dv) are row-major; head h of batch item b is the column
+// block starting at column h * dh, a matrix whose leading dimension is the row width, which
+// BLAS multiplies directly. So the split (reshape + transpose) and merge of heads cost no
+// copies, and query head h reads the shared kv head h / (H / KV) in place (grouped-query
+// attention never repeats K or V).
+//
+// The mask is the layout's: query row r sits at absolute position q_offset + r and sees the
+// keys [lo(r), hi(r)) (all Tk unless causal; a window of w keeps the last w of them). The
+// weights are exactly 0 outside that band, and the products skip it.
 #include <cstddef>
 
 namespace tapegrad::kernels {
 
 struct HeadLayout {
-  std::size_t B = 0, T = 0, H = 0, dh = 0;
-  std::size_t D() const { return H * dh; }
+  std::size_t B = 0, Tq = 0, Tk = 0, H = 0, KV = 0, dh = 0, dv = 0, q_offset = 0, window = 0;
+  bool causal = false;
+  std::size_t group() const { return H / KV; }  // query heads per kv head
+  std::size_t q_ld() const { return H * dh; }   // row widths of q, k, v and y
+  std::size_t k_ld() const { return KV * dh; }
+  std::size_t v_ld() const { return KV * dv; }
+  std::size_t y_ld() const { return H * dv; }
+  // The visible keys of query row r: [lo(r), hi(r)). Both grow with r, so the keys of a
+  // block of rows [r0, r1) are [lo(r0), hi(r1 - 1)).
+  std::size_t hi(std::size_t r) const { return causal ? q_offset + r + 1 : Tk; }
+  std::size_t lo(std::size_t r) const {
+    return window && hi(r) > window ? hi(r) - window : 0;
+  }
+  // Today's multi-head attention (one kv head per query head, square, no window): the
+  // kernels keep their original, measured code for it.
+  bool square_mha() const { return H == KV && Tq == Tk && window == 0; }
 };
 
-// w[b,h] = softmax(scale * q_bh @ k_bh^T) with, when causal, keys j > i at -inf first.
-// w is (B, H, T, T).
+// w[b,h] = softmax(scale * q_bh @ k_b,h/group^T) over each row's visible keys; every other
+// entry of w (B, H, Tq, Tk) is exactly 0.
 template <class T>
-void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, bool causal,
-                               T* w);
-// ds = w * (dw - rowsum(dw * w)) * scale; dq_bh = ds @ k_bh; dk_bh = ds^T @ q_bh.
-// causal as in the forward that made w (ds is then zero above the diagonal too).
-// dq / dk (B, T, D) are overwritten; either may be null when not wanted.
+void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w);
+// ds = w * (dw - rowsum(dw * w)) * scale on the visible band (0 elsewhere);
+// dq_bh = ds @ k_kv; dk_kv = sum over the group's heads h of ds_bh^T @ q_bh.
+// dq (B, Tq, H*dh) / dk (B, Tk, KV*dh) are overwritten; either may be null when not wanted.
 template <class T>
 void attention_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
-                                const T* dw, T scale, bool causal, T* dq, T* dk);
+                                const T* dw, T scale, T* dq, T* dk);
 
-// y_bh = w_bh @ v_bh, written straight into the merged (B, T, D) layout. causal: w is zero
-// above the diagonal (as the causal forward above makes it), and the products skip it.
+// y_bh = w_bh @ v_kv, written straight into the merged (B, Tq, H*dv) layout. w must be zero
+// outside the layout's band (as attention_weights_forward makes it): the products skip it.
 template <class T>
-void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, bool causal, T* y);
-// dw_bh = dy_bh @ v_bh^T (every entry); dv_bh = w_bh^T @ dy_bh; causal as in the forward.
-// Outputs overwritten; either may be null.
+void attention_mix_forward(const HeadLayout& L, const T* w, const T* v, T* y);
+// dw_bh = dy_bh @ v_kv^T (every entry: the weights' true gradient);
+// dv_kv = sum over the group's heads h of w_bh^T @ dy_bh. Outputs overwritten; either may
+// be null.
 template <class T>
-void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy,
-                            bool causal, T* dw, T* dv);
+void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy, T* dw,
+                            T* dv);
 
 }  // namespace tapegrad::kernels

@@ -1,0 +1,41 @@
+#pragma once
+// The one specification of attention that every path (the composed reference, the fused
+// kernels, and later flash and decode kernels) implements, and the one function that
+// checks it. A path never re-checks its arguments: it asks check_attention_spec for the
+// resolved AttentionDims and computes from those.
+#include <cstddef>
+#include <optional>
+
+#include "autograd/errors.hpp"  // Shape, ShapeError
+
+namespace tapegrad {
+
+struct AttentionSpec {
+  std::size_t heads = 1;
+  std::size_t kv_heads = 0;      // 0: = heads (MHA); kv_heads must divide heads; 1 = MQA
+  std::size_t head_dim = 0;      // 0: q's width / heads
+  std::optional<double> scale;   // default 1/sqrt(head_dim); 1.0 = unscaled; must be finite and > 0
+  bool causal = false;
+  std::size_t window = 0;        // 0: no window; w >= 1: query at absolute position i sees key j
+                                 // exactly when 0 <= i - j < w (itself included); needs causal
+};
+
+// What the check resolves. Queries are the LAST Tq positions of the Tk keys (bottom-right
+// alignment): query row r has absolute position q_offset + r, q_offset = Tk - Tq; key j has
+// position j. Causal needs Tq <= Tk.
+struct AttentionDims {
+  std::size_t B = 0, Tq = 0, Tk = 0, heads = 0, kv_heads = 0, head_dim = 0, v_head_dim = 0,
+              q_offset = 0, window = 0;
+  bool causal = false;
+  double scale = 0;
+  std::size_t group() const { return heads / kv_heads; }  // query heads per kv head
+};
+
+// q (B, Tq, heads*head_dim), k (B, Tk, kv_heads*head_dim), v (B, Tk, kv_heads*v_head_dim).
+// The ONE argument check of every attention path; `op` is the function the user called,
+// and every message names it and all three shapes, e.g.
+// "attention: heads=6 is not divisible by kv_heads=4 (q is (2,5,48), k is (2,5,32), v is (2,5,32))".
+AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& k, const Shape& v,
+                                   const AttentionSpec& spec);
+
+}  // namespace tapegrad
