@@ -110,8 +110,8 @@ void check_same_architecture(const TinyGPTConfig& file, const TinyGPTConfig& mod
   for (const FieldInfo& f : config_fields()) {
     if (f.role != FieldRole::architecture) continue;
     const std::string a = field_to_string(file, f.name), b = field_to_string(model, f.name);
-    if (a != b) differences += fmt::format("{}{}={} in the file, {} in the model",
-                                           differences.empty() ? "" : "; ", f.name, a, b);
+    if (a != b) differences += fmt::format("{}{}={} in the file, {}={} in this model",
+                                           differences.empty() ? "" : "; ", f.name, a, f.name, b);
   }
   if (!differences.empty())
     fail_checkpoint(label, fmt::format("the file's model differs from this model: {}", differences));

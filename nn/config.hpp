@@ -38,16 +38,17 @@ enum class FieldRole { architecture, initialisation };
 inline constexpr double kUnbounded = 1e300;
 
 // X(role, type, name, default, min, max, doc): min/max bound numbers (inclusive); they are
-// ignored for flags and choices.
+// ignored for flags and choices. Sizes stop at 2^24, so that a damaged or hostile
+// checkpoint cannot describe a model whose size arithmetic overflows.
 #define TAPEGRAD_TRANSFORMER_FIELDS(X)                                                          \
   X(architecture, std::size_t, vocab, 0, 1, 1 << 24, "vocabulary size: tokens are ids in [0, vocab)") \
   X(architecture, std::size_t, context, 0, 1, 1 << 24, "longest sequence the model takes")     \
-  X(architecture, std::size_t, d_model, 64, 1, 1 << 16, "width of the residual stream")        \
-  X(architecture, std::size_t, layers, 2, 1, 1024, "transformer blocks")                       \
-  X(architecture, std::size_t, heads, 4, 1, 4096, "query heads")                               \
-  X(architecture, std::size_t, kv_heads, 0, 0, 4096,                                           \
+  X(architecture, std::size_t, d_model, 64, 1, 1 << 24, "width of the residual stream")        \
+  X(architecture, std::size_t, layers, 2, 1, 1 << 24, "transformer blocks")                       \
+  X(architecture, std::size_t, heads, 4, 1, 1 << 24, "query heads")                               \
+  X(architecture, std::size_t, kv_heads, 0, 0, 1 << 24,                                           \
     "key/value heads, shared by heads/kv_heads query heads each (0: = heads, MHA; 1: MQA)")    \
-  X(architecture, std::size_t, head_dim, 0, 0, 1 << 16,                                        \
+  X(architecture, std::size_t, head_dim, 0, 0, 1 << 24,                                        \
     "width of one head (0: d_model/heads); heads*head_dim need not equal d_model")             \
   X(architecture, NormKind, norm, NormKind::layer_norm, 0, 0,                                  \
     "normalisation: layer (LayerNorm) or rms (RMSNorm)")                                       \
@@ -56,7 +57,7 @@ inline constexpr double kUnbounded = 1e300;
     "feed-forward: gelu (up, GELU, down) or swiglu (down(silu(gate(x)) * up(x)))")             \
   X(architecture, std::size_t, mlp_ratio, 4, 1, 64,                                            \
     "the default hidden width: mlp_ratio*d_model (gelu), 2/3 of it (swiglu)")                  \
-  X(architecture, std::size_t, mlp_hidden, 0, 0, 1 << 20,                                      \
+  X(architecture, std::size_t, mlp_hidden, 0, 0, 1 << 24,                                      \
     "feed-forward hidden width (0: from mlp_ratio; swiglu rounds up to mlp_multiple)")         \
   X(architecture, std::size_t, mlp_multiple, 32, 1, 1 << 16,                                   \
     "swiglu's default hidden width is rounded up to a multiple of this")                       \

@@ -8,9 +8,10 @@
 #include "run_program.hpp"
 
 namespace {
-const std::string k8B =
+const std::string k8B_but_kv =
     "--arch llama --vocab 128256 --context 8192 --d-model 4096 --layers 32 --heads 32 "
-    "--kv-heads 8 --head-dim 128 --mlp-hidden 14336 --rope-theta 500000";
+    "--head-dim 128 --mlp-hidden 14336 --rope-theta 500000";
+const std::string k8B = k8B_but_kv + " --kv-heads 8";
 
 tapegrad::test::ProgramRun card(const std::string& args, const std::string& name) {
   return tapegrad::test::run_program(TAPEGRAD_MODEL_CARD_BIN, args,
@@ -34,7 +35,7 @@ TEST_CASE("model_card: the specification's 8B table, row by row", "[model_card]"
     INFO(row);
     CHECK(r.out.find(row) != std::string::npos);
   }
-  const tapegrad::test::ProgramRun mha = card(k8B + " --kv-heads 32", "8b_mha");
+  const tapegrad::test::ProgramRun mha = card(k8B_but_kv + " --kv-heads 32", "8b_mha");
   CHECK(mha.out.find("= 512 KiB") != std::string::npos);
 }
 
