@@ -8,44 +8,46 @@ namespace tapegrad {
 namespace {
 
 // The heads and widths: q (B, Tq, heads*head_dim), k (B, Tk, kv_heads*head_dim),
-// v (B, Tk, kv_heads*v_head_dim). `shapes` ends every message.
+// v (B, Tk, kv_heads*v_head_dim). shapes() ends every message.
+template <class Shapes>
 void resolve_heads(const char* op, const Shape& q, const Shape& k, const Shape& v,
-                   const AttentionSpec& spec, const std::string& shapes, AttentionDims& d) {
-  if (spec.heads == 0) fail(op, "heads must be at least 1, got 0 ({})", shapes);
+                   const AttentionSpec& spec, const Shapes& shapes, AttentionDims& d) {
+  if (spec.heads == 0) fail(op, "heads must be at least 1, got 0 ({})", shapes());
   d.heads = spec.heads;
   d.kv_heads = spec.kv_heads ? spec.kv_heads : spec.heads;
   if (d.kv_heads > d.heads)
     fail(op, "kv_heads={} exceeds heads={}: each kv head serves a group of query heads ({})",
-         d.kv_heads, d.heads, shapes);
+         d.kv_heads, d.heads, shapes());
   if (d.heads % d.kv_heads != 0)
-    fail(op, "heads={} is not divisible by kv_heads={} ({})", d.heads, d.kv_heads, shapes);
+    fail(op, "heads={} is not divisible by kv_heads={} ({})", d.heads, d.kv_heads, shapes());
   if (spec.head_dim == 0 && q[2] % d.heads != 0)
-    fail(op, "D={} is not divisible by heads={} ({})", q[2], d.heads, shapes);
+    fail(op, "D={} is not divisible by heads={} ({})", q[2], d.heads, shapes());
   d.head_dim = spec.head_dim ? spec.head_dim : q[2] / d.heads;
   if (q[2] != d.heads * d.head_dim)
     fail(op, "q's width {} is not heads*head_dim = {}*{} ({})", q[2], d.heads, d.head_dim,
-         shapes);
+         shapes());
   if (k[2] != d.kv_heads * d.head_dim)
     fail(op, "k's width {} is not kv_heads*head_dim = {}*{} ({})", k[2], d.kv_heads, d.head_dim,
-         shapes);
+         shapes());
   if (v[2] % d.kv_heads != 0)
-    fail(op, "v's width {} is not divisible by kv_heads={} ({})", v[2], d.kv_heads, shapes);
+    fail(op, "v's width {} is not divisible by kv_heads={} ({})", v[2], d.kv_heads, shapes());
   d.v_head_dim = v[2] / d.kv_heads;
 }
 
 // The scale: given, it must be a positive finite number (a NaN or infinite scale would
 // turn every weight into NaN, a non-positive one inverts or erases attention); by default
 // 1/sqrt(head_dim), undefined for head_dim 0.
+template <class Shapes>
 double resolve_scale(const char* op, const AttentionSpec& spec, std::size_t head_dim,
-                     const std::string& shapes) {
+                     const Shapes& shapes) {
   if (spec.scale) {
     const double s = *spec.scale;
     if (!std::isfinite(s) || s <= 0)
-      fail(op, "scale must be finite and > 0, got {} ({})", s, shapes);
+      fail(op, "scale must be finite and > 0, got {} ({})", s, shapes());
     return s;
   }
   if (head_dim == 0)
-    fail(op, "the default scale 1/sqrt(head_dim) is undefined for head_dim=0 ({})", shapes);
+    fail(op, "the default scale 1/sqrt(head_dim) is undefined for head_dim=0 ({})", shapes());
   return 1.0 / std::sqrt(double(head_dim));
 }
 
@@ -53,25 +55,27 @@ double resolve_scale(const char* op, const AttentionSpec& spec, std::size_t head
 
 AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& k, const Shape& v,
                                    const AttentionSpec& spec) {
-  const std::string shapes =
-      fmt::format("q is {}, k is {}, v is {}", shape_str(q), shape_str(k), shape_str(v));
+  // formatted only when a check fails: a small model calls this every step
+  const auto shapes = [&] {
+    return fmt::format("q is {}, k is {}, v is {}", shape_str(q), shape_str(k), shape_str(v));
+  };
   if (q.size() != 3 || k.size() != 3 || v.size() != 3)
-    fail(op, "q, k and v must be (B, T, heads*dim) ({})", shapes);
+    fail(op, "q, k and v must be (B, T, heads*dim) ({})", shapes());
   AttentionDims d;
   d.B = q[0];
   d.Tq = q[1];
   d.Tk = k[1];
   if (k[0] != d.B || v[0] != d.B)
-    fail(op, "batch sizes differ: q has B={}, k {}, v {} ({})", d.B, k[0], v[0], shapes);
-  if (v[1] != d.Tk) fail(op, "k has Tk={} keys but v has {} values ({})", d.Tk, v[1], shapes);
+    fail(op, "batch sizes differ: q has B={}, k {}, v {} ({})", d.B, k[0], v[0], shapes());
+  if (v[1] != d.Tk) fail(op, "k has Tk={} keys but v has {} values ({})", d.Tk, v[1], shapes());
   resolve_heads(op, q, k, v, spec, shapes, d);
   d.scale = resolve_scale(op, spec, d.head_dim, shapes);
   if (spec.window && !spec.causal)
     fail(op, "window={} needs causal attention: a window counts back from the query ({})",
-         spec.window, shapes);
+         spec.window, shapes());
   if (spec.causal && d.Tq > d.Tk)
     fail(op, "causal attention needs Tq <= Tk (queries are the last Tq of the Tk positions), got "
-             "Tq={}, Tk={} ({})", d.Tq, d.Tk, shapes);
+             "Tq={}, Tk={} ({})", d.Tq, d.Tk, shapes());
   d.causal = spec.causal;
   d.window = spec.window;
   d.q_offset = d.Tq <= d.Tk ? d.Tk - d.Tq : 0;

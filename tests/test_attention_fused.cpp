@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "ops/attention.hpp"
 #include "ops/attention_fused.hpp"
@@ -152,4 +153,33 @@ TEST_CASE("multi_head_attention: the fused path equals the composition", "[atten
       for (std::size_t i = 0; i < 5; ++i) CHECK(max_diff(grads[0][i], grads[1][i]) < 1e-12);
     }
   }
+}
+
+TEST_CASE("fused attention ops take the resolved dims of check_attention_spec", "[attention_fused]") {
+  // grouped (4 query heads on 2 kv heads), Tq < Tk, dv != dh: the dims overloads equal the
+  // composed reference of attention()
+  Generator g(21);
+  const Tensor<double> q = Tensor<double>::randn({2, 3, 12}, g, 0, 1, true);
+  const Tensor<double> k = Tensor<double>::randn({2, 5, 6}, g, 0, 1, true);
+  const Tensor<double> v = Tensor<double>::randn({2, 5, 4}, g, 0, 1, true);
+  AttentionSpec spec;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.causal = true;
+  const AttentionDims d = check_attention_spec("test", q.shape(), k.shape(), v.shape(), spec);
+  const Tensor<double> w = attention_weights(q, k, d);
+  const Tensor<double> y = attention_mix(w, v, d);
+  const AttentionResult<double> ref = attention(q, k, v, spec, AttentionPath::composed);
+  CHECK(y.shape() == Shape{2, 3, 8});
+  CHECK(max_diff(y.value(), ref.out.value()) < 1e-12);
+  CHECK(max_diff(w.value(), ref.weights.value()) < 1e-12);
+}
+
+TEST_CASE("fused attention ops reject a non-finite or non-positive scale", "[attention_fused]") {
+  // the composed path always did; through the one spec check the fused ops do too
+  const Tensor<double> q = Tensor<double>::zeros({2, 4, 6});
+  for (double s : {std::nan(""), std::numeric_limits<double>::infinity(), 0.0, -1.0})
+    CHECK_THROWS_WITH(attention_weights(q, q, 2, s, false),
+                      Catch::Contains("attention_weights") && Catch::Contains("scale") &&
+                          Catch::Contains("(2,4,6)"));
 }

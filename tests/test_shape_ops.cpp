@@ -80,6 +80,33 @@ TEMPLATE_TEST_CASE("slice takes start to stop along one axis", "[shape_ops]", fl
   CHECK(slice(x, 1, 2, 2).shape() == Shape{2, 0, 4});
 }
 
+TEMPLATE_TEST_CASE("repeat_interleave repeats each element in place, never tiles", "[shape_ops]",
+                   float, double) {
+  using T = TestType;
+  auto a = make<T>({2, 2}, {1, 2, 3, 4});
+  // torch.repeat_interleave(a, 2, dim=0) and dim=1; tiling would give 1 2 1 2 ...
+  check_values(repeat_interleave(a, 2, 0), {4, 2}, {1, 2, 1, 2, 3, 4, 3, 4});
+  check_values(repeat_interleave(a, 3, -1), {2, 6}, {1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4});
+  check_values(repeat_interleave(a, 1, 1), {2, 2}, {1, 2, 3, 4});
+  CHECK(repeat_interleave(a, 0, 0).shape() == Shape{0, 2});
+  // the middle axis of x (2,3,4): y[i, 2j + t, k] = x[i, j, k] = 12 i + 4 j + k
+  auto x = arange<T>({2, 3, 4});
+  auto y = repeat_interleave(x, 2, 1);
+  REQUIRE(y.shape() == Shape{2, 6, 4});
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 6; ++j)
+      for (std::size_t k = 0; k < 4; ++k) CHECK(y.value()(i, j, k) == T(12 * i + 4 * (j / 2) + k));
+}
+
+TEST_CASE("repeat_interleave sums the gradient of each element's copies", "[shape_ops]") {
+  auto a = make<double>({2, 2}, {1, 2, 3, 4}, true);
+  repeat_interleave(a, 2, 0).backward(Array<double>{{1, 2}, {3, 4}, {5, 6}, {7, 8}});
+  check_values(a.grad(), {2, 2}, {1 + 3, 2 + 4, 5 + 7, 6 + 8});
+  auto b = make<double>({1, 2}, {1, 2}, true);
+  repeat_interleave(b, 3, 1).backward(Array<double>{{1, 2, 3, 10, 20, 30}});
+  check_values(b.grad(), {1, 2}, {6, 60});
+}
+
 TEST_CASE("slice and concatenate route gradients to the right places", "[shape_ops]") {
   auto x = arange<double>({2, 3}, true);
   slice(x, 1, 1, 3).backward(Array<double>{{1.0, 2.0}, {3.0, 4.0}});
@@ -104,6 +131,8 @@ TEST_CASE("gradcheck of shape ops", "[shape_ops][gradcheck]") {
   require_gradcheck<double>([](const auto& v) { return swapaxes(v[0], -2, -1); }, {x});
   require_gradcheck<double>([](const auto& v) { return slice(v[0], 1, 1, 3); }, {x});
   require_gradcheck<double>([](const auto& v) { return slice(v[0], -1, 0, 1); }, {x});
+  for (long axis : {0, 1, -1})
+    require_gradcheck<double>([axis](const auto& v) { return repeat_interleave(v[0], 3, axis); }, {x});
   // a part used twice and a constant part
   auto y = random<double>({2, 2, 4}, 2);
   auto z = random<double>({2, 1, 4}, 3, false);
@@ -144,4 +173,7 @@ TEST_CASE("shape ops reject bad arguments naming op and shapes", "[shape_ops][er
   require_shape_error([&] { slice(a, 0, 2, 1); }, {"slice", "[2, 1)", "(2,3)"});
   require_shape_error([&] { slice(a, 2, 0, 1); }, {"slice", "axis 2", "(2,3)"});
   require_shape_error([&] { slice(Tensor<double>::scalar(1.0), 0, 0, 1); }, {"slice", "rank-0"});
+  require_shape_error([&] { repeat_interleave(a, 2, 2); }, {"repeat_interleave", "axis 2", "(2,3)"});
+  require_shape_error([&] { repeat_interleave(Tensor<double>::scalar(1.0), 2, 0); },
+                      {"repeat_interleave", "rank-0"});
 }
