@@ -70,6 +70,19 @@ std::vector<Case> all_cases() {
   Indices ids = {{0, 3, 3}, {4, 1, 0}};
   Indices targets = {{1, 0, -100}, {2, 2, 1}};
   auto any = Domain::any;
+  RopeSpec half, yarn;
+  yarn.style = RopeStyle::interleaved;
+  yarn.scaling = RopeScaling::yarn;
+  yarn.factor = 4;
+  yarn.original_context = 2;
+  AttentionSpec gqa, window;
+  gqa.heads = 4;
+  gqa.kv_heads = 2;
+  gqa.causal = true;
+  window.heads = 4;  // head_dim 3, v head_dim 4
+  window.kv_heads = 1;
+  window.causal = true;
+  window.window = 2;
   std::vector<Case> c = {
       {"add", {{2, 3}, {2, 3}}, any, [](const Inputs& x) { return x[0] + x[1]; }},
       {"add (broadcast)", {{2, 1, 4}, {3, 1}}, any, [](const Inputs& x) { return x[0] + x[1]; }},
@@ -132,6 +145,16 @@ std::vector<Case> all_cases() {
        [](const Inputs& x) { return multi_head_attention(x[0], x[1], x[2], x[3], x[4], 2, true); }},
       {"multi_head_attention", {{2, 4, 6}, {6, 6}, {6, 6}, {6, 6}, {6, 6}}, any,
        [](const Inputs& x) { return multi_head_attention(x[0], x[1], x[2], x[3], x[4], 3, false); }},
+      {"silu", {{3, 4}}, any, [](const Inputs& x) { return silu(x[0]); }},
+      {"repeat_interleave (x2, axis 1)", {{2, 3, 4}}, any,
+       [](const Inputs& x) { return repeat_interleave(x[0], 2, 1); }},
+      {"rope (half, offset 3)", {{2, 5, 6}}, any, [half](const Inputs& x) { return rope(x[0], 3, half); }},
+      {"rope_heads (interleaved, yarn)", {{2, 4, 12}}, any,
+       [yarn](const Inputs& x) { return rope_heads(x[0], 2, 1, yarn); }},
+      {"attention (GQA 4/2, causal, fused)", {{2, 5, 12}, {2, 5, 6}, {2, 5, 6}}, any,
+       [gqa](const Inputs& x) { return attention(x[0], x[1], x[2], gqa).out; }},
+      {"attention (MQA, window 2, Tq 2 < Tk 5)", {{2, 2, 12}, {2, 5, 3}, {2, 5, 4}}, any,
+       [window](const Inputs& x) { return attention(x[0], x[1], x[2], window).out; }},
   };
   return c;
 }

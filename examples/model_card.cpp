@@ -42,15 +42,17 @@ struct Row {
 
 std::vector<Row> rows_of(const TransformerConfig& c) {
   const ParameterCounts p = count_parameters(c);
-  const std::string mlp = c.mlp == MlpKind::swiglu ? "feed-forward (3 matrices)" : "feed-forward (2 matrices)";
-  const std::string norms = c.norm == NormKind::rms_norm ? "RMSNorm scales" : "LayerNorm scales and shifts";
+  // names as the specification's table has them, short enough for its 26-column layout
+  const std::string matrices = c.mlp == MlpKind::swiglu ? "3" : "2";
+  const std::string mlp = "feed-forward (" + matrices + (c.mlp_bias ? " + biases)" : " matrices)");
+  const std::string norms = c.norm == NormKind::rms_norm ? "RMSNorm scales" : "LayerNorm scales, shifts";
   std::vector<Row> rows = {{"token embedding", p.token_embedding}};
   if (p.position_embedding) rows.push_back({"position embedding", p.position_embedding});
   rows.push_back({"attention Q", p.attention_q});
   rows.push_back({"attention K and V", p.attention_kv});
   rows.push_back({"attention output", p.attention_out});
   if (p.qk_norm) rows.push_back({"QK-norm gains", p.qk_norm});
-  rows.push_back({c.mlp_bias ? mlp + " + biases" : mlp, p.feed_forward});
+  rows.push_back({mlp, p.feed_forward});
   rows.push_back({norms, p.norms});
   rows.push_back({c.tie_embeddings ? "unembedding (tied)" : "unembedding", p.unembedding});
   return rows;

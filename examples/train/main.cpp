@@ -166,6 +166,15 @@ int run(Settings s, const CLI::App& app, const examples::ConfigOptions& model_op
   std::map<std::string, std::string> model_defaults = {{"d_model", std::to_string(d.d_model)},
                                                        {"heads", std::to_string(d.heads)},
                                                        {"layers", std::to_string(d.layers)}};
+  if (model_options.arch() == "llama" && (task_name == "sort" || task_name == "reverse")) {
+    // The toy Llama recipe (docs/TRAINING.md, "--arch llama"): in 300-600 steps the plain
+    // preset reached 0.98-0.99 on sort and 0.10-0.34 on reverse; QK-norm, a RoPE base that
+    // suits a context of 16-24 positions and a slightly higher peak rate reached >= 0.997
+    // on both for seeds 1-3, keeping GQA.
+    model_defaults["qk_norm"] = "true";
+    model_defaults["rope_theta"] = "100";
+    d.lr = 4e-3;
+  }
   if (!given("--batch")) s.batch = d.batch;
   if (!given("--steps")) s.steps = d.steps;
   if (!given("--warmup")) s.warmup = std::min(d.warmup, s.steps / 5);
