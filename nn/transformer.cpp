@@ -85,18 +85,19 @@ bool past_context_ok(const TransformerConfig& c) {
   return c.window > 0 && c.positions != PositionKind::learned;
 }
 
-// tokens (B, T) at positions start.. : a batch and sequence, the last position within the
-// context (unless past_context_ok), every id in the vocabulary.
+// tokens (B, T) at positions start.. : a batch and sequence, every id in the vocabulary;
+// without a cache T <= context (as training always was), with one the last position
+// within the context unless past_context_ok (then a chunk may be any length).
 template <class T>
-void Transformer<T>::check_tokens(const Indices& tokens, std::size_t start) const {
+void Transformer<T>::check_tokens(const Indices& tokens, std::size_t start, bool cached) const {
   if (tokens.dimension() != 2 || tokens.shape()[0] == 0 || tokens.shape()[1] == 0)
     fail("Transformer", "tokens must be (B, T) with B, T >= 1, got {}",
          shape_str(Shape(tokens.shape().begin(), tokens.shape().end())));
   const std::size_t B = tokens.shape()[0], Tn = tokens.shape()[1];
-  if (start == 0 && Tn > config_.context)
+  if (!cached && Tn > config_.context)
     fail("Transformer", "sequence length T={} exceeds the context of {} (tokens are ({},{}))", Tn,
          config_.context, B, Tn);
-  if (start + Tn > config_.context && !past_context_ok(config_))
+  if (cached && start + Tn > config_.context && !past_context_ok(config_))
     fail("Transformer", "positions {}..{} go past the context of {} (tokens are ({},{}) after "
          "{} cached): only a sliding-window model without learned positions can", start,
          start + Tn - 1, config_.context, B, Tn, start);
@@ -130,7 +131,7 @@ Tensor<T> Transformer<T>::forward(const Indices& tokens, KVCacheSet<T>& caches) 
 template <class T>
 Tensor<T> Transformer<T>::run(const Indices& tokens, KVCacheSet<T>* caches) {
   const std::size_t start = caches ? caches->length() : 0;
-  check_tokens(tokens, start);
+  check_tokens(tokens, start, caches != nullptr);
   const std::size_t Tn = tokens.shape()[1];
   Tensor<T> x = tok_emb_(tokens);
   if (pos_emb_) {

@@ -59,7 +59,7 @@ class Transformer : public Module<T> {
 
  private:
   Transformer(const TransformerConfig& config, Generator&& gen);
-  void check_tokens(const Indices& tokens, std::size_t start) const;
+  void check_tokens(const Indices& tokens, std::size_t start, bool cached) const;
   Tensor<T> run(const Indices& tokens, KVCacheSet<T>* caches);
 
   TransformerConfig config_;

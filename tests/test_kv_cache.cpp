@@ -173,6 +173,13 @@ TEST_CASE("kv cache: a window model keeps going past its context", "[kv_cache]")
   }
   CHECK(worst <= 1e-10);
   CHECK(caches[0].key_store().data() == store);  // never reallocated
+  // chunks longer than the context are fine past it too: the ring takes their last 5
+  const Tensor<double> last = model.forward(as_row(ids, N - 1, N), caches);  // position N
+  KVCacheSet<double> chunked(c, 1, N);
+  Tensor<double> logits;
+  for (std::size_t p = 0; p < N; p += 30) logits = model.forward(as_row(ids, p, std::min(N, p + 30)), chunked);
+  logits = model.forward(as_row(ids, N - 1, N), chunked);
+  CHECK(row_error(logits.data(), last.data(), c.vocab) <= 1e-12);
   CHECK(caches.bytes() == 2 * 1 * 5 * 2 * 4 * sizeof(double));
 }
 
