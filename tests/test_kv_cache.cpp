@@ -15,6 +15,7 @@
 #include "nn/transformer.hpp"
 #include "ops/attention.hpp"
 #include "ops/attention_decode.hpp"
+#include "ops/kernels/parallel.hpp"
 #include "ops/shape_ops.hpp"
 
 using namespace tapegrad;
@@ -236,6 +237,36 @@ TEST_CASE("kv cache: a wrapped ring decodes what attention() computes", "[kv_cac
       CHECK(worst <= 1e-13);
       CHECK(cache.ring().first_slot == N % window);  // it did wrap
     }
+  }
+}
+
+TEST_CASE("kv cache: the decode kernel split over 2 threads equals attention()", "[kv_cache][threads]") {
+  // 2 x 8 heads over 300 keys of 32: enough work for the kernel to use the thread pool,
+  // each (batch item, kv head) pair writing its own block of the output.
+  const std::size_t B = 2, H = 8, KV = 2, dh = 32, N = 300;
+  AttentionSpec spec;
+  spec.heads = H;
+  spec.kv_heads = KV;
+  spec.causal = true;
+  spec.window = 200;
+  Generator gen(12);
+  const Tensor<float> q = Tensor<float>::randn({B, N, H * dh}, gen);
+  const Tensor<float> k = Tensor<float>::randn({B, N, KV * dh}, gen);
+  const Tensor<float> v = Tensor<float>::randn({B, N, KV * dh}, gen);
+  const Tensor<float> want = slice(attention(q, k, v, spec).out, 1, N - 1, N);
+  KVCache<float> cache(B, KV, dh, dh, N, spec.window);
+  cache.append(k, v);  // 300 positions into a ring of 200: wrapped
+  NoGradGuard no_grad;
+  for (int threads : {1, 2}) {
+    kernels::set_num_threads(threads);
+    const Tensor<float> y = attention_decode(slice(q, 1, N - 1, N), cache.key_store(),
+                                             cache.value_store(), cache.ring(), spec);
+    kernels::set_num_threads(1);
+    double worst = 0;
+    for (std::size_t i = 0; i < y.size(); ++i)
+      worst = std::max(worst, std::abs(double(y.data()[i]) - double(want.data()[i])));
+    INFO("threads " << threads);
+    CHECK(worst <= 1e-5);
   }
 }
 
