@@ -1,5 +1,8 @@
 #include "nn/block.hpp"
 
+#include "autograd/tape.hpp"  // grad_enabled
+#include "nn/kv_cache.hpp"
+#include "ops/attention_decode.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/matmul.hpp"
 #include "ops/shape_ops.hpp"
@@ -77,21 +80,45 @@ MultiHeadAttention<T>::MultiHeadAttention(std::size_t d_model, std::size_t heads
 //   -> merged (B, T, heads*dh) @ Wo -> (B, T, D). Every step is an op on the tape.
 template <class T>
 Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x) {
+  return forward(x, nullptr);
+}
+
+// With a cache the new tokens sit at positions start = cache->length() onwards: RoPE turns
+// them by those absolute angles, and their queries attend to the held keys before their own.
+template <class T>
+Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) {
   if (x.dim() != 3 || x.shape()[2] != d_model_)
     fail("MultiHeadAttention", "x must be (B, T, D) with D={}, got {}", d_model_, x.shape_string());
-  const std::size_t dh = spec_.head_dim;
+  const std::size_t dh = spec_.head_dim, start = cache ? cache->length() : 0;
   Tensor<T> q = matmul(x, Wq_), k = matmul(x, Wk_), v = matmul(x, Wv_);
   if (q_norm_) {
     q = per_head(*q_norm_, q, spec_.heads, dh);
     k = per_head(*k_norm_, k, spec_.kv_heads, dh);
   }
   if (rope_) {
-    q = rope_heads(q, spec_.heads, 0, *rope_);
-    k = rope_heads(k, spec_.kv_heads, 0, *rope_);
+    q = rope_heads(q, spec_.heads, start, *rope_);
+    k = rope_heads(k, spec_.kv_heads, start, *rope_);
   }
-  AttentionResult<T> r = attention(q, k, v, spec_, path_);
-  if (keep_) last_weights_ = r.weights.detach();
-  return matmul(r.out, Wo_);
+  if (!cache) {
+    AttentionResult<T> r = attention(q, k, v, spec_, path_);
+    if (keep_) last_weights_ = r.weights.detach();
+    return matmul(r.out, Wo_);
+  }
+  if (x.shape()[1] == 1 && !grad_enabled()) {
+    // decode: the token's own key joins the cache, then one query reads the ring in place
+    cache->append(k, v);
+    return matmul(attention_decode(q, cache->key_store(), cache->value_store(), cache->ring(),
+                                   spec_), Wo_);
+  }
+  // chunk: keys = the held ones, oldest first, then the chunk's own: consecutive positions
+  // ending at the chunk's last query, exactly the layout of attention()'s bottom-right mask
+  // (a window cache holds at most `window` of them, all the mask could need)
+  const bool held = cache->count() > 0;
+  const Tensor<T> keys = held ? concatenate<T>({cache->keys(), k}, 1) : k;
+  const Tensor<T> values = held ? concatenate<T>({cache->values(), v}, 1) : v;
+  const Tensor<T> out = attention(q, keys, values, spec_, path_).out;
+  cache->append(k, v);
+  return matmul(out, Wo_);
 }
 
 namespace {
@@ -129,8 +156,8 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
 // h = x + attn(norm1(x)); y = h + mlp(norm2(h)): every sub-layer reads a normalised copy
 // and adds into the residual stream, which itself is never normalised (pre-norm, GPT-2).
 template <class T>
-Tensor<T> Block<T>::forward(const Tensor<T>& x) {
-  Tensor<T> h = x + attn_(norm1_(x));
+Tensor<T> Block<T>::forward(const Tensor<T>& x, KVCache<T>* cache) {
+  Tensor<T> h = x + attn_.forward(norm1_(x), cache);
   const Tensor<T> n = norm2_(h);
   return h + (swiglu_ ? (*swiglu_)(n) : (*mlp_)(n));
 }

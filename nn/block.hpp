@@ -14,6 +14,9 @@
 
 namespace tapegrad {
 
+template <class T>
+class KVCache;  // nn/kv_cache.hpp
+
 struct AttentionConfig {
   std::size_t d_model = 0;
   std::size_t heads = 1;
@@ -42,6 +45,13 @@ class MultiHeadAttention : public Module<T> {
                      std::optional<double> scale = std::nullopt);
   Tensor<T> forward(const Tensor<T>& x);  // (B, T, D) -> (B, T, D)
   Tensor<T> operator()(const Tensor<T>& x) { return forward(x); }
+  // The same over new tokens at absolute positions cache->length() .. + T - 1, reading the
+  // keys and values of the positions before them from `cache` and appending their own
+  // (cache null: forward(x), positions from 0). One token under no-grad takes the decode
+  // path (ops/attention_decode.hpp); a chunk attends to the held keys followed by its own
+  // with attention()'s bottom-right mask. The held keys are constants: a gradient reaches
+  // only the chunk's own. keep_weights is ignored with a cache.
+  Tensor<T> forward(const Tensor<T>& x, KVCache<T>* cache);
 
   // When on, every forward keeps a detached copy of its weights (B, heads, T, T), for
   // inspection (entropy, saturation); off by default because it costs a copy.
@@ -96,7 +106,7 @@ template <class T>
 class Block : public Module<T> {
  public:
   Block(const BlockConfig& config, Generator& gen);
-  Tensor<T> forward(const Tensor<T>& x);
+  Tensor<T> forward(const Tensor<T>& x, KVCache<T>* cache = nullptr);
   Tensor<T> operator()(const Tensor<T>& x) { return forward(x); }
   MultiHeadAttention<T>& attention() { return attn_; }
   const MultiHeadAttention<T>& attention() const { return attn_; }

@@ -81,19 +81,26 @@ Transformer<T>::Transformer(const TransformerConfig& config, Generator&& gen)
   if (head_) this->register_module("head", *head_);
 }
 
-// tokens (B, T) -> tok_emb (B, T, D) [+ pos_emb (T, D)] -> blocks -> norm_f -> head (B, T, V)
-// tied head: h (B, T, D) @ tok_emb^T (D, V), so tok_emb's gradient sums both of its uses.
-// backward: every step is an op on the tape (embedding's scatter-add, add's sum over B
-// for the positional table, the blocks, the norm, matmul).
+bool past_context_ok(const TransformerConfig& c) {
+  return c.window > 0 && c.positions != PositionKind::learned;
+}
+
+// tokens (B, T) at positions start.. : a batch and sequence, every id in the vocabulary;
+// without a cache T <= context (as training always was), with one the last position
+// within the context unless past_context_ok (then a chunk may be any length).
 template <class T>
-Tensor<T> Transformer<T>::forward(const Indices& tokens) {
+void Transformer<T>::check_tokens(const Indices& tokens, std::size_t start, bool cached) const {
   if (tokens.dimension() != 2 || tokens.shape()[0] == 0 || tokens.shape()[1] == 0)
     fail("Transformer", "tokens must be (B, T) with B, T >= 1, got {}",
          shape_str(Shape(tokens.shape().begin(), tokens.shape().end())));
   const std::size_t B = tokens.shape()[0], Tn = tokens.shape()[1];
-  if (Tn > config_.context)
+  if (!cached && Tn > config_.context)
     fail("Transformer", "sequence length T={} exceeds the context of {} (tokens are ({},{}))", Tn,
          config_.context, B, Tn);
+  if (cached && start + Tn > config_.context && !past_context_ok(config_))
+    fail("Transformer", "positions {}..{} go past the context of {} (tokens are ({},{}) after "
+         "{} cached): only a sliding-window model without learned positions can", start,
+         start + Tn - 1, config_.context, B, Tn, start);
   const std::int64_t V = static_cast<std::int64_t>(config_.vocab);
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const std::int64_t t = tokens.data()[i];
@@ -101,13 +108,39 @@ Tensor<T> Transformer<T>::forward(const Indices& tokens) {
       fail("Transformer", "token {} at (b={}, t={}) is outside the vocabulary [0, {}) (tokens "
            "are ({},{}))", t, i / Tn, i % Tn, V, B, Tn);
   }
+}
+
+template <class T>
+Tensor<T> Transformer<T>::forward(const Indices& tokens) {
+  return run(tokens, nullptr);
+}
+
+template <class T>
+Tensor<T> Transformer<T>::forward(const Indices& tokens, KVCacheSet<T>& caches) {
+  if (caches.size() != blocks_.size())
+    fail("Transformer", "the cache set has {} layers, the model {}", caches.size(),
+         blocks_.size());
+  return run(tokens, &caches);
+}
+
+// tokens (B, T) -> tok_emb (B, T, D) [+ pos_emb (T, D) at positions start..start+T-1]
+// -> blocks (each with its layer's cache, if any) -> norm_f -> head (B, T, V)
+// tied head: h (B, T, D) @ tok_emb^T (D, V), so tok_emb's gradient sums both of its uses.
+// backward: every step is an op on the tape (embedding's scatter-add, add's sum over B
+// for the positional table, the blocks, the norm, matmul).
+template <class T>
+Tensor<T> Transformer<T>::run(const Indices& tokens, KVCacheSet<T>* caches) {
+  const std::size_t start = caches ? caches->length() : 0;
+  check_tokens(tokens, start, caches != nullptr);
+  const std::size_t Tn = tokens.shape()[1];
   Tensor<T> x = tok_emb_(tokens);
   if (pos_emb_) {
     Indices positions = Indices::from_shape({Tn});
-    for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(t);
+    for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(start + t);
     x = x + (*pos_emb_)(positions);
   }
-  for (Block<T>& block : blocks_) x = block(x);
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    x = blocks_[i].forward(x, caches ? &(*caches)[i] : nullptr);
   const Tensor<T> h = norm_f_(x);
   return head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
 }

@@ -21,6 +21,7 @@
 #include "nn/block.hpp"
 #include "nn/config.hpp"
 #include "nn/init.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "ops/embedding.hpp"  // Indices
@@ -37,6 +38,12 @@ class Transformer : public Module<T> {
   // tokens (B, T) with 1 <= T <= context and values in [0, vocab) -> logits (B, T, vocab)
   Tensor<T> forward(const Indices& tokens);
   Tensor<T> operator()(const Indices& tokens) { return forward(tokens); }
+  // The same model over new tokens (B, Tn) at absolute positions caches.length() .. + Tn - 1,
+  // each layer reading and extending its own cache -> logits (B, Tn, vocab) of the new
+  // positions, equal to forward()'s at those positions over the whole sequence. A prompt
+  // can be fed in one call or in chunks of any size, then one token at a time (the decode
+  // path under no-grad). Positions stop at the context unless past_context_ok(config).
+  Tensor<T> forward(const Indices& tokens, KVCacheSet<T>& caches);
   // Mean next-token cross-entropy of forward(tokens) against targets (B, T); positions
   // whose target is ignore_index do not count.
   Tensor<T> loss(const Indices& tokens, const Indices& targets,
@@ -52,6 +59,8 @@ class Transformer : public Module<T> {
 
  private:
   Transformer(const TransformerConfig& config, Generator&& gen);
+  void check_tokens(const Indices& tokens, std::size_t start, bool cached) const;
+  Tensor<T> run(const Indices& tokens, KVCacheSet<T>* caches);
 
   TransformerConfig config_;
   Embedding<T> tok_emb_;
@@ -60,6 +69,12 @@ class Transformer : public Module<T> {
   Norm<T> norm_f_;
   std::optional<Linear<T>> head_;
 };
+
+// True when generation can go on past config.context: a sliding window attends to the
+// last `window` keys at any position, and RoPE (or no positions) has an angle for every
+// position; learned positions end at the table's last row, full attention at the context
+// the model was trained for.
+bool past_context_ok(const TransformerConfig& config);
 
 extern template class Transformer<float>;
 extern template class Transformer<double>;

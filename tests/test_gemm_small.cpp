@@ -159,12 +159,15 @@ TEST_CASE("small gemm kernel: which products it takes", "[gemm]") {
 
 TEST_CASE("gemm takes the small kernel or BLAS and is right either way, on 1 and 2 threads", "[gemm][threads]") {
   // kernels::gemm at attention shapes must equal the loop whichever thread split it takes
-  // (rows when tall, columns when wide), with beta 0 overwriting NaN.
+  // (rows when tall, columns when wide), with beta 0 overwriting NaN; and M = 1 by gemv.
   Generator g(31);
   struct Case { bool ta, tb; std::size_t M, N, K; };
   for (const Case& k : {Case{false, true, 512, 512, 32}, Case{false, true, 64, 2048, 16},
                         Case{false, true, 16, 16, 8}, Case{false, false, 64, 32, 64},
-                        Case{true, false, 64, 32, 64}, Case{false, false, 300, 160, 200}}) {
+                        Case{true, false, 64, 32, 64}, Case{false, false, 300, 160, 200},
+                        // one row (a decode step's projections): BLAS's matrix-vector product
+                        Case{false, false, 1, 683, 256}, Case{false, true, 1, 64, 32},
+                        Case{true, false, 1, 50, 70}, Case{true, true, 1, 40, 30}}) {
     const std::vector<float> A = random_values<float>(k.M * k.K, g);
     const std::vector<float> B = random_values<float>(k.N * k.K, g);
     const std::size_t lda = k.ta ? k.M : k.K, ldb = k.tb ? k.K : k.N;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "autograd/tape.hpp"
+#include "nn/generation.hpp"
 #include "ops/cross_entropy.hpp"
 
 namespace tapegrad::train {
@@ -92,47 +93,23 @@ std::vector<std::vector<std::int64_t>> greedy_answers(TinyGPT<float>& model,
   return answers;
 }
 
+// nn/sampling's sampler without top-k: one definition of sampling in the whole tree.
 std::int64_t sample_logits(const float* logits, std::size_t V, double temperature, double top_p,
                            Generator& gen) {
-  if (temperature <= 0.0) return argmax(logits, V);
-  // softmax(logits / temperature) in double, largest logit subtracted for stability
-  double m = *std::max_element(logits, logits + V);
-  std::vector<double> p(V);
-  double total = 0;
-  for (std::size_t v = 0; v < V; ++v) total += p[v] = std::exp((logits[v] - m) / temperature);
-  for (double& x : p) x /= total;
-  std::vector<std::size_t> order(V);
-  std::iota(order.begin(), order.end(), 0);
-  // ties keep the lower id first, so the draw is reproducible
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p[a] > p[b]; });
-  // nucleus: the smallest prefix (by probability) whose mass reaches top_p
-  std::size_t keep = 0;
-  double mass = 0;
-  while (keep < V && (keep == 0 || mass < top_p)) mass += p[order[keep++]];
-  double u = gen.uniform(0.0, mass);
-  for (std::size_t k = 0; k < keep; ++k) {
-    u -= p[order[k]];
-    if (u <= 0) return std::int64_t(order[k]);
-  }
-  return std::int64_t(order[keep - 1]);
+  return sample_token(logits, V, SamplingOptions{temperature, 0, top_p}, gen);
 }
 
+// The generation engine with its KV cache (nn/generation.hpp); past the context the
+// sequence slides, as this sampler always did.
 std::vector<std::int64_t> sample(TinyGPT<float>& model, std::vector<std::int64_t> prompt,
                                  const SampleOptions& options, Generator& gen) {
-  NoGradGuard no_grad;
-  const std::size_t context = model.config().context;
-  std::vector<std::int64_t> out = std::move(prompt);
-  for (std::size_t n = 0; n < options.tokens; ++n) {
-    std::size_t start = out.size() > context ? out.size() - context : 0;
-    std::size_t T = out.size() - start;
-    Indices tokens = Indices::from_shape({std::size_t(1), T});
-    for (std::size_t t = 0; t < T; ++t) tokens(0, t) = out[start + t];
-    Tensor<float> logits = model.forward(tokens);
-    const std::size_t V = logits.shape()[2];
-    out.push_back(sample_logits(logits.data() + (T - 1) * V, V, options.temperature,
-                                options.top_p, gen));
-  }
-  return out;
+  GenerateOptions g;
+  g.max_new_tokens = options.tokens;
+  g.sampling = {options.temperature, 0, options.top_p};
+  g.at_context = AtContext::slide;
+  const GenerateResult r = generate(model, prompt, g, gen);
+  prompt.insert(prompt.end(), r.tokens.begin(), r.tokens.end());
+  return prompt;
 }
 
 }  // namespace tapegrad::train

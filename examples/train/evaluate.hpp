@@ -41,7 +41,8 @@ struct SampleOptions {
   double top_p = 1.0;        // nucleus sampling: smallest set with probability >= top_p
 };
 
-// Continues `prompt` by `options.tokens` tokens (the model sees the last `context` of them).
+// Continues `prompt` by `options.tokens` tokens through nn/generation's cached engine
+// (past the context it slides: AtContext::slide).
 std::vector<std::int64_t> sample(TinyGPT<float>& model, std::vector<std::int64_t> prompt,
                                  const SampleOptions& options, Generator& gen);
 

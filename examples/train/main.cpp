@@ -47,10 +47,6 @@ constexpr const char* kProgram = "train_tiny_transformer";
 // The held-out set does not depend on --seed, so runs with different seeds (and a
 // --resume) are evaluated on the same examples.
 constexpr std::uint64_t kEvalSeed = 0x5eed0fe7a1ULL;
-// Extra checkpoint entries (under the config prefix, which load_parameters tolerates):
-// the task name as int64 bytes, and for --text the vocabulary as int64 code points.
-const std::string kTaskKey = std::string(kConfigPrefix) + "train_task";
-const std::string kVocabKey = std::string(kConfigPrefix) + "text_vocab";
 
 // A user error: one line on stderr, exit code 2.
 struct UsageError : std::runtime_error {

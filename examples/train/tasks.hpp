@@ -20,6 +20,12 @@
 
 namespace tapegrad::train {
 
+// Checkpoint entries the trainer adds (under nn/checkpoint's config prefix, which
+// load_parameters tolerates): the task name as int64 bytes, and for a text model its
+// vocabulary as int64 code points. examples/generate reads them back.
+inline const char* const kTaskKey = "__config__.train_task";
+inline const char* const kVocabKey = "__config__.text_vocab";
+
 constexpr std::int64_t kIgnore = -100;          // target of a position without loss
 constexpr std::uint64_t kHoldoutBuckets = 16;   // 1 input in 16 is reserved for evaluation
 

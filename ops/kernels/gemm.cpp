@@ -27,6 +27,22 @@ void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, do
   cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
               int(ldb), beta, C, int(ldc));
 }
+// C (1 x N) = alpha * op(A) @ op(B) + beta * C as BLAS's matrix-vector product: a decode
+// step's projections are one row against a weight matrix, where gemm_small's 8-row tile
+// wastes 7 rows and sgemm packs a whole panel for one row. Row-major op(B) (K x N) times
+// the row x is op(B)^T x: B itself (N x K) when transposed, else B read transposed.
+// op(A)'s one row is A's row, or A's first column (stride lda) when A is transposed.
+void gemv_call(bool ta, bool tb, std::size_t N, std::size_t K, float alpha, const float* A,
+               std::size_t lda, const float* B, std::size_t ldb, float beta, float* C) {
+  cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, int(tb ? N : K), int(tb ? K : N),
+              alpha, B, int(ldb), A, ta ? int(lda) : 1, beta, C, 1);
+}
+void gemv_call(bool ta, bool tb, std::size_t N, std::size_t K, double alpha, const double* A,
+               std::size_t lda, const double* B, std::size_t ldb, double beta, double* C) {
+  cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, int(tb ? N : K), int(tb ? K : N),
+              alpha, B, int(ldb), A, ta ? int(lda) : 1, beta, C, 1);
+}
+
 // One single-threaded product: tapegrad's own kernel where BLAS does badly (a small K
 // against B^T, little work in all, a causal triangle to skip; ops/kernels/gemm_small.hpp),
 // BLAS for the rest (which computes the triangle's zeros too).
@@ -34,6 +50,11 @@ template <class T>
 void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
              const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
              std::size_t ldc, Triangle structure = Triangle::none) {
+  if (M == 1 && structure == Triangle::none) {
+    // beta 0 means C is not read: clear it, so no NaN left in it can survive a 0 * NaN
+    if (beta == T(0)) std::fill(C, C + N, T(0));
+    return gemv_call(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C);
+  }
   if (gemm_small_applies<T>(ta, tb, M, N, K, beta, structure))
     gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc, structure);
   else

@@ -1,0 +1,82 @@
+#pragma once
+// The KV cache: the keys and values of every position a layer has already read, so that a
+// new token costs one query against them instead of a forward over the whole prefix.
+//
+// One KVCache per layer holds kv_heads heads (grouped-query attention shares them; they are
+// never repeated per query head), in storage allocated once for the requested number of
+// positions: (B, capacity, kv_heads*head_dim) for keys, the same for values. A sliding-
+// window layer needs only the last `window` keys, so its capacity is min(window, positions)
+// and position p lives in slot p % capacity: a ring buffer, flat in memory however long the
+// generation runs. A full-attention cache refuses to grow past its capacity.
+//
+// The cache is an argument, not a mode (shared/DESIGN.md): MultiHeadAttention::forward and
+// Transformer::forward take one, training passes none.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.hpp"
+#include "nn/config.hpp"
+#include "ops/attention_decode.hpp"  // KVRing
+
+namespace tapegrad {
+
+template <class T>
+class KVCache {
+ public:
+  // Storage for `positions` positions of batch B (window 0: full attention), zero-filled.
+  KVCache(std::size_t batch, std::size_t kv_heads, std::size_t head_dim, std::size_t v_head_dim,
+          std::size_t positions, std::size_t window = 0);
+
+  std::size_t length() const { return length_; }  // positions appended: the next one's position
+  std::size_t capacity() const { return capacity_; }
+  std::size_t count() const { return length_ < capacity_ ? length_ : capacity_; }  // held
+  std::size_t window() const { return window_; }
+  std::size_t first_position() const { return length_ - count(); }  // oldest held
+  KVRing ring() const { return {capacity_, count(), first_position() % capacity_}; }
+  std::size_t bytes() const { return (k_.size() + v_.size()) * sizeof(T); }
+
+  // Appends k (B, Tn, kv_heads*head_dim) and v (B, Tn, kv_heads*v_head_dim), the positions
+  // length() .. length() + Tn - 1 (a window cache keeps the last `capacity` of them).
+  // ShapeError "KVCache: ..." on a shape mismatch or when a full-attention cache would
+  // overflow (a full-attention query needs every key before it).
+  void append(const Tensor<T>& k, const Tensor<T>& v);
+  // The held keys / values (B, count, width), oldest first: a contiguous run of positions,
+  // which is what attention()'s bottom-right mask expects of its keys. A copy.
+  Tensor<T> keys() const { return linear(k_); }
+  Tensor<T> values() const { return linear(v_); }
+  // The storage itself, slot order (see ring()), for the decode kernel.
+  const Tensor<T>& key_store() const { return k_; }
+  const Tensor<T>& value_store() const { return v_; }
+  void reset() { length_ = 0; }
+
+ private:
+  Tensor<T> linear(const Tensor<T>& store) const;
+
+  std::size_t capacity_, window_, length_ = 0;
+  Tensor<T> k_, v_;
+};
+
+// One cache per layer of a Transformer, sized from its configuration: kv_heads heads of
+// head_dim, the layer's window; for `positions` positions of batch B.
+template <class T>
+class KVCacheSet {
+ public:
+  KVCacheSet(const TransformerConfig& config, std::size_t batch, std::size_t positions);
+  std::size_t length() const { return layers_.front().length(); }
+  std::size_t bytes() const;
+  std::size_t size() const { return layers_.size(); }
+  KVCache<T>& operator[](std::size_t i) { return layers_[i]; }
+  const KVCache<T>& operator[](std::size_t i) const { return layers_[i]; }
+  void reset();
+
+ private:
+  std::vector<KVCache<T>> layers_;
+};
+
+extern template class KVCache<float>;
+extern template class KVCache<double>;
+extern template class KVCacheSet<float>;
+extern template class KVCacheSet<double>;
+
+}  // namespace tapegrad

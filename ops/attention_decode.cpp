@@ -1,0 +1,75 @@
+#include "ops/attention_decode.hpp"
+
+#include <cmath>
+
+#include "autograd/tape.hpp"
+#include "ops/kernels/attention_decode.hpp"
+
+namespace tapegrad {
+
+namespace {
+
+// The ring and the storage: the checks check_attention_spec cannot make, because it sees
+// only the held keys' logical shapes.
+template <class T>
+void check_ring(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, const KVRing& ring) {
+  const char* op = "attention_decode";
+  const auto shapes = [&] {
+    return fmt::format("q is {}, k_store is {}, v_store is {}, ring holds {} of {} slots from "
+                       "slot {}", q.shape_string(), k.shape_string(), v.shape_string(),
+                       ring.count, ring.capacity, ring.first_slot);
+  };
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3)
+    fail(op, "q and the stores must be (B, T, width) ({})", shapes());
+  if (k.shape()[1] != ring.capacity || v.shape()[1] != ring.capacity)
+    fail(op, "the stores must have capacity={} slots ({})", ring.capacity, shapes());
+  if (ring.count > ring.capacity || (ring.capacity && ring.first_slot >= ring.capacity))
+    fail(op, "the ring does not fit its storage ({})", shapes());
+  if (q.shape()[1] != 1) fail(op, "decodes one query per batch item, got Tq={} ({})",
+                              q.shape()[1], shapes());
+  const bool needs_grad = q.requires_grad() || k.requires_grad() || v.requires_grad();
+  if (grad_enabled() && needs_grad)
+    fail(op, "is inference only (nothing is recorded for backward): call it under "
+             "NoGradGuard, or use attention() to train ({})", shapes());
+}
+
+}  // namespace
+
+// q (B, 1, H*dh), held keys (B, n, KV*dh), values (B, n, KV*dv) -> y (B, 1, H*dv)
+template <class T>
+Tensor<T> attention_decode(const Tensor<T>& q, const Tensor<T>& k_store, const Tensor<T>& v_store,
+                           const KVRing& ring, const AttentionSpec& spec) {
+  check_ring(q, k_store, v_store, ring);
+  const std::size_t B = q.shape()[0];
+  const AttentionDims d = check_attention_spec(
+      "attention_decode", q.shape(), {k_store.shape()[0], ring.count, k_store.shape()[2]},
+      {v_store.shape()[0], ring.count, v_store.shape()[2]}, spec);
+  const T scale = T(d.scale);
+  if (!std::isfinite(scale) || scale <= T(0))
+    fail("attention_decode", "scale {} is not a positive finite number in this precision "
+         "(q is {})", d.scale, q.shape_string());
+  kernels::DecodeLayout L;
+  L.B = B;
+  L.H = d.heads;
+  L.KV = d.kv_heads;
+  L.dh = d.head_dim;
+  L.dv = d.v_head_dim;
+  L.capacity = ring.capacity;
+  L.count = ring.count;
+  L.first_slot = ring.first_slot;
+  // causal with Tq = 1 and the query the newest held position: every held key is at or
+  // before it, so only the window can hide keys
+  L.window = d.window;
+  Tensor<T> y = Tensor<T>::zeros({B, 1, d.heads * d.v_head_dim});
+  kernels::attention_decode(L, q.data(), k_store.data(), v_store.data(), scale,
+                            y.value().data());
+  return y;
+}
+
+template Tensor<float> attention_decode(const Tensor<float>&, const Tensor<float>&,
+                                        const Tensor<float>&, const KVRing&, const AttentionSpec&);
+template Tensor<double> attention_decode(const Tensor<double>&, const Tensor<double>&,
+                                         const Tensor<double>&, const KVRing&,
+                                         const AttentionSpec&);
+
+}  // namespace tapegrad

@@ -1,0 +1,205 @@
+// examples/generate end to end, on checkpoints written here (random weights, so the test
+// needs no training): the tokens it prints are the ones greedy decoding by the plain full
+// forward picks (an independent path: no cache, no sampler); --no-cache prints the same;
+// the same seed the same text; a full-attention model stops at its context with a message,
+// a window model keeps going; every misuse exits 2 with one line and writes nothing.
+#if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_GENERATE_BIN)
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <xtensor/xadapt.hpp>
+
+#include "autograd/tape.hpp"
+#include "examples/train/evaluate.hpp"
+#include "examples/train/tasks.hpp"
+#include "nn/checkpoint.hpp"
+#include "run_program.hpp"
+
+namespace fs = std::filesystem;
+using namespace tapegrad;
+using namespace tapegrad::train;
+
+namespace {
+
+using tapegrad::test::ProgramRun;
+fs::path scratch(const std::string& name) {
+  return tapegrad::test::scratch_dir("test_generate_cli", name);
+}
+ProgramRun run(const std::string& args, const fs::path& dir) {
+  return tapegrad::test::run_program(TAPEGRAD_GENERATE_BIN, args, dir);
+}
+
+// A checkpoint as the trainer writes it: the config, the task, a text vocabulary.
+void write_checkpoint(const fs::path& path, const TinyGPT<float>& model, const std::string& task,
+                      const std::vector<std::uint32_t>& vocab = {}) {
+  std::vector<NpzEntry> extra = config_entries(model.config());
+  std::vector<std::int64_t> name(task.begin(), task.end());
+  extra.emplace_back(kTaskKey, xt::xarray<std::int64_t>(xt::adapt(name, {name.size()})));
+  if (!vocab.empty()) {
+    std::vector<std::int64_t> cps(vocab.begin(), vocab.end());
+    extra.emplace_back(kVocabKey, xt::xarray<std::int64_t>(xt::adapt(cps, {cps.size()})));
+  }
+  save_parameters(path.string(), model, extra);
+}
+
+const std::vector<std::uint32_t> kLetters = {'\n', ' ', 'a', 'b', 'c', 'd', 'e', 'h', 'l', 'o'};
+
+TinyGPTConfig text_config(std::size_t context, std::size_t window) {
+  TinyGPTConfig c = window ? llama_preset() : gpt2_preset();
+  c.vocab = kLetters.size();
+  c.context = context;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  c.window = window;
+  c.seed = 4;
+  return c;
+}
+
+// Greedy continuation by the full forward of the whole sequence, one token at a time.
+std::vector<std::int64_t> full_forward_greedy(TinyGPT<float>& model, std::vector<std::int64_t> seq,
+                                              std::size_t n) {
+  NoGradGuard no_grad;
+  const std::size_t V = model.config().vocab, start = seq.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    Indices t = Indices::from_shape({std::size_t(1), seq.size()});
+    for (std::size_t j = 0; j < seq.size(); ++j) t(0, j) = seq[j];
+    const Tensor<float> logits = model.forward(t);
+    const float* last = logits.data() + (seq.size() - 1) * V;
+    seq.push_back(std::max_element(last, last + V) - last);
+  }
+  return std::vector<std::int64_t>(seq.begin() + std::ptrdiff_t(start), seq.end());
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+TEST_CASE("generate cli: a task model prints the answer greedy decoding gives", "[cli][generate]") {
+  const fs::path dir = scratch("sort");
+  const SequenceTask task = SequenceTask::make("sort");
+  TinyGPTConfig c = gpt2_preset();
+  c.vocab = task.vocab_size();
+  c.context = task.context();
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  c.seed = 11;
+  TinyGPT<float> model(c);
+  write_checkpoint(dir / "model.npz", model, "sort");
+  const Example ex{{5, 8, 6, 4, 9, 5, 2, 9}, {}};
+  const std::vector<std::int64_t> want = greedy_answers(model, task, {ex})[0];
+  for (const char* cache : {"", " --no-cache"}) {
+    INFO(cache);
+    const ProgramRun r = run("--model '" + (dir / "model.npz").string() +
+                             "' --prompt '5 8 6 4 9 5 2 9'" + cache, dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out == "5 8 6 4 9 5 2 9 | " + task.format(want) + "\n");
+    CHECK(r.err.find("prompt 9 tokens, 8 new tokens") != std::string::npos);
+    CHECK(r.err.find("bytes per token") != std::string::npos);
+  }
+}
+
+TEST_CASE("generate cli: text at temperature 0 is the full forward's greedy text", "[cli][generate]") {
+  const fs::path dir = scratch("text");
+  TinyGPT<float> model(text_config(32, 0));
+  write_checkpoint(dir / "model.npz", model, "text", kLetters);
+  const TextTask text = TextTask::vocabulary_only(kLetters, 32);
+  const std::vector<std::int64_t> prompt = text.encode("hello");
+  const std::string want = "hello" + text.decode(full_forward_greedy(model, prompt, 20)) + "\n";
+  const std::string m = "--model '" + (dir / "model.npz").string() + "' --prompt hello";
+  for (const char* extra : {"", " --no-cache", " --prefill-chunk 2"}) {
+    INFO(extra);
+    const ProgramRun r = run(m + " --temperature 0 --max-new-tokens 20" + extra, dir);
+    CHECK(r.code == 0);
+    CHECK(r.out == want);
+  }
+  // sampled: the same seed the same text, with or without the cache
+  const ProgramRun a = run(m + " --seed 5 --top-k 4 --top-p 0.9 --max-new-tokens 20", dir);
+  const ProgramRun b = run(m + " --seed 5 --top-k 4 --top-p 0.9 --max-new-tokens 20 --no-cache", dir);
+  CHECK(a.code == 0);
+  CHECK(a.out == b.out);
+  CHECK(a.out.size() == want.size());
+}
+
+TEST_CASE("generate cli: full attention stops at the context, a window model goes on", "[cli][generate]") {
+  const fs::path dir = scratch("context");
+  TinyGPT<float> full(text_config(16, 0)), windowed(text_config(16, 4));
+  write_checkpoint(dir / "full.npz", full, "text", kLetters);
+  write_checkpoint(dir / "window.npz", windowed, "text", kLetters);
+  const std::string args = "' --prompt hello --max-new-tokens 40 --temperature 0";
+  const ProgramRun f = run("--model '" + (dir / "full.npz").string() + args, dir);
+  INFO(f.err);
+  CHECK(f.code == 0);
+  // 5 prompt positions + 11 fed back fill the 16; the 12th new token comes from the last
+  CHECK(f.out.size() == 5 + 12 + 1);
+  CHECK(first_line(f.err) == "generate: stopped after 12 new tokens: the sequence fills the "
+                             "model's context of 16 positions (only a sliding-window model "
+                             "without learned positions can go past it)");
+  const ProgramRun w = run("--model '" + (dir / "window.npz").string() + args, dir);
+  INFO(w.err);
+  CHECK(w.code == 0);
+  CHECK(w.out.size() == 5 + 40 + 1);
+  CHECK(w.err.find("stopped") == std::string::npos);
+  // the ring holds the window: 2 layers x 4 slots x 2 (k, v) x kv width 2*8 x 4 bytes,
+  // the window times the bytes per token, however long the run
+  CHECK(w.err.find("KV cache 1024 bytes (256 bytes per token)") != std::string::npos);
+  // and without the cache the window model recomputes the last `context` tokens: same text
+  const ProgramRun wn = run("--model '" + (dir / "window.npz").string() + args + " --no-cache", dir);
+  CHECK(wn.out == w.out);
+}
+
+TEST_CASE("generate cli: misuse exits 2 with one line and writes nothing", "[cli][generate]") {
+  const fs::path dir = scratch("errors");
+  const SequenceTask task = SequenceTask::make("sort");
+  TinyGPTConfig c = gpt2_preset();
+  c.vocab = task.vocab_size();
+  c.context = task.context();
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 1;
+  write_checkpoint(dir / "sort.npz", TinyGPT<float>(c), "sort");
+  write_checkpoint(dir / "text.npz", TinyGPT<float>(text_config(16, 0)), "text", kLetters);
+  std::ofstream(dir / "damaged.npz") << "PK\x03\x04 not really a zip";
+  const std::string sort = " --model '" + (dir / "sort.npz").string() + "'";
+  const std::string text = " --model '" + (dir / "text.npz").string() + "'";
+  struct Case { std::string args, message; };
+  const std::vector<Case> cases = {
+      {"--prompt x", "--model is required"},
+      {"--model '" + (dir / "missing.npz").string() + "'", "missing.npz"},
+      {"--model '" + (dir / "damaged.npz").string() + "'", "damaged.npz"},
+      {text + " --prompt 'hel!'", "character '!' (U+0021) at position 3 is not in the model's vocabulary of 10"},
+      {text + " --prompt 'xyz'", "character 'x' (U+0078) at position 0"},
+      {sort + " --prompt '5 8 6 4 9 5 2 10'", "token '10' at position 7 is not a sort symbol"},
+      {sort + " --prompt '5 8 6 -4 9 5 2 1'", "token '-4' at position 3"},
+      {sort + " --prompt '5 8 x'", "token 'x' at position 2"},
+      {sort, "the sort task needs 8 input tokens, got 0 (an empty prompt)"},
+      {sort + " --prompt '1 2 3'", "needs 8 input tokens, got 3"},
+      {text + " --temperature -1", "--temperature must be a finite number >= 0"},
+      {text + " --temperature nan", "--temperature"},
+      {text + " --top-p 0", "--top-p must be in (0, 1]"},
+      {text + " --top-p 1.5", "--top-p must be in (0, 1]"},
+      {text + " --top-k -1", "--top-k must be >= 0"},
+      {text + " --prompt 'hello hello hello hello'", "tokens do not fit the model's context of 16"},
+      {text + " --bogus", "bogus"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.args);
+    const ProgramRun r = run(k.args, dir);
+    INFO("stderr: " << r.err);
+    CHECK(r.code == 2);
+    CHECK(tapegrad::test::count_lines(r.err) == 1);
+    CHECK(r.err.rfind("generate:", 0) == 0);
+    CHECK(r.err.find(k.message) != std::string::npos);
+    CHECK(r.out.empty());
+    std::size_t files = 0;
+    for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".npz";
+    CHECK(files == std::size_t(std::distance(fs::directory_iterator(dir), fs::directory_iterator())));
+  }
+}
+#endif
