@@ -28,6 +28,9 @@ namespace bench {
 struct MhaShape {
   const char* name;
   std::size_t B, T, D, H;
+  std::size_t KV = 0;  // key/value heads (0: = H, MHA); query head h reads kv head h / (H/KV)
+  std::size_t kv() const { return KV == 0 ? H : KV; }
+  std::size_t kv_width() const { return kv() * (D / H); }  // the columns of Wk and Wv
 };
 // Issue 6's attention shapes: (B, T, D, heads).
 inline const std::vector<MhaShape>& mha_shapes() {
@@ -40,6 +43,13 @@ inline const MhaShape& mha_shape(const std::string& name) {
     if (name == s.name) return s;
   throw std::invalid_argument("unknown shape " + name);
 }
+// The grouped-query workload: an MHA shape with kv_heads = heads / 4 (two K/V heads at S3).
+inline MhaShape gqa_shape(const std::string& name) {
+  MhaShape s = mha_shape(name);
+  s.KV = s.H / 4;
+  return s;
+}
+constexpr const char* kGqaShape = "S3";
 
 // TOY-GPT of issue 6.
 struct ToyGptShape {
@@ -52,15 +62,17 @@ constexpr std::size_t kChainOps = 1000, kChainLen = 16;
 constexpr std::size_t kGemmPeakN = 1024;  // the "one large gemm" ceiling
 
 // Every workload name, identical in both programs:
-//   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, toygpt_step, chain1000, bmm_S{1..4},
-//   gemm_peak_{f32,f64}.
+//   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, gqa_fwdbwd_f32_S3, toygpt_step, llama_step,
+//   chain1000, bmm_S{1..4}, gemm_peak_{f32,f64}.
 inline std::vector<std::string> workload_names() {
   std::vector<std::string> w;
   for (const char* pass : {"fwd", "fwdbwd"})
     for (const char* dt : {"f32", "f64"})
       for (const auto& s : mha_shapes())
         w.push_back(std::string("mha_") + pass + "_" + dt + "_" + s.name);
+  w.push_back(std::string("gqa_fwdbwd_f32_") + kGqaShape);
   w.push_back("toygpt_step");
+  w.push_back("llama_step");
   w.push_back("chain1000");
   for (const auto& s : mha_shapes()) w.push_back(std::string("bmm_") + s.name);
   w.push_back("gemm_peak_f32");
@@ -85,12 +97,20 @@ inline bool parse_mha(const std::string& w, MhaWorkload& out) {
   return true;
 }
 
-// FLOPs of the matrix products (2 per multiply-add): four projections 8*B*T*D^2, scores
-// and weights@V 4*B*T^2*D (the full square: both frameworks compute the masked half too).
-// Backward doubles every product, so forward+backward is 3x the forward.
+// "gqa_fwdbwd_f32_S3" -> the same, with gqa_shape's kv_heads
+inline bool parse_gqa(const std::string& w, MhaWorkload& out) {
+  if (w.rfind("gqa_", 0) != 0 || !parse_mha("mha_" + w.substr(4), out)) return false;
+  out.shape = gqa_shape(out.shape.name);
+  return true;
+}
+
+// FLOPs of the matrix products (2 per multiply-add): the projections 2*B*T*D*(2D + 2*kv_width)
+// (8*B*T*D^2 for MHA), scores and weights@V 4*B*T^2*D (the full square: both frameworks
+// compute the masked half too). Backward doubles every product, so forward+backward is 3x
+// the forward.
 inline double mha_flops(const MhaShape& s, bool backward) {
-  const double B = double(s.B), T = double(s.T), D = double(s.D);
-  const double fwd = 8 * B * T * D * D + 4 * B * T * T * D;
+  const double B = double(s.B), T = double(s.T), D = double(s.D), W = double(s.kv_width());
+  const double fwd = 2 * B * T * D * (2 * D + 2 * W) + 4 * B * T * T * D;
   return backward ? 3 * fwd : fwd;
 }
 // B*H products (T, dh) @ (dh, T)
@@ -318,8 +338,8 @@ class Rng {
   double spare_ = 0;
 };
 
-// Inputs of one MHA call: x (B,T,D) ~ N(0,1), the weights (D,D) ~ N(0, 1/D) so every
-// activation stays of unit scale, G (B,T,D) the upstream gradient.
+// Inputs of one MHA call: x (B,T,D) ~ N(0,1), the weights ~ N(0, 1/D) so every activation
+// stays of unit scale (Wq, Wo (D,D); Wk, Wv (D, kv_width)), G (B,T,D) the upstream gradient.
 struct MhaInputs {
   std::vector<double> x, Wq, Wk, Wv, Wo, G;
 };
@@ -329,8 +349,8 @@ inline MhaInputs make_mha_inputs(const MhaShape& s, std::uint64_t seed = 42) {
   const double ws = 1.0 / std::sqrt(double(s.D));
   in.x = r.normals(s.B * s.T * s.D, 1.0);
   in.Wq = r.normals(s.D * s.D, ws);
-  in.Wk = r.normals(s.D * s.D, ws);
-  in.Wv = r.normals(s.D * s.D, ws);
+  in.Wk = r.normals(s.D * s.kv_width(), ws);
+  in.Wv = r.normals(s.D * s.kv_width(), ws);
   in.Wo = r.normals(s.D * s.D, ws);
   in.G = r.normals(s.B * s.T * s.D, 1.0);
   return in;
@@ -353,47 +373,49 @@ std::vector<R> cast(const std::vector<double>& v) {
 
 // The loss starts near ln(vocab) (uniform predictions) and falls while memorising.
 inline void check_toygpt_losses(const ToyGptShape& g, const std::vector<double>& losses,
-                                Result& r) {
-  require(!losses.empty(), "no TOY-GPT step ran");
+                                Result& r, const std::string& model = "TOY-GPT") {
+  require(!losses.empty(), "no " + model + " step ran");
   const double first = losses.front(), last = losses.back(), uniform = std::log(double(g.vocab));
   r.add("first_loss", first);
   r.add("last_loss", last);
   require(std::abs(first - uniform) < 0.3,
-          "TOY-GPT first loss " + std::to_string(first) + " is not near ln(vocab)");
+          model + " first loss " + std::to_string(first) + " is not near ln(vocab)");
   if (losses.size() >= 5)
-    require(last < first - 0.05, "TOY-GPT loss did not fall on a fixed batch: " +
+    require(last < first - 0.05, model + " loss did not fall on a fixed batch: " +
                                      std::to_string(first) + " -> " + std::to_string(last));
 }
 
 // ---------------------------------------------------------------- naive references
 
 // The seed's causal multi-head attention for output rows `rows` of batch item b, by plain
-// loops in double: y[b, t, :] for each t in rows, row after row.
+// loops in double: y[b, t, :] for each t in rows, row after row. With s.KV < s.H, query
+// head h reads K/V head h / (H / KV) (grouped-query attention, repeat_interleave order).
 inline std::vector<double> naive_mha_rows(const MhaInputs& in, const MhaShape& s, std::size_t b,
                                           const std::vector<std::size_t>& rows) {
-  const std::size_t T = s.T, D = s.D, H = s.H, dh = D / H;
+  const std::size_t T = s.T, D = s.D, H = s.H, dh = D / H, W = s.kv_width(), group = H / s.kv();
   std::size_t tmax = 0;
   for (auto t : rows) tmax = std::max(tmax, t);
-  auto project = [&](const std::vector<double>& W, std::size_t t, double* out) {
+  auto project = [&](const std::vector<double>& Wm, std::size_t cols, std::size_t t, double* out) {
     const double* xr = &in.x[(b * T + t) * D];
-    for (std::size_t j = 0; j < D; ++j) out[j] = 0;
+    for (std::size_t j = 0; j < cols; ++j) out[j] = 0;
     for (std::size_t i = 0; i < D; ++i)
-      for (std::size_t j = 0; j < D; ++j) out[j] += xr[i] * W[i * D + j];
+      for (std::size_t j = 0; j < cols; ++j) out[j] += xr[i] * Wm[i * cols + j];
   };
-  std::vector<double> K((tmax + 1) * D), V((tmax + 1) * D);
+  std::vector<double> K((tmax + 1) * W), V((tmax + 1) * W);
   for (std::size_t t = 0; t <= tmax; ++t) {
-    project(in.Wk, t, &K[t * D]);
-    project(in.Wv, t, &V[t * D]);
+    project(in.Wk, W, t, &K[t * W]);
+    project(in.Wv, W, t, &V[t * W]);
   }
   std::vector<double> out;
   std::vector<double> q(D), o(D), w(tmax + 1);
   for (auto t : rows) {
-    project(in.Wq, t, q.data());
+    project(in.Wq, D, t, q.data());
     for (std::size_t h = 0; h < H; ++h) {
+      const std::size_t kv = (h / group) * dh;  // this head's columns of K and V
       double m = -INFINITY;
       for (std::size_t j = 0; j <= t; ++j) {  // causal: keys 0..t only
         double sc = 0;
-        for (std::size_t d = 0; d < dh; ++d) sc += q[h * dh + d] * K[j * D + h * dh + d];
+        for (std::size_t d = 0; d < dh; ++d) sc += q[h * dh + d] * K[j * W + kv + d];
         w[j] = sc / std::sqrt(double(dh));
         m = std::max(m, w[j]);
       }
@@ -401,7 +423,7 @@ inline std::vector<double> naive_mha_rows(const MhaInputs& in, const MhaShape& s
       for (std::size_t j = 0; j <= t; ++j) z += (w[j] = std::exp(w[j] - m));
       for (std::size_t d = 0; d < dh; ++d) {
         double acc = 0;
-        for (std::size_t j = 0; j <= t; ++j) acc += w[j] / z * V[j * D + h * dh + d];
+        for (std::size_t j = 0; j <= t; ++j) acc += w[j] / z * V[j * W + kv + d];
         o[h * dh + d] = acc;
       }
     }

@@ -140,7 +140,8 @@ def plan(workload, quick):
     big = re.search(r"_(S\d)$", workload)
     size = big.group(1) if big else None
     if quick:
-        return (1, 3, 2) if size == "S2" or workload in ("toygpt_step", "gemm_peak_f32",
+        return (1, 3, 2) if size == "S2" or workload in ("toygpt_step", "llama_step",
+                                                         "gemm_peak_f32",
                                                          "gemm_peak_f64") else (3, 20, 2)
     if workload.startswith("mha_fwdbwd_f64_S4"):
         return (1, 2, 2)
@@ -152,7 +153,7 @@ def plan(workload, quick):
     # spells last seconds, so two rounds let one spell decide half of the samples.
     if size == "S2":
         return (2, 10, 4)
-    if workload == "toygpt_step":
+    if workload in ("toygpt_step", "llama_step"):
         return (2, 8, 4)
     if workload.startswith("gemm_peak"):
         return (2, 8, 4)
@@ -239,11 +240,14 @@ def merge(records):
 
 
 def flops(workload):
-    m = re.match(r"mha_(fwd|fwdbwd)_(f32|f64)_(S\d)$", workload)
+    """Matrix-product FLOPs, as harness.hpp's mha_flops: gqa_ has kv_heads = heads/4, so
+    Wk and Wv have D/4 columns."""
+    m = re.match(r"(mha|gqa)_(fwd|fwdbwd)_(f32|f64)_(S\d)$", workload)
     if m:
-        B, T, D, H = SHAPES[m.group(3)]
-        fwd = 8 * B * T * D * D + 4 * B * T * T * D
-        return 3 * fwd if m.group(1) == "fwdbwd" else fwd
+        B, T, D, H = SHAPES[m.group(4)]
+        kv_width = D // 4 if m.group(1) == "gqa" else D
+        fwd = 2 * B * T * D * (2 * D + 2 * kv_width) + 4 * B * T * T * D
+        return 3 * fwd if m.group(2) == "fwdbwd" else fwd
     return None
 
 
@@ -275,7 +279,7 @@ def measure(args):
         # of their own per framework and thread count, so that no timed process carries
         # them: neither in its time nor in its peak RSS. The other workloads' checks are
         # cheap and run inside every timed process.
-        separate_check = w.startswith("mha_")
+        separate_check = w.startswith(("mha_", "gqa_"))
         for thr in threads:
             checks = {}
             if separate_check:
@@ -395,6 +399,7 @@ def print_table(results):
 # Issue 6's targets: (label, workload regex, ratio bound or None, kind)
 TARGETS = [
     ("TOY-GPT training step", r"^toygpt_step$", 0.8, "time"),
+    ("Llama-preset training step (TOY-GPT size)", r"^llama_step$", 0.8, "time"),
     ("MHA fwd+bwd S1 (overhead)", r"^mha_fwdbwd_f(32|64)_S1$", 0.25, "time"),
     ("MHA fwd+bwd S2", r"^mha_fwdbwd_f(32|64)_S2$", 0.8, "time"),
     ("MHA fwd+bwd S3", r"^mha_fwdbwd_f(32|64)_S3$", 1.0, "time"),
@@ -522,6 +527,7 @@ def markdown(doc):
                        f"{a.get('kernel_fraction', 0):.0%} | {b.get('gflops', 0):.1f} | "
                        f"{b.get('kernel_fraction', 0):.0%} |")
         out.append("")
+    gqa_rows(out, res)
     out.append("### Issue 6's targets\n")
     out.append("Each cell: the measured value, then met or MISSED. The targets are stated at "
                "1 thread in both environments; the 2-thread columns check that they still hold.\n")
@@ -562,6 +568,28 @@ def markdown(doc):
             out.append(f"| {w} | {e} | {s1:.2f} | {s2:.2f} |")
         out.append("")
     return "\n".join(out)
+
+
+def gqa_rows(out, res):
+    """GQA against MHA at the same shape, each framework timed in one loop (harness.hpp)."""
+    rows = [r for r in res if r["workload"].startswith("gqa_") and "ratio" in r]
+    if not rows:
+        return
+    out.append("### Grouped-query against multi-head attention (fwd+bwd, f32, S3)\n")
+    out.append("kv_heads = heads/4 = 2 against 8, the same B, T, D, heads; both timed in the same "
+               "loop of one process. tapegrad: `attention()` on the spec for both; libtorch: "
+               "repeat_interleave of K/V + the composition (GQA) and the seed's composition "
+               "(MHA). MHA / GQA is the median over processes of each process's ratio of medians.\n")
+    out.append("| threads | env | tapegrad GQA ms | tapegrad MHA ms | MHA / GQA | libtorch GQA ms "
+               "| libtorch MHA ms | MHA / GQA |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        a, b = r["tapegrad"], r["libtorch"]
+        out.append(f"| {r['threads']} | {r['env']} | {fmt_ms(a['median_ms'])} | "
+                   f"{fmt_ms(a.get('mha_ms'))} | {a.get('mha_over_gqa', float('nan')):.2f} | "
+                   f"{fmt_ms(b['median_ms'])} | {fmt_ms(b.get('mha_ms'))} | "
+                   f"{b.get('mha_over_gqa', float('nan')):.2f} |")
+    out.append("")
 
 
 def update_doc(path, md):

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "harness.hpp"
+#include "llama_reference.hpp"
 #include "ops/attention.hpp"
+#include "nn/config.hpp"
 #include "nn/optim.hpp"
 #include "nn/tinygpt.hpp"
 #include "ops/kernels/gemm.hpp"
@@ -47,29 +49,50 @@ struct MhaTensors {
   MhaTensors(const MhaInputs& in, const MhaShape& s, bool rg)
       : x(tensor_of<R>(in.x, {s.B, s.T, s.D}, rg)),
         Wq(tensor_of<R>(in.Wq, {s.D, s.D}, rg)),
-        Wk(tensor_of<R>(in.Wk, {s.D, s.D}, rg)),
-        Wv(tensor_of<R>(in.Wv, {s.D, s.D}, rg)),
+        Wk(tensor_of<R>(in.Wk, {s.D, s.kv_width()}, rg)),
+        Wv(tensor_of<R>(in.Wv, {s.D, s.kv_width()}, rg)),
         Wo(tensor_of<R>(in.Wo, {s.D, s.D}, rg)) {}
   Tensor<R> forward(std::size_t heads) const {
     return multi_head_attention(x, Wq, Wk, Wv, Wo, heads, /*causal=*/true);
+  }
+  // The model's path (MultiHeadAttention::forward without RoPE): project, attention() on
+  // the spec (fused, kv heads read in place), project back. Any kv_heads.
+  Tensor<R> forward(const AttentionSpec& spec) const {
+    return matmul(attention(matmul(x, Wq), matmul(x, Wk), matmul(x, Wv), spec).out, Wo);
   }
   void zero_grad() {
     for (Tensor<R>* t : {&x, &Wq, &Wk, &Wv, &Wo}) t->zero_grad();
   }
 };
 
+// The causal spec of shape s: s.kv() K/V heads of D/H columns each.
+AttentionSpec causal_spec(const MhaShape& s) {
+  AttentionSpec spec;
+  spec.heads = s.H;
+  spec.kv_heads = s.kv();
+  spec.head_dim = s.D / s.H;
+  spec.causal = true;
+  return spec;
+}
+
+// MHA shapes run multi_head_attention (the seed's op), GQA shapes attention() on the spec.
+template <class R>
+Tensor<R> forward_of(const MhaTensors<R>& t, const MhaShape& s) {
+  return s.KV == 0 ? t.forward(s.H) : t.forward(causal_spec(s));
+}
+
 template <class R>
 void check_mha_at(const MhaShape& s, bool with_backward, Result& r) {
   const MhaInputs in = bench::make_mha_inputs(s);
   std::function<std::vector<R>(const MhaInputs&)> fwd = [&](const MhaInputs& i) {
     NoGradGuard no_grad;
-    return values(MhaTensors<R>(i, s, false).forward(s.H).value());
+    return values(forward_of(MhaTensors<R>(i, s, false), s).value());
   };
   std::function<std::vector<std::vector<R>>(const MhaInputs&)> bwd;
   if (with_backward)
     bwd = [&](const MhaInputs& i) {
       MhaTensors<R> t(i, s, true);
-      t.forward(s.H).backward(tensor_of<R>(i.G, {s.B, s.T, s.D}, false).value());
+      forward_of(t, s).backward(tensor_of<R>(i.G, {s.B, s.T, s.D}, false).value());
       return std::vector<std::vector<R>>{values(t.x.grad()), values(t.Wq.grad()),
                                          values(t.Wk.grad()), values(t.Wv.grad()),
                                          values(t.Wo.grad())};
@@ -105,6 +128,38 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
     });
   }
   r.add("gflops", bench::mha_flops(s, w.backward) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ grouped-query attention
+
+// GQA fwd+bwd at its shape (kv_heads = heads/4), and in the same loop the same path with
+// kv_heads = heads (MHA) on the MHA inputs of that shape, so the saving of sharing K/V heads
+// is measured within one process. The row's time is GQA's; the MHA part is extra.
+Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
+  const MhaShape& s = w.shape;
+  const MhaShape mha = bench::mha_shape(s.name);
+  Result r;
+  Result s1_check;  // at S1 kv_heads = 1 (multi-query): every head reads the one K/V head
+  if (!a.skip_check) {
+    check_mha_at<float>(bench::gqa_shape("S1"), true, s1_check);
+    check_mha_at<float>(s, true, r);
+  }
+  const MhaInputs in = bench::make_mha_inputs(s), in_mha = bench::make_mha_inputs(mha);
+  MhaTensors<float> t(in, s, true), t_mha(in_mha, mha, true);
+  const Array<float> G = tensor_of<float>(in.G, {s.B, s.T, s.D}, false).value();
+  const AttentionSpec spec = causal_spec(s), spec_mha = causal_spec(mha);
+  auto step = [&](MhaTensors<float>& tt, const AttentionSpec& sp) {
+    tt.zero_grad();
+    tt.forward(sp).backward(G);
+    g_sink = g_sink + double(tt.x.grad()(0));
+  };
+  const auto wall = r.time_parts(a.warmup, a.repeats, {[&] { step(t, spec); }, [&] { step(t_mha, spec_mha); }});
+  const double gqa_ms = bench::median(wall[0]), mha_ms = bench::median(wall[1]);
+  r.add("gflops", bench::mha_flops(s, true) / (gqa_ms * 1e6));
+  r.add("mha_ms", mha_ms);
+  r.add("mha_min_ms", *std::min_element(wall[1].begin(), wall[1].end()));
+  r.add("mha_over_gqa", mha_ms / gqa_ms);
   return r;
 }
 
@@ -151,6 +206,100 @@ Result run_toygpt(const Args& a) {
   bench::check_toygpt_losses(g, losses, r);
   r.add("parameters", double(model.parameter_count()));
   r.add("gflops", bench::toygpt_flops(g) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ llama training step
+
+TransformerConfig llama_config(const bench::LlamaShape& g) {
+  TransformerConfig c = llama_preset();
+  c.vocab = g.vocab;
+  c.context = g.context;
+  c.d_model = g.d_model;
+  c.heads = g.heads;
+  c.layers = g.layers;
+  c.mlp_ratio = g.mlp_ratio;
+  finish_preset("llama", c);
+  c.seed = 1;
+  return c;
+}
+
+// Builds the model and overwrites its parameters with w, after checking that its parameter
+// list is the harness's, name for name and shape for shape (so both programs load the same
+// numbers into the same places).
+Transformer<float> llama_model(const bench::LlamaShape& g, const bench::LlamaWeights& w) {
+  const TransformerConfig c = llama_config(g);
+  bench::require(c.resolved_kv_heads() == g.kv_heads && c.resolved_mlp_hidden() == g.hidden() &&
+                     c.positions == PositionKind::rope && c.rope_theta == g.rope_theta &&
+                     c.norm == NormKind::rms_norm && c.norm_eps == g.norm_eps,
+                 "the llama preset is not the shape the benchmark describes");
+  Transformer<float> m(c);
+  const auto& named = m.named_parameters();
+  const std::vector<bench::LlamaParam> ps = bench::llama_parameters(g);
+  bench::require(named.size() == ps.size(), "llama: parameter count differs from the harness's");
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    Tensor<float> p = named[i].tensor;
+    bench::require(named[i].name == ps[i].name && p.shape() == Shape(ps[i].shape.begin(), ps[i].shape.end()),
+                   "llama parameter " + named[i].name + " " + p.shape_string() + " is not " + ps[i].name);
+    std::copy(w[i].begin(), w[i].end(), p.value().begin());
+  }
+  return m;
+}
+
+// The first nseq sequences of seq (B, T+1) as tokens [:, :T] and next-token targets [:, 1:].
+std::pair<Indices, Indices> next_token_batch(const std::vector<std::int64_t>& seq, std::size_t nseq,
+                                             std::size_t T) {
+  Indices tokens = Indices::from_shape({nseq, T}), targets = Indices::from_shape({nseq, T});
+  for (std::size_t b = 0; b < nseq; ++b)
+    for (std::size_t t = 0; t < T; ++t) {
+      tokens(b, t) = seq[b * (T + 1) + t];
+      targets(b, t) = seq[b * (T + 1) + t + 1];
+    }
+  return {tokens, targets};
+}
+
+// The start-up check's side: loss and gradients of the first nseq sequences at weights w.
+std::pair<double, bench::LlamaWeights> llama_loss_and_grads(const bench::LlamaShape& g,
+                                                            const bench::LlamaWeights& w,
+                                                            const std::vector<std::int64_t>& seq,
+                                                            std::size_t nseq) {
+  Transformer<float> m = llama_model(g, w);
+  const auto [tokens, targets] = next_token_batch(seq, nseq, g.context);
+  Tensor<float> loss = m.loss(tokens, targets);
+  loss.backward();
+  bench::LlamaWeights grads;
+  for (const auto& p : m.named_parameters()) grads.emplace_back(p.tensor.grad().begin(), p.tensor.grad().end());
+  return {double(loss.item()), grads};
+}
+
+// The same step as run_toygpt (zero_grad, forward + cross-entropy, backward, AdamW with the
+// same settings) on Transformer<float> with the llama preset, from the harness's weights.
+Result run_llama(const Args& a) {
+  const bench::LlamaShape g;
+  Result r;
+  if (!a.skip_check) bench::check_llama(g, [&](const auto& w, const auto& seq, std::size_t n) {
+    return llama_loss_and_grads(g, w, seq, n);
+  }, r);
+  Transformer<float> model = llama_model(g, bench::llama_train_weights(g, bench::llama_parameters(g)));
+  AdamWOptions o;
+  o.lr = g.lr;
+  o.beta1 = g.beta1;
+  o.beta2 = g.beta2;
+  o.eps = g.eps;
+  o.weight_decay = g.weight_decay;
+  AdamW<float> opt(model.parameters(), o);
+  const auto [tokens, targets] = next_token_batch(bench::toygpt_tokens(g), g.batch, g.context);
+  std::vector<double> losses;
+  r.time_steps(a.warmup, a.repeats, [&] {
+    opt.zero_grad();
+    Tensor<float> loss = model.loss(tokens, targets);
+    loss.backward();
+    opt.step();
+    losses.push_back(double(loss.item()));
+  });
+  bench::check_toygpt_losses(g, losses, r, "llama");
+  r.add("parameters", double(model.parameter_count()));
+  r.add("gflops", bench::llama_flops(g) / (bench::median(r.samples_ms) * 1e6));
   return r;
 }
 
@@ -316,8 +465,12 @@ int main(int argc, char** argv) {
   bench::MhaWorkload mha;
   if (bench::parse_mha(a.workload, mha)) {
     r = mha.is_double ? run_mha<double>(a, mha) : run_mha<float>(a, mha);
+  } else if (bench::parse_gqa(a.workload, mha)) {
+    r = run_gqa(a, mha);
   } else if (a.workload == "toygpt_step") {
     r = run_toygpt(a);
+  } else if (a.workload == "llama_step") {
+    r = run_llama(a);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {

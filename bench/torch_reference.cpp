@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "harness.hpp"
+#include "llama_reference.hpp"
 
 namespace {
 
@@ -59,6 +60,29 @@ torch::Tensor mha(const torch::Tensor& x, const torch::Tensor& Wq, const torch::
   return torch::matmul(o, Wo);
 }
 
+// Grouped-query attention as a PyTorch 1.13 user writes it (no enable_gqa there): project
+// k, v to kv heads, repeat_interleave them to `heads` along the head axis (query head h
+// reads kv head h / (heads/kv_heads)), then the composition above. q (B, heads, T, dh),
+// k and v (B, kv_heads, T, dh) -> merged (B, T, heads*dh), before the output projection.
+torch::Tensor gqa_heads(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& blocked) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), dh = q.size(3), group = H / k.size(1);
+  const torch::Tensor kk = k.repeat_interleave(group, 1), vv = v.repeat_interleave(group, 1);
+  torch::Tensor scores = torch::matmul(q, kk.transpose(-2, -1)) / std::sqrt(double(dh));
+  scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::softmax(scores, -1), vv).transpose(1, 2).reshape({B, T, H * dh});
+}
+
+torch::Tensor gqa(const torch::Tensor& x, const torch::Tensor& Wq, const torch::Tensor& Wk,
+                  const torch::Tensor& Wv, const torch::Tensor& Wo, int64_t heads,
+                  const torch::Tensor& blocked) {
+  const int64_t B = x.size(0), T = x.size(1), dh = x.size(2) / heads;
+  auto split = [&](const torch::Tensor& p) { return p.reshape({B, T, -1, dh}).transpose(1, 2); };
+  return torch::matmul(gqa_heads(split(torch::matmul(x, Wq)), split(torch::matmul(x, Wk)),
+                                 split(torch::matmul(x, Wv)), blocked),
+                       Wo);
+}
+
 torch::Tensor blocked_mask(int64_t T) {
   return torch::ones({T, T}, torch::kBool).tril().logical_not();
 }
@@ -67,15 +91,20 @@ template <class R>
 struct MhaTensors {
   torch::Tensor x, Wq, Wk, Wv, Wo, blocked;
   int64_t heads;
+  bool grouped;
   MhaTensors(const MhaInputs& in, const MhaShape& s, bool rg)
       : x(tensor_of<R>(in.x, {int64_t(s.B), int64_t(s.T), int64_t(s.D)}, rg)),
         Wq(tensor_of<R>(in.Wq, {int64_t(s.D), int64_t(s.D)}, rg)),
-        Wk(tensor_of<R>(in.Wk, {int64_t(s.D), int64_t(s.D)}, rg)),
-        Wv(tensor_of<R>(in.Wv, {int64_t(s.D), int64_t(s.D)}, rg)),
+        Wk(tensor_of<R>(in.Wk, {int64_t(s.D), int64_t(s.kv_width())}, rg)),
+        Wv(tensor_of<R>(in.Wv, {int64_t(s.D), int64_t(s.kv_width())}, rg)),
         Wo(tensor_of<R>(in.Wo, {int64_t(s.D), int64_t(s.D)}, rg)),
         blocked(blocked_mask(int64_t(s.T))),
-        heads(int64_t(s.H)) {}
-  torch::Tensor forward() const { return mha(x, Wq, Wk, Wv, Wo, heads, blocked); }
+        heads(int64_t(s.H)),
+        grouped(s.KV != 0) {}
+  // MHA shapes run the seed's composition, GQA shapes (KV set) the repeat_interleave one
+  torch::Tensor forward() const {
+    return grouped ? gqa(x, Wq, Wk, Wv, Wo, heads, blocked) : mha(x, Wq, Wk, Wv, Wo, heads, blocked);
+  }
   void zero_grad() {  // set_to_none, as optimizer.zero_grad() does by default in 2.x
     for (torch::Tensor* t : {&x, &Wq, &Wk, &Wv, &Wo}) t->mutable_grad() = torch::Tensor();
   }
@@ -128,6 +157,36 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
     });
   }
   r.add("gflops", bench::mha_flops(s, w.backward) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ grouped-query attention
+
+// As tapegrad_bench's run_gqa: GQA fwd+bwd (the row's time) and, in the same loop, MHA at
+// the same shape through the seed's composition (the mha_fwdbwd workload's step).
+Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
+  const MhaShape& s = w.shape;
+  const MhaShape mha_s = bench::mha_shape(s.name);
+  Result r;
+  Result s1_check;
+  if (!a.skip_check) {
+    check_mha_at<float>(bench::gqa_shape("S1"), true, s1_check);
+    check_mha_at<float>(s, true, r);
+  }
+  const MhaInputs in = bench::make_mha_inputs(s), in_mha = bench::make_mha_inputs(mha_s);
+  MhaTensors<float> t(in, s, true), t_mha(in_mha, mha_s, true);
+  const torch::Tensor G = tensor_of<float>(in.G, {int64_t(s.B), int64_t(s.T), int64_t(s.D)}, false);
+  auto step = [&](MhaTensors<float>& tt) {
+    tt.zero_grad();
+    tt.forward().backward(G);
+    g_sink = g_sink + tt.x.grad().data_ptr<float>()[0];
+  };
+  const auto wall = r.time_parts(a.warmup, a.repeats, {[&] { step(t); }, [&] { step(t_mha); }});
+  const double gqa_ms = bench::median(wall[0]), mha_ms = bench::median(wall[1]);
+  r.add("gflops", bench::mha_flops(s, true) / (gqa_ms * 1e6));
+  r.add("mha_ms", mha_ms);
+  r.add("mha_min_ms", *std::min_element(wall[1].begin(), wall[1].end()));
+  r.add("mha_over_gqa", mha_ms / gqa_ms);
   return r;
 }
 
@@ -221,6 +280,124 @@ Result run_toygpt(const Args& a) {
   for (const auto& p : model.parameters()) count += double(p.numel());
   r.add("parameters", count);
   r.add("gflops", bench::toygpt_flops(g) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ llama training step
+
+// The llama preset written out in libtorch 1.13, which has no RMSNorm, no
+// scaled_dot_product_attention and no enable_gqa: RMSNorm, rotate_half RoPE, repeat_interleave
+// of K/V, the causal softmax and SwiGLU by hand, as Hugging Face's LlamaModel spells them.
+// The parameters are bench::llama_parameters' (tapegrad's names, order and (in, out)
+// layout, so x @ W is torch::matmul), loaded from the harness's weights.
+struct Llama {
+  bench::LlamaShape g;
+  std::vector<torch::Tensor> p;     // one per bench::LlamaParam
+  torch::Tensor cos, sin, blocked;  // (context, head_dim) RoPE tables and the causal mask,
+                                    // built once as HF's modules keep them in buffers
+
+  Llama(const bench::LlamaShape& shape, const bench::LlamaWeights& w) : g(shape) {
+    const std::vector<bench::LlamaParam> ps = bench::llama_parameters(g);
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      p.push_back(tensor_of<float>(w[i], std::vector<int64_t>(ps[i].shape.begin(), ps[i].shape.end()), true));
+    // angle[t, i] = t * theta^(-2i/dh) for the dh/2 pairs, repeated for both halves
+    const int64_t dh = int64_t(g.head_dim());
+    const torch::Tensor inv_freq =
+        torch::pow(g.rope_theta, -torch::arange(0, dh, 2, torch::kFloat64) / double(dh));
+    const torch::Tensor freqs = torch::outer(torch::arange(int64_t(g.context), torch::kFloat64), inv_freq);
+    const torch::Tensor angle = torch::cat({freqs, freqs}, -1);
+    cos = angle.cos().to(torch::kFloat32);
+    sin = angle.sin().to(torch::kFloat32);
+    blocked = blocked_mask(int64_t(g.context));
+  }
+  const torch::Tensor& P(std::size_t layer, int k) const { return p[1 + layer * bench::kPerLayer + k]; }
+
+  torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& gain) const {
+    return x * torch::rsqrt(x.pow(2).mean(-1, true) + g.norm_eps) * gain;
+  }
+  // x (B, heads, T, dh): x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1)
+  torch::Tensor rope(const torch::Tensor& x) const {
+    const int64_t T = x.size(2), half = x.size(3) / 2;
+    const torch::Tensor rotated = torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+    return x * cos.slice(0, 0, T) + rotated * sin.slice(0, 0, T);
+  }
+  torch::Tensor attention(const torch::Tensor& x, std::size_t l) const {
+    const int64_t B = x.size(0), T = x.size(1), dh = int64_t(g.head_dim());
+    auto split = [&](const torch::Tensor& y) { return y.reshape({B, T, -1, dh}).transpose(1, 2); };
+    const torch::Tensor q = rope(split(torch::matmul(x, P(l, bench::kWq))));
+    const torch::Tensor k = rope(split(torch::matmul(x, P(l, bench::kWk))));
+    const torch::Tensor v = split(torch::matmul(x, P(l, bench::kWv)));
+    const torch::Tensor mask = blocked.slice(0, 0, T).slice(1, 0, T);
+    return torch::matmul(gqa_heads(q, k, v, mask), P(l, bench::kWo));
+  }
+  // down(silu(gate(x)) * up(x))
+  torch::Tensor swiglu(const torch::Tensor& x, std::size_t l) const {
+    return torch::matmul(torch::silu(torch::matmul(x, P(l, bench::kGate))) * torch::matmul(x, P(l, bench::kUp)),
+                         P(l, bench::kDown));
+  }
+  // tokens (B, T) int64 -> mean next-token cross-entropy against targets (B, T)
+  torch::Tensor loss(const torch::Tensor& tokens, const torch::Tensor& targets) const {
+    torch::Tensor x = torch::embedding(p[0], tokens);
+    for (std::size_t l = 0; l < g.layers; ++l) {
+      x = x + attention(rms_norm(x, P(l, bench::kNorm1)), l);
+      x = x + swiglu(rms_norm(x, P(l, bench::kNorm2)), l);
+    }
+    const std::size_t last = 1 + g.layers * bench::kPerLayer;
+    const torch::Tensor logits = torch::matmul(rms_norm(x, p[last]), p[last + 1]);
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, int64_t(g.vocab)}),
+                                                targets.reshape({-1}));
+  }
+};
+
+// The first nseq sequences of seq (B, T+1) as tokens [:, :T] and next-token targets [:, 1:].
+std::pair<torch::Tensor, torch::Tensor> next_token_batch(const std::vector<std::int64_t>& seq,
+                                                         std::size_t nseq, std::size_t T) {
+  const torch::Tensor all = torch::tensor(seq, torch::kInt64).reshape({-1, int64_t(T + 1)}).slice(0, 0, int64_t(nseq));
+  return {all.slice(1, 0, int64_t(T)).contiguous(), all.slice(1, 1, int64_t(T) + 1).contiguous()};
+}
+
+std::pair<double, bench::LlamaWeights> llama_loss_and_grads(const bench::LlamaShape& g,
+                                                            const bench::LlamaWeights& w,
+                                                            const std::vector<std::int64_t>& seq,
+                                                            std::size_t nseq) {
+  const Llama m(g, w);
+  const auto [tokens, targets] = next_token_batch(seq, nseq, g.context);
+  torch::Tensor loss = m.loss(tokens, targets);
+  loss.backward();
+  bench::LlamaWeights grads;
+  for (const torch::Tensor& t : m.p) {
+    const std::vector<float> v = values<float>(t.grad());
+    grads.emplace_back(v.begin(), v.end());
+  }
+  return {loss.item<double>(), grads};
+}
+
+// The same step as run_toygpt, on the llama model above, from the harness's weights.
+Result run_llama(const Args& a) {
+  const bench::LlamaShape g;
+  Result r;
+  if (!a.skip_check) bench::check_llama(g, [&](const auto& w, const auto& seq, std::size_t n) {
+    return llama_loss_and_grads(g, w, seq, n);
+  }, r);
+  const Llama model(g, bench::llama_train_weights(g, bench::llama_parameters(g)));
+  torch::optim::AdamW opt(model.p, torch::optim::AdamWOptions(g.lr)
+                                       .betas({g.beta1, g.beta2})
+                                       .eps(g.eps)
+                                       .weight_decay(g.weight_decay));
+  const auto [tokens, targets] = next_token_batch(bench::toygpt_tokens(g), g.batch, g.context);
+  std::vector<double> losses;
+  r.time_steps(a.warmup, a.repeats, [&] {
+    opt.zero_grad();
+    torch::Tensor loss = model.loss(tokens, targets);
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item<double>());
+  });
+  bench::check_toygpt_losses(g, losses, r, "llama");
+  double count = 0;
+  for (const auto& t : model.p) count += double(t.numel());
+  r.add("parameters", count);
+  r.add("gflops", bench::llama_flops(g) / (bench::median(r.samples_ms) * 1e6));
   return r;
 }
 
@@ -402,8 +579,12 @@ int main(int argc, char** argv) {
   bench::MhaWorkload mha_w;
   if (bench::parse_mha(a.workload, mha_w)) {
     r = mha_w.is_double ? run_mha<double>(a, mha_w) : run_mha<float>(a, mha_w);
+  } else if (bench::parse_gqa(a.workload, mha_w)) {
+    r = run_gqa(a, mha_w);
   } else if (a.workload == "toygpt_step") {
     r = run_toygpt(a);
+  } else if (a.workload == "llama_step") {
+    r = run_llama(a);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {
