@@ -99,6 +99,14 @@ void require_gradcheck(const TensorFunction<T>& f, const std::vector<Tensor<T>>&
 
 // `call` throws ShapeError (a std::invalid_argument) whose message contains every one
 // of `parts` (the op's name and the shapes involved).
+// Token ids (B, T), each uniform in [0, vocab), drawn from Generator(seed).
+inline Indices random_tokens(std::size_t B, std::size_t T, std::size_t vocab, std::uint64_t seed) {
+  Generator gen(seed);
+  Indices t = Indices::from_shape({B, T});
+  for (auto& v : t) v = static_cast<std::int64_t>(gen.integer(vocab));
+  return t;
+}
+
 inline void require_shape_error(const std::function<void()>& call,
                                 const std::vector<std::string>& parts) {
   bool thrown = false;

@@ -31,13 +31,6 @@ TinyGPTConfig small_config(std::uint64_t seed = 1) {
   return c;
 }
 
-Indices random_tokens(std::size_t B, std::size_t T, std::size_t vocab, std::uint64_t seed) {
-  Generator gen(seed);
-  Indices t = Indices::from_shape({B, T});
-  for (auto& v : t) v = static_cast<std::int64_t>(gen.integer(vocab));
-  return t;
-}
-
 double sample_std(const Array<double>& a) {
   double s = 0, s2 = 0;
   for (double v : a) s += v, s2 += v * v;

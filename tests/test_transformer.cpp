@@ -93,13 +93,6 @@ TransformerConfig tiny(TransformerConfig c) {
   return c;
 }
 
-Indices tokens_of(std::size_t B, std::size_t T, std::size_t vocab, std::uint64_t seed) {
-  Generator gen(seed);
-  Indices t = Indices::from_shape({B, T});
-  for (auto& v : t) v = static_cast<std::int64_t>(gen.integer(vocab));
-  return t;
-}
-
 // Every switch of the configuration, each on its own over the gpt2 and llama presets.
 std::vector<std::pair<std::string, TransformerConfig>> switches() {
   std::vector<std::pair<std::string, TransformerConfig>> out;
@@ -158,7 +151,7 @@ TEST_CASE("swiglu: down(silu(gate x) * up x) equals PyTorch float64", "[transfor
 }
 
 TEST_CASE("transformer: gradcheck of the loss for every configuration switch", "[transformer][gradcheck]") {
-  const Indices tokens = tokens_of(2, 5, 7, 11), targets = tokens_of(2, 5, 7, 12);
+  const Indices tokens = random_tokens(2, 5, 7, 11), targets = random_tokens(2, 5, 7, 12);
   for (auto& [name, config] : switches()) {
     INFO(name);
     Transformer<double> model(config);
@@ -174,7 +167,7 @@ TEST_CASE("transformer: gradcheck of the loss for every configuration switch", "
 }
 
 TEST_CASE("transformer: the fused attention path equals the composed one inside the model", "[transformer]") {
-  const Indices tokens = tokens_of(3, 6, 7, 21), targets = tokens_of(3, 6, 7, 22);
+  const Indices tokens = random_tokens(3, 6, 7, 21), targets = random_tokens(3, 6, 7, 22);
   for (int threads : {1, 2}) {
     kernels::set_num_threads(threads);
     for (auto& [name, config] : switches()) {
@@ -217,7 +210,7 @@ TEST_CASE("transformer: a tied head reuses tok_emb and its gradient sums both us
   c.tie_embeddings = true;
   Transformer<double> tied(c);
   CHECK_FALSE(tied.has_parameter("head.weight"));
-  const Indices tokens = tokens_of(2, 4, 7, 31), targets = tokens_of(2, 4, 7, 32);
+  const Indices tokens = random_tokens(2, 4, 7, 31), targets = random_tokens(2, 4, 7, 32);
   // The same model untied, with its head set to tok_emb^T: same loss; the tied gradient
   // is the untied tok_emb gradient plus the untied head's gradient transposed.
   c.tie_embeddings = false;
