@@ -10,10 +10,15 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "nn/block.hpp"
+#include "nn/config.hpp"
+#include "nn/optim.hpp"
+#include "nn/transformer.hpp"
 #include "ops/attention.hpp"
 #include "ops/attention_flash.hpp"
 #include "ops/kernels/flash_attention.hpp"
 #include "ops/kernels/parallel.hpp"
+#include "ops/reduce.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::test;
@@ -199,4 +204,75 @@ TEST_CASE("flash errors: the one check's messages, and dims that do not fit", "[
   const AttentionDims d = check_attention_spec("test", {1, 3, 4}, {1, 3, 2}, {1, 3, 2},
                                                make_spec(2, 1, true));
   require_shape_error([&] { flash_attention(z, z, k2, d); }, {"flash_attention", "k is (1,3,4)"});
+}
+
+// ---------------------------------------------------------------- in the model
+
+namespace {
+
+TransformerConfig small_llama() {
+  TransformerConfig c = llama_preset();
+  c.vocab = 11;
+  c.context = 16;
+  c.d_model = 16;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.layers = 2;
+  c.seed = 3;
+  return c;
+}
+
+Indices tokens_of(std::size_t B, std::size_t T, std::size_t vocab, std::uint64_t seed) {
+  Generator gen(seed);
+  Indices t = Indices::from_shape({B, T});
+  for (auto& v : t) v = static_cast<std::int64_t>(gen.integer(vocab));
+  return t;
+}
+
+// The loss before each of `steps` AdamW steps on one fixed batch, the model on `path`.
+std::vector<double> losses(const TransformerConfig& c, AttentionPath path, int steps) {
+  Transformer<double> model(c);
+  model.set_attention_path(path);
+  AdamW<double> opt(model.parameters(), AdamWOptions{});
+  const Indices tokens = tokens_of(2, c.context, c.vocab, 8), targets = tokens_of(2, c.context, c.vocab, 9);
+  std::vector<double> out;
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    Tensor<double> loss = model.loss(tokens, targets);
+    out.push_back(loss.value()());
+    loss.backward();
+    opt.step();
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("flash: MultiHeadAttention takes flash unless the weights are kept or a path is forced", "[flash][transformer]") {
+  Generator gen(1);
+  MultiHeadAttention<double> attn(8, 2, gen);
+  CHECK(attn.path() == AttentionPath::flash);
+  attn.keep_weights(true);
+  CHECK(attn.path() == AttentionPath::fused);
+  attn(random<double>({1, 3, 8}, 2, false));
+  CHECK(attn.last_weights().defined());  // kept: the path that returns them was taken
+  attn.set_path(AttentionPath::composed);
+  CHECK(attn.path() == AttentionPath::composed);
+  attn.keep_weights(false);
+  CHECK(attn.path() == AttentionPath::composed);
+}
+
+TEST_CASE("flash: a llama model trains to the same losses with flash and with fused", "[flash][transformer]") {
+  for (std::size_t window : {0, 5}) {
+    TransformerConfig c = small_llama();
+    c.window = window;
+    INFO("window " << window);
+    const std::vector<double> flash = losses(c, AttentionPath::flash, 50),
+                              fused = losses(c, AttentionPath::fused, 50);
+    for (std::size_t s = 0; s < flash.size(); ++s) {
+      INFO("step " << s);
+      CHECK(std::abs(flash[s] - fused[s]) <= 1e-10);
+    }
+    CHECK(flash.back() < 0.7 * flash.front());  // it did learn: the curves are not flat
+  }
 }
