@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/simd.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/parallel.hpp"
 
@@ -72,6 +73,26 @@ void block_scores(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
                   hd.k + j0 * L.k_ld(), L.k_ld(), T(0), s, n);
 }
 
+// x[j] <- exp(x[j] - shift) for j < n, returning their sum; whole SIMD vectors through
+// xsimd's exp (the exponentials are a third of flash's work at head_dim 32: the forward and
+// both backward passes each recompute a block's), the tail through std::exp.
+template <class T>
+T exp_shifted(T* x, std::size_t n, T shift) {
+  using batch = xsimd::batch<T>;
+  constexpr std::size_t W = batch::size;
+  const batch sb(shift);
+  batch acc(T(0));
+  std::size_t j = 0;
+  for (; j + W <= n; j += W) {
+    const batch e = xsimd::exp(batch::load_unaligned(x + j) - sb);
+    e.store_unaligned(x + j);
+    acc += e;
+  }
+  T sum = j > 0 ? xsimd::hadd(acc) : T(0);
+  for (; j < n; ++j) sum += (x[j] = std::exp(x[j] - shift));
+  return sum;
+}
+
 // ---------------------------------------------------------------- forward
 
 // Online softmax of one score row against its running max m and sum l: p <- exp(s - m')
@@ -86,9 +107,8 @@ T online_row(T* s, std::size_t n, Range vis, T& m, T& l) {
   const T mx = *std::max_element(s + vis.begin, s + vis.end);
   const T m_new = std::max(m, mx);
   const T alpha = std::exp(m - m_new);  // m = -inf: exp(-inf) = 0, m_new is finite
-  T sum = 0;
   std::fill(s, s + vis.begin, T(0));
-  for (std::size_t j = vis.begin; j < vis.end; ++j) sum += (s[j] = std::exp(s[j] - m_new));
+  const T sum = exp_shifted(s + vis.begin, vis.end - vis.begin, m_new);
   std::fill(s + vis.end, s + n, T(0));
   l = l * alpha + sum;
   m = m_new;
@@ -164,7 +184,7 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
     const Range vis = lse == -std::numeric_limits<T>::infinity() ? Range{}
                                                                  : visible(L, r0 + r, j0, n);
     std::fill(pr, pr + std::min(vis.begin, n), T(0));
-    for (std::size_t j = vis.begin; j < vis.end; ++j) pr[j] = std::exp(pr[j] - lse);
+    exp_shifted(pr + vis.begin, vis.end - vis.begin, lse);
     std::fill(pr + std::max(vis.end, vis.begin), pr + n, T(0));
   }
   // dp (rows, n) = dy[r0:] (rows, dv) @ v[j0:j0+n]^T (dv, n)
