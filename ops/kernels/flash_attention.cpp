@@ -43,6 +43,15 @@ Range key_blocks_of(const HeadLayout& L, std::size_t r0, std::size_t rows) {
   return {klo / BK, (khi + BK - 1) / BK};
 }
 
+// The keys of key block kb that any of the rows [r0, r0 + rows) sees: the block cut to
+// the rows' band, so a causal diagonal block or a window's edge computes no column that is
+// masked for every row (begin >= end: the pair is skipped).
+Range pair_keys(const HeadLayout& L, std::size_t r0, std::size_t rows, std::size_t kb) {
+  const std::size_t a = std::max(kb * BK, L.lo(r0));
+  const std::size_t e = std::min({(kb + 1) * BK, L.Tk, L.hi(r0 + rows - 1)});
+  return a < e ? Range{a, e} : Range{};
+}
+
 // Row r's visible keys inside the key block [j0, j0 + n), as offsets [a, e) into the block
 // (a >= e: none).
 Range visible(const HeadLayout& L, std::size_t r, std::size_t j0, std::size_t n) {
@@ -127,7 +136,9 @@ void forward_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::
   l.assign(rows, T(0));
   const Range kbs = key_blocks_of(L, r0, rows);
   for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb) {
-    const std::size_t j0 = kb * BK, n = std::min(BK, L.Tk - j0);
+    const Range keys = pair_keys(L, r0, rows, kb);
+    const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
+    if (n == 0) continue;
     block_scores(L, hd, r0, rows, j0, n, scale, s.data());
     for (std::size_t r = 0; r < rows; ++r) {
       const T alpha = online_row(s.data() + r * n, n, visible(L, r0 + r, j0, n), m[r], l[r]);
@@ -237,7 +248,7 @@ void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const
   const double flops = 2.0 * band_flops(L);
   if (dk || dv)
     for_each_task(L.B * L.KV * nk, flops, [&](std::size_t p) {
-      const std::size_t b = p / (L.KV * nk), kv = p / nk % L.KV, j0 = (p % nk) * BK;
+      const std::size_t b = p / (L.KV * nk), kv = p / nk % L.KV, kb = p % nk, j0 = kb * BK;
       const std::size_t n = std::min(BK, L.Tk - j0);
       T* dkb = dk ? dk + (b * L.Tk + j0) * L.k_ld() + kv * L.dh : nullptr;
       T* dvb = dv ? dv + (b * L.Tk + j0) * L.v_ld() + kv * L.dv : nullptr;
@@ -253,17 +264,18 @@ void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const
         const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D.data());
         for (std::size_t r0 = 0; r0 < L.Tq; r0 += BQ) {
           const std::size_t rows = std::min(BQ, L.Tq - r0);
-          const Range kbs = key_blocks_of(L, r0, rows);
-          if (j0 / BK < kbs.begin || j0 / BK >= kbs.end) continue;  // outside the band
-          block_probs(L, hd, g, r0, rows, j0, n, scale, pb.data(), ds.data());
-          // dv[j0:] (n, dv) += p^T (n, rows) @ dy[r0:] (rows, dv)
+          const Range keys = pair_keys(L, r0, rows, kb);  // empty: outside the band
+          const std::size_t a = keys.begin, m = keys.end - keys.begin, off = a - j0;
+          if (m == 0) continue;
+          block_probs(L, hd, g, r0, rows, a, m, scale, pb.data(), ds.data());
+          // dv[a:a+m] (m, dv) += p^T (m, rows) @ dy[r0:] (rows, dv)
           if (dvb && L.dv)
-            gemm_strided<T>(true, false, n, L.dv, rows, T(1), pb.data(), n,
-                            g.dy + r0 * L.y_ld(), L.y_ld(), T(1), dvb, L.v_ld());
-          // dk[j0:] (n, dh) += scale * ds^T (n, rows) @ q[r0:] (rows, dh)
+            gemm_strided<T>(true, false, m, L.dv, rows, T(1), pb.data(), m,
+                            g.dy + r0 * L.y_ld(), L.y_ld(), T(1), dvb + off * L.v_ld(), L.v_ld());
+          // dk[a:a+m] (m, dh) += scale * ds^T (m, rows) @ q[r0:] (rows, dh)
           if (dkb && L.dh)
-            gemm_strided<T>(true, false, n, L.dh, rows, scale, ds.data(), n,
-                            hd.q + r0 * L.q_ld(), L.q_ld(), T(1), dkb, L.k_ld());
+            gemm_strided<T>(true, false, m, L.dh, rows, scale, ds.data(), m,
+                            hd.q + r0 * L.q_ld(), L.q_ld(), T(1), dkb + off * L.k_ld(), L.k_ld());
         }
       }
     });
@@ -281,7 +293,9 @@ void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const
       ds.resize(BQ * BK);
       const Range kbs = key_blocks_of(L, r0, rows);
       for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb) {
-        const std::size_t j0 = kb * BK, n = std::min(BK, L.Tk - j0);
+        const Range keys = pair_keys(L, r0, rows, kb);
+        const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
+        if (n == 0) continue;
         block_probs(L, hd, g, r0, rows, j0, n, scale, pb.data(), ds.data());
         // dq[r0:] (rows, dh) += scale * ds (rows, n) @ k[j0:] (n, dh)
         if (L.dh)

@@ -12,8 +12,9 @@
 // softmax's per-row rescaling of the output; 64 queries keep a causal diagonal block's wasted
 // (masked) half small and leave enough query blocks to spread over the threads.
 //
-// Key blocks sit on a fixed grid [kb * 128, (kb + 1) * 128); a block pair none of whose
-// entries is visible is skipped. Every task writes its own memory and sums in a fixed order,
+// Key blocks sit on a fixed grid [kb * 128, (kb + 1) * 128); each block pair is cut to the
+// keys its query rows' band reaches (a causal diagonal pair computes about half a block), and
+// a pair none of whose entries is visible is skipped. Every task writes its own memory and sums in a fixed order,
 // so results are bitwise identical at any thread count.
 #include <cstddef>
 
