@@ -51,8 +51,10 @@ int main(int argc, char** argv) {
     const auto t1 = std::chrono::steady_clock::now();
     best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
   }
-  // useful work: the causal half of the 2 (fwd) + 5 (bwd) products' T^2 dh flops per head
-  const double flops = 7.0 * 2.0 * double(H) * double(T) * double(T) * double(dh) / 2.0;
+  // useful work: the standard path's 6 products (q k^T and p v forward; dp, dv, dq, dk
+  // backward), 2 T^2 dh flops each per head, causal half only. Flash does 9 (it recomputes
+  // q k^T and dp in each of its two backward passes); that extra work is not counted.
+  const double flops = 6.0 * 2.0 * double(H) * double(T) * double(T) * double(dh) / 2.0;
   std::printf("%s T=%zu threads=%d best_of_%d=%.4f s  %.2f GFLOP/s useful  peak_rss=%.1f MiB\n",
               name.c_str(), T, kernels::num_threads(), repeats, best, flops / best * 1e-9,
               peak_rss_mib());

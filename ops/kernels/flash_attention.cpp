@@ -194,9 +194,9 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
     const T lse = g.lse[r0 + r];
     const Range vis = lse == -std::numeric_limits<T>::infinity() ? Range{}
                                                                  : visible(L, r0 + r, j0, n);
-    std::fill(pr, pr + std::min(vis.begin, n), T(0));
+    std::fill(pr, pr + vis.begin, T(0));  // an empty Range is [0, 0): all zeros
     exp_shifted(pr + vis.begin, vis.end - vis.begin, lse);
-    std::fill(pr + std::max(vis.end, vis.begin), pr + n, T(0));
+    std::fill(pr + vis.end, pr + n, T(0));
   }
   // dp (rows, n) = dy[r0:] (rows, dv) @ v[j0:j0+n]^T (dv, n)
   if (L.dv)
