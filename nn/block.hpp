@@ -58,8 +58,14 @@ class MultiHeadAttention : public Module<T> {
   void keep_weights(bool keep) { keep_ = keep; }
   // The weights of the last forward while keep_weights was on; undefined before.
   const Tensor<T>& last_weights() const { return last_weights_; }
-  // fused (the default) or composed: the same attention, tested equal.
+  // Forces one path (composed, fused or flash: the same attention, tested equal), for
+  // comparisons and studies. Unforced (the default), the path follows what is asked for:
+  // flash, whose memory is linear in T, unless keep_weights is on, which needs the weights
+  // only the fused path returns.
   void set_path(AttentionPath path) { path_ = path; }
+  AttentionPath path() const {
+    return path_ ? *path_ : keep_ ? AttentionPath::fused : AttentionPath::flash;
+  }
 
   std::size_t heads() const { return spec_.heads; }
   std::size_t kv_heads() const { return spec_.kv_heads; }
@@ -74,7 +80,7 @@ class MultiHeadAttention : public Module<T> {
   std::size_t d_model_;
   AttentionSpec spec_;
   std::optional<RopeSpec> rope_;
-  AttentionPath path_ = AttentionPath::fused;
+  std::optional<AttentionPath> path_;  // unset: chosen by path()
   bool keep_ = false;
   Tensor<T> Wq_, Wk_, Wv_, Wo_;
   std::optional<Norm<T>> q_norm_, k_norm_;

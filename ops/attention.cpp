@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "autograd/shape.hpp"
+#include "ops/attention_flash.hpp"
 #include "ops/attention_fused.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/matmul.hpp"
@@ -119,6 +120,8 @@ AttentionResult<T> attend(const char* op, const Tensor<T>& q, const Tensor<T>& k
     fail(op, "scale {} is not a positive finite number in this precision (q is {})", d.scale,
          q.shape_string());
   if (path == AttentionPath::composed) return composed(op, q, k, v, d);
+  // q, k, v -> out (B, Tq, H*dv) directly; the weights are never formed, so none returned
+  if (path == AttentionPath::flash) return {flash_attention(q, k, v, d), Tensor<T>()};
   // q, k -> weights (B, H, Tq, Tk); weights, v -> heads' outputs merged (B, Tq, H*dv)
   const Tensor<T> w = attention_weights(q, k, d);
   return {attention_mix(w, v, d), w};

@@ -39,11 +39,13 @@ AttentionResult<T> scaled_dot_product_attention(const Tensor<T>& Q, const Tensor
                                                 const std::optional<Mask>& mask = std::nullopt,
                                                 std::optional<double> scale = std::nullopt);
 
-// Which implementation of the one AttentionSpec computes it. Both give the same results
-// to round-off, forward and backward (tests/test_attention_gqa.cpp).
+// Which implementation of the one AttentionSpec computes it. All give the same results
+// to round-off, forward and backward (tests/test_attention_gqa.cpp, tests/test_attention_flash.cpp).
 enum class AttentionPath {
   composed,  // the reference: reshape, transpose, repeat_interleave, scaled_dot_product_attention
-  fused      // ops/attention_fused.hpp: heads and shared kv heads read in place, masked band skipped
+  fused,     // ops/attention_fused.hpp: heads and shared kv heads read in place, masked band skipped
+  flash      // ops/attention_flash.hpp: tiled online softmax, memory linear in T; the result's
+             // weights are left undefined (a default Tensor): flash never forms them
 };
 
 // q (B, Tq, heads*head_dim), k (B, Tk, kv_heads*head_dim), v (B, Tk, kv_heads*v_head_dim)

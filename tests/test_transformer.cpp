@@ -173,6 +173,7 @@ TEST_CASE("transformer: the fused attention path equals the composed one inside 
     for (auto& [name, config] : switches()) {
       INFO(name << ", " << threads << " threads");
       Transformer<double> fused(config), composed(config);
+      fused.set_attention_path(AttentionPath::fused);  // the default would be flash
       composed.set_attention_path(AttentionPath::composed);
       fused.loss(tokens, targets).backward();
       composed.loss(tokens, targets).backward();

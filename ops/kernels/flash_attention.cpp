@@ -1,0 +1,317 @@
+#include "ops/kernels/flash_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/simd.hpp"
+#include "ops/kernels/gemm.hpp"
+#include "ops/kernels/parallel.hpp"
+
+namespace tapegrad::kernels {
+
+namespace {
+
+constexpr std::size_t BQ = kFlashQueryBlock, BK = kFlashKeyBlock;
+
+// Runs body(p) for p in [0, n), on the pool when the work is worth waking it. Which thread
+// runs a task never changes what the task computes.
+template <class F>
+void for_each_task(std::size_t n, double flops, F&& body) {
+  if (flops < 1.0e6) {
+    for (std::size_t p = 0; p < n; ++p) body(p);
+  } else {
+    parallel_for(n, body);
+  }
+}
+
+double band_flops(const HeadLayout& L) {
+  return 2.0 * double(L.B * L.H) * double(L.Tq) * double(L.Tk) * double(L.dh + L.dv);
+}
+
+std::size_t query_blocks(const HeadLayout& L) { return (L.Tq + BQ - 1) / BQ; }
+std::size_t key_blocks(const HeadLayout& L) { return (L.Tk + BK - 1) / BK; }
+
+// The key blocks [kb0, kb1) that the query rows [r0, r0 + rows) see any key of.
+struct Range {
+  std::size_t begin = 0, end = 0;
+};
+Range key_blocks_of(const HeadLayout& L, std::size_t r0, std::size_t rows) {
+  const std::size_t klo = L.lo(r0), khi = L.hi(r0 + rows - 1);
+  if (khi <= klo) return {};
+  return {klo / BK, (khi + BK - 1) / BK};
+}
+
+// The keys of key block kb that any of the rows [r0, r0 + rows) sees: the block cut to
+// the rows' band, so a causal diagonal block or a window's edge computes no column that is
+// masked for every row (begin >= end: the pair is skipped).
+Range pair_keys(const HeadLayout& L, std::size_t r0, std::size_t rows, std::size_t kb) {
+  const std::size_t a = std::max(kb * BK, L.lo(r0));
+  const std::size_t e = std::min({(kb + 1) * BK, L.Tk, L.hi(r0 + rows - 1)});
+  return a < e ? Range{a, e} : Range{};
+}
+
+// Row r's visible keys inside the key block [j0, j0 + n), as offsets [a, e) into the block
+// (a >= e: none).
+Range visible(const HeadLayout& L, std::size_t r, std::size_t j0, std::size_t n) {
+  const std::size_t a = std::max(L.lo(r), j0), e = std::min(L.hi(r), j0 + n);
+  return a < e ? Range{a - j0, e - j0} : Range{};
+}
+
+// One task's pointers: head h of batch item b and its kv head.
+template <class T>
+struct Head {
+  const T *q, *k, *v;
+  std::size_t kv;
+};
+template <class T>
+Head<T> head_of(const HeadLayout& L, std::size_t b, std::size_t h, const T* q, const T* k,
+                const T* v) {
+  const std::size_t kv = h / L.group();
+  return {q + b * L.Tq * L.q_ld() + h * L.dh, k + b * L.Tk * L.k_ld() + kv * L.dh,
+          v + b * L.Tk * L.v_ld() + kv * L.dv, kv};
+}
+
+// s (rows, n) = scale * q[r0:r0+rows] @ k[j0:j0+n]^T
+template <class T>
+void block_scores(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::size_t rows,
+                  std::size_t j0, std::size_t n, T scale, T* s) {
+  if (L.dh == 0) return std::fill(s, s + rows * n, T(0));
+  gemm_strided<T>(false, true, rows, n, L.dh, scale, hd.q + r0 * L.q_ld(), L.q_ld(),
+                  hd.k + j0 * L.k_ld(), L.k_ld(), T(0), s, n);
+}
+
+// x[j] <- exp(x[j] - shift) for j < n, returning their sum; whole SIMD vectors through
+// xsimd's exp (the exponentials are a third of flash's work at head_dim 32: the forward and
+// both backward passes each recompute a block's), the tail through std::exp.
+template <class T>
+T exp_shifted(T* x, std::size_t n, T shift) {
+  using batch = xsimd::batch<T>;
+  constexpr std::size_t W = batch::size;
+  const batch sb(shift);
+  batch acc(T(0));
+  std::size_t j = 0;
+  for (; j + W <= n; j += W) {
+    const batch e = xsimd::exp(batch::load_unaligned(x + j) - sb);
+    e.store_unaligned(x + j);
+    acc += e;
+  }
+  T sum = j > 0 ? xsimd::hadd(acc) : T(0);
+  for (; j < n; ++j) sum += (x[j] = std::exp(x[j] - shift));
+  return sum;
+}
+
+// ---------------------------------------------------------------- forward
+
+// Online softmax of one score row against its running max m and sum l: p <- exp(s - m')
+// on the visible [a, e) and 0 elsewhere, with m' = max(m, max s). Returns the factor
+// exp(m - m') by which the row's earlier output must shrink (0 when it had none).
+template <class T>
+T online_row(T* s, std::size_t n, Range vis, T& m, T& l) {
+  if (vis.begin >= vis.end) {
+    std::fill(s, s + n, T(0));
+    return T(1);
+  }
+  const T mx = *std::max_element(s + vis.begin, s + vis.end);
+  const T m_new = std::max(m, mx);
+  const T alpha = std::exp(m - m_new);  // m = -inf: exp(-inf) = 0, m_new is finite
+  std::fill(s, s + vis.begin, T(0));
+  const T sum = exp_shifted(s + vis.begin, vis.end - vis.begin, m_new);
+  std::fill(s + vis.end, s + n, T(0));
+  l = l * alpha + sum;
+  m = m_new;
+  return alpha;
+}
+
+// One query block of one head: acc accumulates P @ V over the key blocks, rescaled as the
+// row maxima grow; y = acc / l and lse = m + log l at the end.
+template <class T>
+void forward_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::size_t rows,
+                   T scale, T* y, T* lse) {
+  thread_local std::vector<T> s, acc, m, l;
+  s.resize(BQ * BK);
+  acc.assign(rows * L.dv, T(0));
+  m.assign(rows, -std::numeric_limits<T>::infinity());
+  l.assign(rows, T(0));
+  const Range kbs = key_blocks_of(L, r0, rows);
+  for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb) {
+    const Range keys = pair_keys(L, r0, rows, kb);
+    const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
+    if (n == 0) continue;
+    block_scores(L, hd, r0, rows, j0, n, scale, s.data());
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T alpha = online_row(s.data() + r * n, n, visible(L, r0 + r, j0, n), m[r], l[r]);
+      if (alpha != T(1))
+        for (std::size_t c = 0; c < L.dv; ++c) acc[r * L.dv + c] *= alpha;
+    }
+    // acc (rows, dv) += p (rows, n) @ v[j0:j0+n] (n, dv)
+    if (L.dv)
+      gemm_strided<T>(false, false, rows, L.dv, n, T(1), s.data(), n, hd.v + j0 * L.v_ld(),
+                      L.v_ld(), T(1), acc.data(), L.dv);
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    const bool none = l[r] == T(0);  // the row sees no key: output 0, lse -inf
+    const T inv = none ? T(0) : T(1) / l[r];
+    for (std::size_t c = 0; c < L.dv; ++c) y[(r0 + r) * L.y_ld() + c] = acc[r * L.dv + c] * inv;
+    lse[r0 + r] = none ? -std::numeric_limits<T>::infinity() : m[r] + std::log(l[r]);
+  }
+}
+
+}  // namespace
+
+// Tasks are (b, h, query block): each writes its own rows of y's head columns and of lse.
+template <class T>
+void flash_attention_forward(const HeadLayout& L, const T* q, const T* k, const T* v, T scale,
+                             T* y, T* lse) {
+  const std::size_t nq = query_blocks(L);
+  for_each_task(L.B * L.H * nq, band_flops(L), [&](std::size_t p) {
+    const std::size_t bh = p / nq, r0 = (p % nq) * BQ, b = bh / L.H, h = bh % L.H;
+    forward_block(L, head_of(L, b, h, q, k, v), r0, std::min(BQ, L.Tq - r0), scale,
+                  y + b * L.Tq * L.y_ld() + h * L.dv, lse + bh * L.Tq);
+  });
+}
+
+namespace {
+
+// ---------------------------------------------------------------- backward
+
+// What the backward of one head reads besides q, k, v: dy's head columns, lse and D rows.
+template <class T>
+struct HeadGrad {
+  const T *dy, *lse, *D;
+};
+
+// For the block pair (query rows [r0, r0+rows), keys [j0, j0+n)) of one head:
+// p = exp(scores - lse) on each row's visible keys, 0 elsewhere (and for rows with
+// lse = -inf, which see no key); ds = p * (dy v^T - D).
+template <class T>
+void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, std::size_t r0,
+                 std::size_t rows, std::size_t j0, std::size_t n, T scale, T* p, T* ds) {
+  block_scores(L, hd, r0, rows, j0, n, scale, p);
+  for (std::size_t r = 0; r < rows; ++r) {
+    T* pr = p + r * n;
+    const T lse = g.lse[r0 + r];
+    const Range vis = lse == -std::numeric_limits<T>::infinity() ? Range{}
+                                                                 : visible(L, r0 + r, j0, n);
+    std::fill(pr, pr + vis.begin, T(0));  // an empty Range is [0, 0): all zeros
+    exp_shifted(pr + vis.begin, vis.end - vis.begin, lse);
+    std::fill(pr + vis.end, pr + n, T(0));
+  }
+  // dp (rows, n) = dy[r0:] (rows, dv) @ v[j0:j0+n]^T (dv, n)
+  if (L.dv)
+    gemm_strided<T>(false, true, rows, n, L.dv, T(1), g.dy + r0 * L.y_ld(), L.y_ld(),
+                    hd.v + j0 * L.v_ld(), L.v_ld(), T(0), ds, n);
+  else
+    std::fill(ds, ds + rows * n, T(0));
+  for (std::size_t r = 0; r < rows; ++r) {
+    const T D = g.D[r0 + r];
+    for (std::size_t j = 0; j < n; ++j) ds[r * n + j] = p[r * n + j] * (ds[r * n + j] - D);
+  }
+}
+
+template <class T>
+HeadGrad<T> head_grad_of(const HeadLayout& L, std::size_t b, std::size_t h, const T* dy,
+                         const T* lse, const T* D) {
+  const std::size_t bh = b * L.H + h;
+  return {dy + b * L.Tq * L.y_ld() + h * L.dv, lse + bh * L.Tq, D + bh * L.Tq};
+}
+
+// D (B, H, Tq) = rowsum(dy * y) per head: the softmax backward's row term.
+template <class T>
+void row_terms(const HeadLayout& L, const T* y, const T* dy, T* D) {
+  for_each_task(L.B * L.H, 2.0 * double(L.B * L.H * L.Tq * L.dv), [&](std::size_t bh) {
+    const std::size_t b = bh / L.H, h = bh % L.H;
+    for (std::size_t i = 0; i < L.Tq; ++i) {
+      const std::size_t off = (b * L.Tq + i) * L.y_ld() + h * L.dv;
+      T s = 0;
+      for (std::size_t c = 0; c < L.dv; ++c) s += dy[off + c] * y[off + c];
+      D[bh * L.Tq + i] = s;
+    }
+  });
+}
+
+}  // namespace
+
+// Two passes with disjoint writes. dk, dv: tasks (b, kv, key block) own those rows of the
+// kv head's gradient and sum every query head of the group and every query block in a fixed
+// order. dq: tasks (b, h, query block) own those rows of dq and sum the key blocks in order.
+// P and dS are recomputed in both: 2 of the 7 products are repeated, the price of needing
+// neither atomics nor a per-thread copy of dk and dv.
+template <class T>
+void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const T* v,
+                              const T* y, const T* lse, const T* dy, T scale, T* dq, T* dk,
+                              T* dv) {
+  std::vector<T> D(L.B * L.H * L.Tq);
+  row_terms(L, y, dy, D.data());
+  const std::size_t nq = query_blocks(L), nk = key_blocks(L);
+  const double flops = 2.0 * band_flops(L);
+  if (dk || dv)
+    for_each_task(L.B * L.KV * nk, flops, [&](std::size_t p) {
+      const std::size_t b = p / (L.KV * nk), kv = p / nk % L.KV, kb = p % nk, j0 = kb * BK;
+      const std::size_t n = std::min(BK, L.Tk - j0);
+      T* dkb = dk ? dk + (b * L.Tk + j0) * L.k_ld() + kv * L.dh : nullptr;
+      T* dvb = dv ? dv + (b * L.Tk + j0) * L.v_ld() + kv * L.dv : nullptr;
+      thread_local std::vector<T> pb, ds;
+      pb.resize(BQ * BK);
+      ds.resize(BQ * BK);
+      for (std::size_t r = 0; r < n; ++r) {
+        if (dkb) std::fill(dkb + r * L.k_ld(), dkb + r * L.k_ld() + L.dh, T(0));
+        if (dvb) std::fill(dvb + r * L.v_ld(), dvb + r * L.v_ld() + L.dv, T(0));
+      }
+      for (std::size_t h = kv * L.group(); h < (kv + 1) * L.group(); ++h) {
+        const Head<T> hd = head_of(L, b, h, q, k, v);
+        const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D.data());
+        for (std::size_t r0 = 0; r0 < L.Tq; r0 += BQ) {
+          const std::size_t rows = std::min(BQ, L.Tq - r0);
+          const Range keys = pair_keys(L, r0, rows, kb);  // empty: outside the band
+          const std::size_t a = keys.begin, m = keys.end - keys.begin, off = a - j0;
+          if (m == 0) continue;
+          block_probs(L, hd, g, r0, rows, a, m, scale, pb.data(), ds.data());
+          // dv[a:a+m] (m, dv) += p^T (m, rows) @ dy[r0:] (rows, dv)
+          if (dvb && L.dv)
+            gemm_strided<T>(true, false, m, L.dv, rows, T(1), pb.data(), m,
+                            g.dy + r0 * L.y_ld(), L.y_ld(), T(1), dvb + off * L.v_ld(), L.v_ld());
+          // dk[a:a+m] (m, dh) += scale * ds^T (m, rows) @ q[r0:] (rows, dh)
+          if (dkb && L.dh)
+            gemm_strided<T>(true, false, m, L.dh, rows, scale, ds.data(), m,
+                            hd.q + r0 * L.q_ld(), L.q_ld(), T(1), dkb + off * L.k_ld(), L.k_ld());
+        }
+      }
+    });
+  if (dq)
+    for_each_task(L.B * L.H * nq, flops, [&](std::size_t p) {
+      const std::size_t bh = p / nq, r0 = (p % nq) * BQ, b = bh / L.H, h = bh % L.H;
+      const std::size_t rows = std::min(BQ, L.Tq - r0);
+      const Head<T> hd = head_of(L, b, h, q, k, v);
+      const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D.data());
+      T* dqb = dq + (b * L.Tq + r0) * L.q_ld() + h * L.dh;
+      for (std::size_t r = 0; r < rows; ++r)
+        std::fill(dqb + r * L.q_ld(), dqb + r * L.q_ld() + L.dh, T(0));
+      thread_local std::vector<T> pb, ds;
+      pb.resize(BQ * BK);
+      ds.resize(BQ * BK);
+      const Range kbs = key_blocks_of(L, r0, rows);
+      for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb) {
+        const Range keys = pair_keys(L, r0, rows, kb);
+        const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
+        if (n == 0) continue;
+        block_probs(L, hd, g, r0, rows, j0, n, scale, pb.data(), ds.data());
+        // dq[r0:] (rows, dh) += scale * ds (rows, n) @ k[j0:] (n, dh)
+        if (L.dh)
+          gemm_strided<T>(false, false, rows, L.dh, n, scale, ds.data(), n,
+                          hd.k + j0 * L.k_ld(), L.k_ld(), T(1), dqb, L.q_ld());
+      }
+    });
+}
+
+#define TAPEGRAD_INSTANTIATE(T)                                                                \
+  template void flash_attention_forward(const HeadLayout&, const T*, const T*, const T*, T, T*, \
+                                        T*);                                                   \
+  template void flash_attention_backward(const HeadLayout&, const T*, const T*, const T*,      \
+                                         const T*, const T*, const T*, T, T*, T*, T*);
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
+
+}  // namespace tapegrad::kernels
