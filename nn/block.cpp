@@ -100,7 +100,7 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
     k = rope_heads(k, spec_.kv_heads, start, *rope_);
   }
   if (!cache) {
-    AttentionResult<T> r = attention(q, k, v, spec_, path());
+    AttentionResult<T> r = attention(q, k, v, spec_, path(k.shape()[1]));
     if (keep_) last_weights_ = r.weights.detach();
     return matmul(r.out, Wo_);
   }
@@ -116,7 +116,7 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
   const bool held = cache->count() > 0;
   const Tensor<T> keys = held ? concatenate<T>({cache->keys(), k}, 1) : k;
   const Tensor<T> values = held ? concatenate<T>({cache->values(), v}, 1) : v;
-  const Tensor<T> out = attention(q, keys, values, spec_, path()).out;
+  const Tensor<T> out = attention(q, keys, values, spec_, path(keys.shape()[1])).out;
   cache->append(k, v);
   return matmul(out, Wo_);
 }

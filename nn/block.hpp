@@ -60,12 +60,17 @@ class MultiHeadAttention : public Module<T> {
   const Tensor<T>& last_weights() const { return last_weights_; }
   // Forces one path (composed, fused or flash: the same attention, tested equal), for
   // comparisons and studies. Unforced (the default), the path follows what is asked for:
-  // flash, whose memory is linear in T, unless keep_weights is on, which needs the weights
-  // only the fused path returns.
+  // the fused kernels when keep_weights is on (only they return the weights) or when
+  // there are fewer than kFlashFromKeys keys, flash from there on, where its memory,
+  // linear in T, and its speed both win.
   void set_path(AttentionPath path) { path_ = path; }
-  AttentionPath path() const {
-    return path_ ? *path_ : keep_ ? AttentionPath::fused : AttentionPath::flash;
+  AttentionPath path(std::size_t keys = kFlashFromKeys) const {
+    if (path_) return *path_;
+    return keep_ || keys < kFlashFromKeys ? AttentionPath::fused : AttentionPath::flash;
   }
+  // fwd+bwd, 1 thread, 8 heads of 32, causal (tools/flash_bench): fused took 0.6x flash's
+  // time at 64 and 256 keys; flash took 0.6x fused's at 512.
+  static constexpr std::size_t kFlashFromKeys = 512;
 
   std::size_t heads() const { return spec_.heads; }
   std::size_t kv_heads() const { return spec_.kv_heads; }

@@ -248,10 +248,12 @@ std::vector<double> losses(const TransformerConfig& c, AttentionPath path, int s
 
 }  // namespace
 
-TEST_CASE("flash: MultiHeadAttention takes flash unless the weights are kept or a path is forced", "[flash][transformer]") {
+TEST_CASE("flash: MultiHeadAttention takes flash from 512 keys unless the weights are kept or a path is forced", "[flash][transformer]") {
   Generator gen(1);
   MultiHeadAttention<double> attn(8, 2, gen);
   CHECK(attn.path() == AttentionPath::flash);
+  CHECK(attn.path(511) == AttentionPath::fused);
+  CHECK(attn.path(512) == AttentionPath::flash);
   attn.keep_weights(true);
   CHECK(attn.path() == AttentionPath::fused);
   attn(random<double>({1, 3, 8}, 2, false));
