@@ -63,6 +63,7 @@ constexpr std::size_t kGemmPeakN = 1024;  // the "one large gemm" ceiling
 
 // Every workload name, identical in both programs:
 //   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, gqa_fwdbwd_f32_S3, toygpt_step, llama_step,
+//   decode_ctx{256,1024},
 //   chain1000, bmm_S{1..4}, gemm_peak_{f32,f64}.
 inline std::vector<std::string> workload_names() {
   std::vector<std::string> w;
@@ -73,6 +74,7 @@ inline std::vector<std::string> workload_names() {
   w.push_back(std::string("gqa_fwdbwd_f32_") + kGqaShape);
   w.push_back("toygpt_step");
   w.push_back("llama_step");
+  for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
   w.push_back("chain1000");
   for (const auto& s : mha_shapes()) w.push_back(std::string("bmm_") + s.name);
   w.push_back("gemm_peak_f32");

@@ -265,4 +265,98 @@ inline double llama_flops(const LlamaShape& g) {
   return 3.0 * tokens * 2.0 * (double(g.layers) * per_layer + D * double(g.vocab));
 }
 
+// ---------------------------------------------------------------- cached decode
+
+// The decode_ctx{256,1024} workloads: issue 14's model (the llama preset, d_model 256,
+// 4 layers, 8 heads, 2 KV heads, vocab 256, float32, batch 1) with its context set to the
+// workload's. The cache is preallocated for the context and prefilled with context - 1
+// tokens outside the timed region; each timed step is one token (embedding, 4 blocks
+// reading the cache, head, argmax) at position context - 1 under no-grad, after which the
+// cache is rolled back to context - 1 positions, so every step attends over `context` keys.
+constexpr std::size_t kDecodeContexts[] = {256, 1024};
+inline LlamaShape decode_shape(std::size_t context) {
+  LlamaShape g;
+  g.vocab = 256;
+  g.d_model = 256;
+  g.layers = 4;
+  g.heads = 8;
+  g.kv_heads = 2;
+  g.context = context;
+  g.batch = 1;
+  return g;
+}
+// "decode_ctx256" -> 256; 0 when the name is not a decode workload
+inline std::size_t parse_decode(const std::string& w) {
+  for (std::size_t c : kDecodeContexts)
+    if (w == "decode_ctx" + std::to_string(c)) return c;
+  return 0;
+}
+// The prompt (context - 1 tokens) and the first decoded token, both programs alike.
+inline std::vector<std::int64_t> decode_tokens(const LlamaShape& g) {
+  Rng r(31);
+  std::vector<std::int64_t> t(g.context);
+  for (auto& v : t) v = std::int64_t(r.below(g.vocab));
+  return t;
+}
+
+// The logits (vocab) at the last position of one sequence, by plain loops in double: what
+// one cached decode step after a prefill of the first tokens.size() - 1 must produce.
+inline std::vector<double> naive_llama_last_logits(const LlamaShape& g, const LlamaWeights& w,
+                                                   const std::vector<std::int64_t>& tokens) {
+  const std::size_t T = tokens.size(), D = g.d_model, H = g.heads, KV = g.kv_heads,
+                    dh = g.head_dim(), F = g.hidden(), V = g.vocab;
+  std::vector<double> x(T * D);
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t j = 0; j < D; ++j) x[t * D + j] = w[0][std::size_t(tokens[t]) * D + j];
+  for (std::size_t l = 0; l < g.layers; ++l) {
+    auto P = [&](int k) -> const std::vector<double>& { return w[1 + l * kPerLayer + k]; };
+    const std::vector<double> h = naive::rms_norm(x, P(kNorm1), D, g.norm_eps);
+    std::vector<double> q = naive::matmul(h, P(kWq), T, D, H * dh);
+    std::vector<double> k = naive::matmul(h, P(kWk), T, D, KV * dh);
+    const std::vector<double> v = naive::matmul(h, P(kWv), T, D, KV * dh);
+    naive::rope(q, T, H, dh, g.rope_theta);
+    naive::rope(k, T, KV, dh, g.rope_theta);
+    const std::vector<double> o = naive::matmul(naive::attention(q, k, v, T, H, KV, dh), P(kWo), T, H * dh, D);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    const std::vector<double> h2 = naive::rms_norm(x, P(kNorm2), D, g.norm_eps);
+    const std::vector<double> gate = naive::matmul(h2, P(kGate), T, D, F);
+    std::vector<double> m = naive::matmul(h2, P(kUp), T, D, F);
+    for (std::size_t i = 0; i < m.size(); ++i) m[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
+    const std::vector<double> y = naive::matmul(m, P(kDown), T, F, D);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  }
+  const std::size_t last = 1 + g.layers * kPerLayer;
+  const std::vector<double> xl(x.end() - std::ptrdiff_t(D), x.end());
+  return naive::matmul(naive::rms_norm(xl, w[last], D, g.norm_eps), w[last + 1], 1, D, V);
+}
+
+// A framework's decode at weights w: prefill tokens[0 .. n-2] into a fresh cache, one
+// cached step on tokens[n-1] -> its logits (vocab).
+using DecodeLogitsFn = std::function<std::vector<double>(const LlamaWeights& w,
+                                                         const std::vector<std::int64_t>& tokens)>;
+
+// The start-up check: at the check weights (unit-scale activations, so RoPE at the absolute
+// position, the K/V head mapping and the cache contents all move the logits), the
+// framework's decoded logits against the naive double forward over the whole sequence,
+// relative to the largest logit, within 1e-4.
+inline void check_decode(const LlamaShape& g, const DecodeLogitsFn& framework, Result& r) {
+  const LlamaWeights w = llama_check_weights(llama_parameters(g));
+  const std::vector<std::int64_t> tokens = decode_tokens(g);
+  const std::vector<double> got = framework(w, tokens);
+  require(got.size() == g.vocab, "decode: the step's logits have the wrong size");
+  const std::vector<double> want = naive_llama_last_logits(g, w, tokens);
+  const double err = max_rel_error(got, want);
+  r.add("check_logits_rel_err", err);
+  require(err < 1e-4, "decoded logits differ from the naive forward by " + std::to_string(err));
+}
+
+// Matmul FLOPs of one decode step (2 per multiply-add): the projections and the head for
+// one token, and the scores and weights @ V against `context` keys.
+inline double decode_flops(const LlamaShape& g) {
+  const double D = double(g.d_model), Q = double(g.heads * g.head_dim()),
+               KV = double(g.kv_heads * g.head_dim());
+  const double per_layer = D * (2 * Q + 2 * KV) + 3 * D * double(g.hidden()) + 2.0 * double(g.context) * Q;
+  return 2.0 * (double(g.layers) * per_layer + D * double(g.vocab));
+}
+
 }  // namespace bench

@@ -155,6 +155,9 @@ def plan(workload, quick):
         return (2, 10, 4)
     if workload in ("toygpt_step", "llama_step"):
         return (2, 8, 4)
+    # one-token decode steps: about a millisecond each, six rounds against the noise
+    if workload.startswith("decode_"):
+        return (10, 200, 6)
     if workload.startswith("gemm_peak"):
         return (2, 8, 4)
     # S1, chain1000, bmm_S1: microseconds, so repeats are cheap too
@@ -275,11 +278,12 @@ def measure(args):
         warmup, repeats, rounds = plan(w, args.quick)
         if args.rounds:
             rounds = args.rounds
-        # The attention checks (seconds at S4, and memory of their own) run in a process
+        # The attention and decode checks (seconds at S4 and at context 1024, and memory of
+        # their own: the decode check's naive forward is over the whole context) run in a process
         # of their own per framework and thread count, so that no timed process carries
         # them: neither in its time nor in its peak RSS. The other workloads' checks are
         # cheap and run inside every timed process.
-        separate_check = w.startswith(("mha_", "gqa_"))
+        separate_check = w.startswith(("mha_", "gqa_", "decode_"))
         for thr in threads:
             checks = {}
             if separate_check:
@@ -409,6 +413,7 @@ TARGETS = [
     ("MHA forward S3", r"^mha_fwd_f(32|64)_S3$", 1.0, "time"),
     ("MHA forward S4", r"^mha_fwd_f(32|64)_S4$", 1.0, "time"),
     ("1,000-op chain", r"^chain1000$", 0.2, "time"),
+    ("Cached one-token decode (issue 14)", r"^decode_ctx(256|1024)$", 0.5, "time"),
     ("Peak RSS, MHA fwd+bwd S4", r"^mha_fwdbwd_f(32|64)_S4$", 1.0, "rss"),
     ("Batched matmul kernel >= 80% of same-FLOP sgemm", r"^bmm_S[234]$", 0.8, "kernel_fraction"),
     ("Batched matmul op (allocates its result) >= 80%", r"^bmm_S[234]$", 0.8, "fraction"),

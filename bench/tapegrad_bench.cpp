@@ -8,6 +8,7 @@
 #include "llama_reference.hpp"
 #include "ops/attention.hpp"
 #include "nn/config.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/optim.hpp"
 #include "nn/tinygpt.hpp"
 #include "ops/kernels/gemm.hpp"
@@ -219,6 +220,7 @@ TransformerConfig llama_config(const bench::LlamaShape& g) {
   c.heads = g.heads;
   c.layers = g.layers;
   c.mlp_ratio = g.mlp_ratio;
+  c.kv_heads = g.kv_heads;  // what finish_preset would choose at TOY-GPT's size (heads / 2)
   finish_preset("llama", c);
   c.seed = 1;
   return c;
@@ -300,6 +302,66 @@ Result run_llama(const Args& a) {
   bench::check_toygpt_losses(g, losses, r, "llama");
   r.add("parameters", double(model.parameter_count()));
   r.add("gflops", bench::llama_flops(g) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
+// ------------------------------------------------------------ cached decode
+
+// tokens (n) -> Indices (1, n)
+Indices token_row(const std::vector<std::int64_t>& t, std::size_t n) {
+  Indices row = Indices::from_shape({std::size_t(1), n});
+  std::copy_n(t.begin(), n, row.begin());
+  return row;
+}
+
+std::int64_t argmax(const Tensor<float>& logits) {
+  const float* z = logits.data();
+  return std::int64_t(std::max_element(z, z + logits.size()) - z);
+}
+
+// The start-up check's side: a fresh cache, the prompt in one forward, one decode step.
+std::vector<double> decode_logits(const bench::LlamaShape& g, const bench::LlamaWeights& w,
+                                  const std::vector<std::int64_t>& tokens) {
+  NoGradGuard no_grad;
+  Transformer<float> m = llama_model(g, w);
+  KVCacheSet<float> caches(m.config(), 1, g.context);
+  m.forward(token_row(tokens, tokens.size() - 1), caches);
+  const Tensor<float> logits = m.forward(token_row({tokens.back()}, 1), caches);
+  return std::vector<double>(logits.data(), logits.data() + logits.size());
+}
+
+// issue 14's cached decode (see bench::decode_shape): the cache (KVCacheSet, preallocated
+// for the context) is prefilled with context - 1 tokens, then each timed step is
+// Transformer::forward of one token through it under no-grad and the argmax of its logits,
+// which is the next step's token. The untimed second part rolls the cache back: a copy of
+// the prefilled set, whose key/value storage is shared, so the next step writes position
+// context - 1 again and attends over the same `context` keys.
+Result run_decode(const Args& a, std::size_t context) {
+  const bench::LlamaShape g = bench::decode_shape(context);
+  Result r;
+  if (!a.skip_check) bench::check_decode(g, [&](const auto& w, const auto& t) {
+    return decode_logits(g, w, t);
+  }, r);
+  NoGradGuard no_grad;
+  Transformer<float> model = llama_model(g, bench::llama_train_weights(g, bench::llama_parameters(g)));
+  const std::vector<std::int64_t> tokens = bench::decode_tokens(g);
+  KVCacheSet<float> prefilled(model.config(), 1, g.context);
+  model.forward(token_row(tokens, g.context - 1), prefilled);
+  KVCacheSet<float> caches = prefilled;
+  Indices tok = token_row({tokens.back()}, 1);
+  std::size_t seen = 0;
+  r.time_parts(a.warmup, a.repeats, {[&] {
+                                       tok(0, 0) = argmax(model.forward(tok, caches));
+                                       seen += caches.length();
+                                     },
+                                     [&] { caches = prefilled; }});
+  bench::require(seen == std::size_t(a.warmup + a.repeats) * g.context,
+                 "decode: a timed step did not see the whole context");
+  g_sink = g_sink + double(tok(0, 0));
+  r.add("context", double(g.context));
+  r.add("parameters", double(model.parameter_count()));
+  r.add("tokens_per_s", 1e3 / bench::median(r.samples_ms));
+  r.add("gflops", bench::decode_flops(g) / (bench::median(r.samples_ms) * 1e6));
   return r;
 }
 
@@ -471,6 +533,8 @@ int main(int argc, char** argv) {
     r = run_toygpt(a);
   } else if (a.workload == "llama_step") {
     r = run_llama(a);
+  } else if (const std::size_t ctx = bench::parse_decode(a.workload)) {
+    r = run_decode(a, ctx);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {

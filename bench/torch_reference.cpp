@@ -401,6 +401,101 @@ Result run_llama(const Args& a) {
   return r;
 }
 
+// ------------------------------------------------------------ cached decode
+
+// issue 14's cached decode (see bench::decode_shape) written out in libtorch 1.13, as a
+// PyTorch user writes a KV cache by hand: per layer, K and V tensors (1, kv_heads, context,
+// head_dim) allocated once; a step writes the token's rotated key and its value at its
+// position with narrow().copy_(), and attends over narrow(0 .. position). The 8 query heads
+// are viewed as (kv_heads, 4) so that each group of 4 reads its K/V head by broadcasting in
+// the matmuls (repeat_interleave's head order, no copy). Llama's parameters, RoPE tables,
+// RMSNorm and SwiGLU; the token is a (1, 1) tensor and the argmax stays one.
+struct LlamaDecoder {
+  const Llama& m;
+  std::vector<torch::Tensor> K, V;  // one per layer
+
+  explicit LlamaDecoder(const Llama& model) : m(model) {
+    const int64_t kv = int64_t(m.g.kv_heads), ctx = int64_t(m.g.context), dh = int64_t(m.g.head_dim());
+    for (std::size_t l = 0; l < m.g.layers; ++l) {
+      K.push_back(torch::zeros({1, kv, ctx, dh}));
+      V.push_back(torch::zeros({1, kv, ctx, dh}));
+    }
+  }
+  // x (..., dh) at one position: x * cos + rotate_half(x) * sin, the tables' row `pos`
+  static torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+    const int64_t half = x.size(-1) / 2;
+    return x * cos + torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1) * sin;
+  }
+  // token (1, 1) int64 at position pos -> logits (1, 1, vocab); the caches gain position pos
+  torch::Tensor step(const torch::Tensor& token, int64_t pos) {
+    const bench::LlamaShape& g = m.g;
+    const int64_t kv = int64_t(g.kv_heads), group = int64_t(g.heads / g.kv_heads),
+                  dh = int64_t(g.head_dim()), H = int64_t(g.heads);
+    const torch::Tensor cos = m.cos.narrow(0, pos, 1), sin = m.sin.narrow(0, pos, 1);
+    torch::Tensor x = torch::embedding(m.p[0], token);  // (1, 1, D)
+    for (std::size_t l = 0; l < g.layers; ++l) {
+      const torch::Tensor h = m.rms_norm(x, m.P(l, bench::kNorm1));
+      const torch::Tensor q = rope(torch::matmul(h, m.P(l, bench::kWq)).view({1, kv, group, dh}), cos, sin);
+      const torch::Tensor k = rope(torch::matmul(h, m.P(l, bench::kWk)).view({1, kv, 1, dh}), cos, sin);
+      K[l].narrow(2, pos, 1).copy_(k);
+      V[l].narrow(2, pos, 1).copy_(torch::matmul(h, m.P(l, bench::kWv)).view({1, kv, 1, dh}));
+      const torch::Tensor keys = K[l].narrow(2, 0, pos + 1), values = V[l].narrow(2, 0, pos + 1);
+      const torch::Tensor scores = torch::matmul(q, keys.transpose(-2, -1)) / std::sqrt(double(dh));
+      const torch::Tensor o = torch::matmul(torch::softmax(scores, -1), values).reshape({1, 1, H * dh});
+      x = x + torch::matmul(o, m.P(l, bench::kWo));
+      x = x + m.swiglu(m.rms_norm(x, m.P(l, bench::kNorm2)), l);
+    }
+    const std::size_t last = 1 + g.layers * bench::kPerLayer;
+    return torch::matmul(m.rms_norm(x, m.p[last]), m.p[last + 1]);
+  }
+  // tokens[0 .. n-1) one step each from position 0 (the same step as the timed one)
+  void prefill(const std::vector<std::int64_t>& tokens, std::size_t n) {
+    for (std::size_t t = 0; t < n; ++t)
+      step(torch::full({1, 1}, tokens[t], torch::kInt64), int64_t(t));
+  }
+};
+
+std::vector<double> decode_logits(const bench::LlamaShape& g, const bench::LlamaWeights& w,
+                                  const std::vector<std::int64_t>& tokens) {
+  torch::NoGradGuard no_grad;
+  const Llama m(g, w);
+  LlamaDecoder d(m);
+  d.prefill(tokens, tokens.size() - 1);
+  const torch::Tensor logits =
+      d.step(torch::full({1, 1}, tokens.back(), torch::kInt64), int64_t(tokens.size() - 1));
+  const std::vector<float> v = values<float>(logits);
+  return std::vector<double>(v.begin(), v.end());
+}
+
+// The cache prefilled with context - 1 tokens; each timed step decodes one token at
+// position context - 1 and takes its argmax (the next step's token); the untimed second
+// part rolls the position back, so the next step overwrites the same slot and attends over
+// the same `context` keys.
+Result run_decode(const Args& a, std::size_t context) {
+  const bench::LlamaShape g = bench::decode_shape(context);
+  Result r;
+  if (!a.skip_check) bench::check_decode(g, [&](const auto& w, const auto& t) {
+    return decode_logits(g, w, t);
+  }, r);
+  torch::NoGradGuard no_grad;
+  const Llama model(g, bench::llama_train_weights(g, bench::llama_parameters(g)));
+  LlamaDecoder d(model);
+  const std::vector<std::int64_t> tokens = bench::decode_tokens(g);
+  d.prefill(tokens, g.context - 1);
+  torch::Tensor tok = torch::full({1, 1}, tokens.back(), torch::kInt64);
+  int64_t pos = int64_t(g.context) - 1;
+  r.time_parts(a.warmup, a.repeats, {[&] { tok = d.step(tok, pos++).argmax(-1); },
+                                     [&] { pos = int64_t(g.context) - 1; }});
+  g_sink = g_sink + double(tok.item<int64_t>());
+  r.add("context", double(g.context));
+  double count = 0;
+  for (const auto& t : model.p) count += double(t.numel());
+  r.add("parameters", count);
+  r.add("tokens_per_s", 1e3 / bench::median(r.samples_ms));
+  r.add("gflops", bench::decode_flops(g) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
 // ------------------------------------------------------------ 1,000-op chain
 
 Result run_chain(const Args& a) {
@@ -585,6 +680,8 @@ int main(int argc, char** argv) {
     r = run_toygpt(a);
   } else if (a.workload == "llama_step") {
     r = run_llama(a);
+  } else if (const std::size_t ctx = bench::parse_decode(a.workload)) {
+    r = run_decode(a, ctx);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {
