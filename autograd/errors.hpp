@@ -1,6 +1,7 @@
 #pragma once
-// The one place that formats argument and shape errors. Every op reports bad input
-// through `fail(op, ...)`, so messages always read "op: what is wrong (shapes)".
+// The one place that formats errors. Every op reports bad input through `fail(op, ...)`,
+// so messages always read "op: what is wrong (shapes)"; the tape reports a misused graph
+// through fail_with<GraphError>(op, ...) in the same voice.
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -19,12 +20,27 @@ class ShapeError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// Thrown when a graph is used in a way its gradient cannot survive: a backward through
+// history an earlier backward freed, through another thread's tape, or after a value the
+// backward needs was edited in place. Not an argument error: the same call is right on a
+// graph used correctly, so a logic_error (PyTorch raises RuntimeError for these).
+class GraphError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
 // "(2,6,16)"; a scalar (rank 0) prints as "()".
 std::string shape_str(const Shape& shape);
 
+template <class Error, class... Args>
+[[noreturn]] void fail_with(std::string_view op, fmt::format_string<Args...> format,
+                            Args&&... args) {
+  throw Error(fmt::format("{}: {}", op, fmt::format(format, std::forward<Args>(args)...)));
+}
+
 template <class... Args>
 [[noreturn]] void fail(std::string_view op, fmt::format_string<Args...> format, Args&&... args) {
-  throw ShapeError(fmt::format("{}: {}", op, fmt::format(format, std::forward<Args>(args)...)));
+  fail_with<ShapeError>(op, format, std::forward<Args>(args)...);
 }
 
 }  // namespace tapegrad

@@ -34,37 +34,88 @@ AnomalyGuard::AnomalyGuard() : previous_(g_anomaly) { g_anomaly = true; }
 AnomalyGuard::~AnomalyGuard() { g_anomaly = previous_; }
 bool anomaly_mode() { return g_anomaly; }
 
+namespace {
+// Cold and out of line: the check it guards runs on every saved value a backward reads.
+[[noreturn]] void modified_in_place(const char* op, const std::string& what,
+                                    std::uint32_t recorded, std::uint32_t now) {
+  fail_with<GraphError>(
+      "backward", "{} that {} saved for backward was modified in place after {} recorded it "
+      "(version {}, now {}), so its gradient would be wrong; edit a detach()ed copy, or run {} "
+      "again after the edit (writing through Tensor::value() counts as an edit)",
+      what, op, op, recorded, now, op);
+}
+
+// By rvalue reference: moving an xarray into a by-value parameter costs a construction
+// (its shape and strides copied), about 5 % of a chain of small ops.
+template <class T>
+void add_grad(TensorImpl<T>& t, Array<T>&& g) {
+  if (t.has_grad) {
+    t.grad += g;
+  } else {
+    t.grad = std::move(g);
+    t.has_grad = true;
+  }
+}
+}  // namespace
+
+template <class T>
+SavedInput<T>::SavedInput(std::shared_ptr<TensorImpl<T>> t)
+    : tensor(std::move(t)), version(tensor->version) {
+  tensor->saved_by.fetch_add(1, std::memory_order_relaxed);
+  tensor->saves.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <class T>
+SavedInput<T>::~SavedInput() {
+  if (!tensor) return;  // moved from
+  tensor->saved_by.fetch_sub(1, std::memory_order_relaxed);
+  tensor->drop_snapshots_if_unsaved();
+}
+
 template <class T>
 const Array<T>& BackwardContext<T>::input(std::size_t i) const {
-  return inputs_.at(i)->value;
+  const SavedInput<T>& in = node_.inputs.at(i);
+  if (in.tensor->version != in.version && in.tensor->changed_since(in.version))
+    modified_in_place(node_.op, fmt::format("one of the inputs (input {} of shape {})", i,
+                                            shape_str(in.tensor->shape())),
+                      in.version, in.tensor->version);
+  return in.tensor->value;
+}
+
+template <class T>
+const Array<T>& BackwardContext<T>::output() const {
+  if (output_.version != node_.output_version && output_.changed_since(node_.output_version))
+    modified_in_place(node_.op, fmt::format("the output (of shape {})", shape_str(output_.shape())),
+                      node_.output_version, output_.version);
+  return output_.value;
 }
 
 template <class T>
 bool BackwardContext<T>::wants(std::size_t i) const {
-  return inputs_.at(i)->requires_grad;
+  return node_.inputs.at(i).tensor->requires_grad;
 }
 
 template <class T>
 void BackwardContext<T>::accumulate(std::size_t i, Array<T> contribution) {
-  TensorImpl<T>& input = *inputs_.at(i);
+  TensorImpl<T>& input = *node_.inputs.at(i).tensor;
   if (!input.requires_grad) return;
   Array<T> reduced = sum_to<T>(std::move(contribution), input.shape());
   if (g_anomaly && !all_finite(reduced))
     throw AnomalyError(fmt::format(
         "anomaly: the backward of {} produced a non-finite gradient for its input {} of shape {}",
-        op_, i, shape_str(input.shape())));
-  if (input.has_grad) {
-    input.grad += reduced;
-  } else {
-    input.grad = std::move(reduced);
-    input.has_grad = true;
-  }
+        node_.op, i, shape_str(input.shape())));
+  add_grad(input, std::move(reduced));
 }
 
 template <class T>
 Tape<T>& Tape<T>::active() {
   thread_local Tape<T> tape;
   return tape;
+}
+
+template <class T>
+Tape<T>::~Tape() {
+  drop_all(History::thread_ended);
 }
 
 template <class T>
@@ -76,35 +127,64 @@ void Tape<T>::push(Node<T> node) {
   }
 }
 
-// A forward pass whose result is dropped without backward (evaluation without a
-// NoGradGuard) would otherwise grow the tape forever. A node whose output is gone can
-// never receive a gradient; dropping it releases its inputs, which may orphan earlier
-// nodes, so one sweep from the back finds them all.
+// Releases, from the back, the nodes in `walked` (indices, last first) unless keep_walked,
+// and every node whose output is gone: it can never receive a gradient, and releasing its
+// inputs may orphan earlier nodes, which the same pass then finds. A released node's
+// output, if someone still holds it, learns that its history is gone.
 template <class T>
-void Tape<T>::drop_unreachable() {
-  std::vector<bool> dead(nodes_.size(), false);
+void Tape<T>::release(const std::vector<std::size_t>& walked, bool keep_walked) {
+  if (!keep_walked && walked.size() == nodes_.size()) {
+    // The usual training step: the loss depends on every node. One pass, as drop_all.
+    drop_all(History::freed);
+    return;
+  }
+  std::size_t w = 0;
   for (std::size_t i = nodes_.size(); i-- > 0;) {
-    if (nodes_[i].output.expired()) {
-      dead[i] = true;
-      nodes_[i].inputs.clear();
-      nodes_[i].backward = nullptr;
-    }
+    Node<T>& node = nodes_[i];
+    const bool was_walked = w < walked.size() && walked[w] == i;
+    w += was_walked;
+    const bool dead = node.output.expired();
+    if (!dead && (keep_walked || !was_walked)) continue;
+    if (!dead) node.out->forget_history(History::freed);
+    node.inputs.clear();
+    node.backward = nullptr;
   }
   std::size_t kept = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (dead[i]) continue;
+    if (!nodes_[i].backward) continue;
     if (kept != i) nodes_[kept] = std::move(nodes_[i]);  // never self-move: it empties
     ++kept;
   }
   nodes_.resize(kept);
+  if (nodes_.empty()) {  // as clear(): the next step starts from a fresh list
+    nodes_.shrink_to_fit();
+    next_prune_ = 4096;
+  }
+}
+
+// A forward pass whose result is dropped without backward (evaluation without a
+// NoGradGuard) would otherwise grow the tape forever.
+template <class T>
+void Tape<T>::drop_unreachable() {
+  static const std::vector<std::size_t> none;
+  release(none, true);
+}
+
+template <class T>
+void Tape<T>::drop_all(History why) {
+  // Release from the back so freeing is in reverse creation order.
+  while (!nodes_.empty()) {
+    std::shared_ptr<TensorImpl<T>> out = nodes_.back().output.lock();
+    nodes_.pop_back();  // first: its saved inputs no longer count when out forgets
+    if (out) out->forget_history(why);
+  }
+  nodes_.shrink_to_fit();
+  next_prune_ = 4096;
 }
 
 template <class T>
 void Tape<T>::clear() {
-  // Release from the back so freeing is in reverse creation order.
-  while (!nodes_.empty()) nodes_.pop_back();
-  nodes_.shrink_to_fit();
-  next_prune_ = 4096;
+  drop_all(History::cleared);
 }
 
 template <class T>
@@ -112,11 +192,63 @@ std::string Tape<T>::to_string() const {
   std::string out;
   for (const Node<T>& node : nodes_) {
     std::vector<std::string> inputs;
-    for (const auto& in : node.inputs) inputs.push_back(shape_str(in->shape()));
+    for (const SavedInput<T>& in : node.inputs) inputs.push_back(shape_str(in.tensor->shape()));
     out += fmt::format("{} {} -> {}\n", node.op, fmt::join(inputs, ", "),
                        shape_str(node.output_shape));
   }
   return out;
+}
+
+// An op output reached by a backward must have its node on this tape; anything else would
+// give a missing gradient without a word.
+template <class T>
+void Tape<T>::check_history(const TensorImpl<T>& t, const char* consumer) const {
+  if (t.history == History::recorded && t.tape == this) return;
+  const std::string what =
+      consumer ? fmt::format("an input of {} (shape {}, made by {})", consumer,
+                             shape_str(t.shape()), t.op)
+               : fmt::format("this tensor (shape {}, made by {})", shape_str(t.shape()), t.op);
+  switch (t.history) {
+    case History::recorded:
+      fail_with<GraphError>("backward", "{} was recorded on another thread's tape; tapegrad "
+                            "keeps one tape per thread, so call backward on the thread that "
+                            "ran the forward", what);
+    case History::cleared:
+      fail_with<GraphError>("backward", "{} has no history: Tape::clear() dropped the node of "
+                            "{} and what it saved for backward", what, t.op);
+    case History::thread_ended:
+      fail_with<GraphError>("backward", "{} was recorded on a thread that has ended, and its "
+                            "tape with it; call backward on the thread that ran the forward",
+                            what);
+    default:
+      fail_with<GraphError>("backward", "{} was already backpropagated: that backward freed "
+                            "what {} saved for its gradient. To backward through the graph a "
+                            "second time, pass retain_graph = true to the first backward; to "
+                            "use the value as a constant, detach() it", what, t.op);
+  }
+}
+
+// The reachability pass: a node is walked when its output was reached (the root, or an
+// input of a walked node); creation order is a topological order, so one reverse pass
+// finds them all. Its cost is a liveness check and a compare per node and a store per
+// input of a walked node. Every error it finds is thrown before any gradient moves.
+template <class T>
+void Tape<T>::find_walk(TensorImpl<T>& root) {
+  walk_.clear();
+  if (root.is_leaf) return;
+  check_history(root, nullptr);
+  root.reached = ++epoch_;
+  for (std::size_t i = nodes_.size(); i-- > 0;) {
+    const Node<T>& node = nodes_[i];
+    if (node.output.expired() || node.out->reached != epoch_) continue;
+    walk_.push_back(i);
+    for (const SavedInput<T>& in : node.inputs) {
+      TensorImpl<T>& t = *in.tensor;
+      if (t.is_leaf) continue;  // a leaf has no node, and may be shared between threads
+      check_history(t, node.op);
+      t.reached = epoch_;
+    }
+  }
 }
 
 template <class T>
@@ -125,58 +257,47 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
   if (!root->requires_grad)
     fail("backward", "the tensor of shape {} does not require grad and has no history",
          shape_str(root->shape()));
+  find_walk(*root);
   // A gradient kept from an earlier backward (a retained intermediate's, the root's) must
   // not flow through the graph again: each sweep propagates only its own gradient. Such
   // gradients are set aside and added back afterwards, so .grad accumulates as in PyTorch.
+  // (Every walked output is alive until the walked nodes are released: a later node or
+  // the caller holds it.)
   struct Kept {
-    std::shared_ptr<TensorImpl<T>> tensor;
+    TensorImpl<T>* tensor;
     Array<T> grad;
   };
   std::vector<Kept> kept;
-  auto set_aside = [&kept](const std::shared_ptr<TensorImpl<T>>& t) {
-    if (!t || !t->has_grad || t->is_leaf) return;
-    kept.push_back({t, std::move(t->grad)});
-    t->grad = no_elements<T>();
-    t->has_grad = false;
+  auto set_aside = [&kept](TensorImpl<T>& t) {
+    if (!t.has_grad || t.is_leaf) return;
+    kept.push_back({&t, std::move(t.grad)});
+    t.grad = no_elements<T>();
+    t.has_grad = false;
   };
-  set_aside(root);
-  for (const Node<T>& node : nodes_) set_aside(node.output.lock());
-  if (root->has_grad) {  // a leaf root: it has no node, so its gradient flows nowhere
-    root->grad += seed;
-  } else {
-    root->grad = std::move(seed);
-    root->has_grad = true;
-  }
-  // On every exit, also through an exception mid-sweep (anomaly mode): the kept gradients
-  // come back, and half-used nodes are not left behind.
+  set_aside(*root);
+  for (std::size_t i : walk_) set_aside(*nodes_[i].out);
+  add_grad(*root, std::move(seed));  // a leaf root has no node: its gradient flows nowhere
+  // On every exit, also through an exception mid-sweep (anomaly mode, a value edited in
+  // place): the kept gradients come back, and half-used nodes are not left behind.
   struct OnExit {
     Tape& tape;
     bool retain;
     std::vector<Kept>& kept;
     ~OnExit() {
-      for (Kept& k : kept) {
-        if (k.tensor->has_grad) {
-          k.tensor->grad += k.grad;
-        } else {
-          k.tensor->grad = std::move(k.grad);
-          k.tensor->has_grad = true;
-        }
-      }
-      if (!retain) tape.clear();
+      for (Kept& k : kept) add_grad(*k.tensor, std::move(k.grad));
+      tape.release(tape.walk_, retain);
     }
   } on_exit{*this, retain_graph, kept};
-  // Outputs stay alive through the sweep (later nodes hold them as inputs), so a
-  // gradient that reaches a node's output is still there when its turn comes.
-  for (std::size_t i = nodes_.size(); i-- > 0;) {
+  for (std::size_t i : walk_) {
     Node<T>& node = nodes_[i];
-    std::shared_ptr<TensorImpl<T>> out = node.output.lock();
-    if (!out || !out->has_grad) continue;
-    const bool spent = !out->retains_grad && out != root;
-    BackwardContext<T> ctx(out->grad, spent, out->value, node.inputs, node.op);
+    TensorImpl<T>& out = *node.out;
+    if (!out.has_grad) continue;
+    const bool spent = !out.retains_grad && &out != root.get();
+    BackwardContext<T> ctx(out.grad, spent, out, node);
     node.backward(ctx);
     if (spent) {
-      out->grad = no_elements<T>();  // an intermediate's gradient is spent
-      out->has_grad = false;
+      out.grad = no_elements<T>();  // an intermediate's gradient is spent
+      out.has_grad = false;
     }
   }
   if (!root->is_leaf && !root->retains_grad) {
@@ -206,16 +327,23 @@ std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, A
 template <class T>
 void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorImpl<T>>& out,
                BackwardFn<T> backward) {
+  Tape<T>& tape = Tape<T>::active();
   out->requires_grad = true;
   out->is_leaf = false;
+  out->history = History::recorded;
+  out->op = op;
+  out->tape = &tape;
   Node<T> node;
   node.op = op;
   node.inputs.reserve(inputs.size());
-  for (const Tensor<T>& in : inputs) node.inputs.push_back(in.impl());
+  for (const Tensor<T>& in : inputs) node.inputs.emplace_back(in.impl());
   node.output = out;
+  node.out = out.get();
+  node.output_version = out->version;
+  out->saves.fetch_add(1, std::memory_order_relaxed);
   node.output_shape = out->shape();
   node.backward = std::move(backward);
-  Tape<T>::active().push(std::move(node));
+  tape.push(std::move(node));
 }
 
 }  // namespace detail
@@ -227,6 +355,7 @@ void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorI
   template void detail::push_node(const char*, OpInputs<T>,                              \
                                   const std::shared_ptr<TensorImpl<T>>&, BackwardFn<T>); \
   template class BackwardContext<T>;                                                     \
+  template struct SavedInput<T>;                                                         \
   template class Tape<T>;
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)

@@ -1,9 +1,20 @@
 #pragma once
-// The tape: a Wengert list. Every differentiable op, as it runs, appends one Node;
-// backward() walks the list once in reverse (execution order is already a topological
-// order, so there is no graph search and no recursion), accumulates gradients with +=
-// through sum_to, and then clears the list.
+// The tape: a Wengert list. Every differentiable op, as it runs, appends one Node; one tape
+// per thread and element type. backward(loss) walks the list in reverse (execution order
+// is already a topological order, so there is no graph search and no recursion): one pass
+// marks the nodes the loss depends on, a second runs their backward functions and
+// accumulates gradients with += through sum_to, and the walked nodes are then released.
+// Nodes of other graphs stay on the tape for their own backward.
+//
+// What keeps a gradient from being silently wrong (docs/RELIABILITY.md, "The graph"):
+// - an op output knows when its node was released; a backward that reaches it throws
+//   GraphError (a second backward, a new graph on a freed intermediate);
+// - an output records which tape holds its node; reaching it from another thread throws;
+// - every tensor has a version, bumped by Tensor::value(); a node keeps the versions of
+//   its inputs and output, and a backward function reading one whose value changed since
+//   throws (TensorImpl keeps a copy to tell an edit from a read through a non-const handle).
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -20,69 +31,98 @@ namespace tapegrad {
 template <class T>
 Array<T> sum_to(Array<T> grad, const Shape& shape);
 
+enum class History : std::uint8_t;  // autograd/tensor_impl.hpp
+
+template <class T>
+class BackwardContext;
+template <class T>
+using BackwardFn = std::function<void(BackwardContext<T>&)>;
+
+// An input a node keeps for its backward, with the version it had. While it lives it
+// counts in TensorImpl::saved_by, so that an edit of the tensor keeps a copy to compare.
+template <class T>
+struct SavedInput {
+  explicit SavedInput(std::shared_ptr<TensorImpl<T>> t);
+  SavedInput(SavedInput&& other) noexcept = default;  // leaves `other` empty, uncounted
+  SavedInput& operator=(SavedInput&& other) = delete;
+  ~SavedInput();
+  std::shared_ptr<TensorImpl<T>> tensor;
+  std::uint32_t version;  // the tensor's version when the node was recorded
+};
+
+template <class T>
+struct Node {
+  const char* op;  // a string literal: the op's name
+  std::vector<SavedInput<T>> inputs;
+  // Weak on purpose: a node never owns its output, so there is no cycle, and a result
+  // nobody holds any more lets its node (and what the node keeps) be dropped.
+  std::weak_ptr<TensorImpl<T>> output;
+  TensorImpl<T>* out = nullptr;  // the same tensor, read only while `output` has not expired
+  std::uint32_t output_version = 0;
+  Shape output_shape;
+  BackwardFn<T> backward;  // empty once the node is released
+};
+
 // What a node's backward function sees: the output's gradient and value, the inputs'
-// values, and a way to hand each input its share of the gradient.
+// values, and a way to hand each input its share of the gradient. Reading a value that
+// was edited in place since the node was recorded throws GraphError.
 template <class T>
 class BackwardContext {
  public:
   // grad_spent: nothing reads the output's gradient after this node (an intermediate that
   // does not retain it), so take_grad() may move it.
-  BackwardContext(Array<T>& grad, bool grad_spent, const Array<T>& output,
-                  const std::vector<std::shared_ptr<TensorImpl<T>>>& inputs, const char* op)
-      : grad_(grad), grad_spent_(grad_spent), output_(output), inputs_(inputs), op_(op) {}
+  BackwardContext(Array<T>& grad, bool grad_spent, const TensorImpl<T>& output,
+                  const Node<T>& node)
+      : grad_(grad), grad_spent_(grad_spent), output_(output), node_(node) {}
   const Array<T>& grad() const { return grad_; }      // d(loss)/d(output)
   // The output's gradient as an array of one's own, for an input that receives it
   // unchanged (add, reshape): moved out when it is spent, copied otherwise. Call it after
   // the last use of grad(), which may be empty afterwards.
   Array<T> take_grad() { return grad_spent_ ? std::move(grad_) : grad_; }
-  const Array<T>& output() const { return output_; }  // the forward result
+  const Array<T>& output() const;                     // the forward result
   const Array<T>& input(std::size_t i) const;         // the forward inputs' values
   bool wants(std::size_t i) const;                    // does input i require grad?
   // d(loss)/d(input i) += sum_to(contribution, shape of input i)
   void accumulate(std::size_t i, Array<T> contribution);
-  const char* op() const { return op_; }
+  const char* op() const { return node_.op; }
 
  private:
   Array<T>& grad_;
   bool grad_spent_;
-  const Array<T>& output_;
-  const std::vector<std::shared_ptr<TensorImpl<T>>>& inputs_;
-  const char* op_;
-};
-
-template <class T>
-using BackwardFn = std::function<void(BackwardContext<T>&)>;
-
-template <class T>
-struct Node {
-  const char* op;  // a string literal: the op's name
-  std::vector<std::shared_ptr<TensorImpl<T>>> inputs;
-  // Weak on purpose: a node never owns its output, so there is no cycle, and a result
-  // nobody holds any more lets its node (and what the node keeps) be dropped.
-  std::weak_ptr<TensorImpl<T>> output;
-  Shape output_shape;
-  BackwardFn<T> backward;
+  const TensorImpl<T>& output_;
+  const Node<T>& node_;
 };
 
 template <class T>
 class Tape {
  public:
-  static Tape& active();  // one tape per thread and element type
+  static Tape& active();  // this thread's tape of element type T
+  Tape() = default;
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+  ~Tape();  // what is still recorded becomes History::thread_ended
 
   void push(Node<T> node);
   std::size_t size() const { return nodes_.size(); }
   const std::vector<Node<T>>& nodes() const { return nodes_; }
+  // Drops every node; their outputs become History::cleared (a backward through one throws).
   void clear();
   // One line per node: "matmul (2,6,16), (16,16) -> (2,6,16)".
   std::string to_string() const;
 
-  // Seeds root's gradient, walks the nodes from last to first, then clears the tape
-  // unless retain_graph.
+  // Seeds root's gradient and walks, from last to first, the nodes root depends on; then
+  // releases them unless retain_graph. Nodes whose output is gone are released too.
   void backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed, bool retain_graph);
 
  private:
+  void find_walk(TensorImpl<T>& root);
+  void check_history(const TensorImpl<T>& t, const char* consumer) const;
+  void release(const std::vector<std::size_t>& walked, bool keep_walked);
+  void drop_all(History why);
   void drop_unreachable();
   std::vector<Node<T>> nodes_;
+  std::vector<std::size_t> walk_;  // indices of the nodes the running backward walks, last first
+  std::uint64_t epoch_ = 0;        // one per backward: TensorImpl::reached compares with it
   std::size_t next_prune_ = 4096;
 };
 
@@ -185,6 +225,8 @@ std::string tape_string() {
   return Tape<T>::active().to_string();
 }
 
+extern template struct SavedInput<float>;
+extern template struct SavedInput<double>;
 extern template class Tape<float>;
 extern template class Tape<double>;
 extern template class BackwardContext<float>;

@@ -99,7 +99,11 @@ bool Tensor<T>::has_shape(std::initializer_list<std::size_t> dims) const {
 template <class T>
 const Array<T>& Tensor<T>::value() const { return checked().value; }
 template <class T>
-Array<T>& Tensor<T>::value() { return checked().value; }
+Array<T>& Tensor<T>::value() {
+  TensorImpl<T>& impl = checked();
+  impl.bump_version();  // handing out a writable value counts as a write
+  return impl.value;
+}
 template <class T>
 const T* Tensor<T>::data() const { return checked().value.data(); }
 

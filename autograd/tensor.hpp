@@ -65,7 +65,11 @@ class Tensor {
   bool has_shape(std::initializer_list<std::size_t> dims) const;
 
   const Array<T>& value() const;
-  Array<T>& value();  // in-place edits (optimisers, initialisers) bypass the tape
+  // For in-place edits (optimisers, initialisers). A backward that needs the value as it
+  // was when an op recorded it throws if it has changed since. (While a live graph saved
+  // this tensor, the first call copies the value to tell an edit from a read; reading
+  // through a const handle, std::as_const(t).value(), costs nothing.)
+  Array<T>& value();
   const T* data() const;
   T item() const;  // the value of a one-element tensor
 
@@ -79,8 +83,10 @@ class Tensor {
   // Keep the gradient of a non-leaf tensor after backward (leaves always keep theirs).
   Tensor& retain_grad();
 
-  // Reverse-mode sweep over the active tape, seeded with d(this)/d(this) = 1; this
-  // tensor must hold one element. Clears the tape afterwards unless retain_graph.
+  // Reverse-mode sweep over the nodes of this thread's tape that this tensor depends on,
+  // seeded with d(this)/d(this) = 1; this tensor must hold one element. Frees those nodes
+  // afterwards unless retain_graph (other graphs on the tape are left alone). Throws
+  // GraphError, changing nothing, if the graph was freed or recorded on another thread.
   void backward(bool retain_graph = false) const;
   // The same, seeded with d(loss)/d(this) = seed (seed has this tensor's shape).
   void backward(const Array<T>& seed, bool retain_graph = false) const;

@@ -1,6 +1,11 @@
 #pragma once
 // What a Tensor handle points to. Only ops and the engine include this header.
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
 
 #include <xtensor/xarray.hpp>
 
@@ -18,6 +23,18 @@ Array<T> no_elements() {
 }
 
 template <class T>
+class Tape;
+
+// Where an op output's gradient would come from; a leaf has none (see Tape::backward).
+enum class History : std::uint8_t {
+  leaf,          // made by the user, or by an op that recorded nothing
+  recorded,      // its node is on `tape`
+  freed,         // a backward without retain_graph released its node
+  cleared,       // Tape::clear() dropped its node
+  thread_ended,  // its node was on the tape of a thread that has ended
+};
+
+template <class T>
 struct TensorImpl {
   explicit TensorImpl(Array<T> v, bool requires = false)
       : value(std::move(v)), requires_grad(requires) {
@@ -33,6 +50,51 @@ struct TensorImpl {
   bool requires_grad = false;
   bool is_leaf = true;        // false for op outputs recorded on the tape
   bool retains_grad = false;  // keep a non-leaf's gradient after backward
+  History history = History::leaf;
+  const char* op = nullptr;       // the op that made it, for an op output
+  const Tape<T>* tape = nullptr;  // the tape holding its node, while recorded
+  std::uint64_t reached = 0;      // the last backward (Tape's epoch) that depends on it
+
+  // In-place edits. A node keeps the version of each value it saved; Tensor::value()
+  // hands out a writable value and bumps the version. Most such calls only read (a
+  // non-const handle picks the non-const overload), so while a node still holds the
+  // current version a copy is kept, and a backward that finds another version compares:
+  // only a value that really changed is an error. Outside a live graph a bump is all.
+  std::uint32_t version = 0;
+  // Live nodes holding it as an input, and saves ever (as input or output). Atomic: a
+  // leaf (a parameter) may be saved by nodes of several threads' tapes at once.
+  std::atomic<std::uint32_t> saved_by{0};
+  std::atomic<std::uint32_t> saves{0};
+  std::uint32_t saves_seen = 0;  // `saves` at the last bump
+  std::vector<std::pair<std::uint32_t, Array<T>>> snapshots;  // (version, value then)
+
+  void bump_version() {
+    const std::uint32_t s = saves.load(std::memory_order_relaxed);
+    const bool saved = saved_by.load(std::memory_order_relaxed) > 0 || history == History::recorded;
+    if (saved && s != saves_seen) snapshots.emplace_back(version, value);
+    saves_seen = s;
+    ++version;
+  }
+  // Whether the value differs from what it was at version v (v not the current one).
+  bool changed_since(std::uint32_t v) const {
+    for (const auto& [version_then, then] : snapshots)
+      if (version_then == v)
+        return !(std::equal(then.shape().begin(), then.shape().end(), value.shape().begin(),
+                            value.shape().end()) &&
+                 std::memcmp(then.data(), value.data(), value.size() * sizeof(T)) == 0);
+    return true;
+  }
+  // Nothing holds a saved version any more: the copies can go.
+  void drop_snapshots_if_unsaved() {
+    if (!snapshots.empty() && saved_by.load(std::memory_order_relaxed) == 0 &&
+        history != History::recorded)
+      snapshots.clear();
+  }
+  void forget_history(History why) {
+    history = why;
+    tape = nullptr;
+    drop_snapshots_if_unsaved();
+  }
 
   Shape shape() const { return Shape(value.shape().begin(), value.shape().end()); }
 
