@@ -168,35 +168,44 @@ inline std::vector<double> attention(const std::vector<double>& q, const std::ve
 }
 }  // namespace naive
 
+// The residual stream (T, D) after every block, for tokens[0..T), by plain loops in double:
+// embedding, then per layer RMSNorm -> GQA with RoPE, causal -> residual -> RMSNorm ->
+// SwiGLU -> residual (before the final norm and head).
+inline std::vector<double> naive_llama_hidden(const LlamaShape& g, const LlamaWeights& w,
+                                              const std::int64_t* tokens, std::size_t T) {
+  const std::size_t D = g.d_model, H = g.heads, KV = g.kv_heads, dh = g.head_dim(), F = g.hidden();
+  std::vector<double> x(T * D);
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t j = 0; j < D; ++j) x[t * D + j] = w[0][std::size_t(tokens[t]) * D + j];
+  for (std::size_t l = 0; l < g.layers; ++l) {
+    auto P = [&](int k) -> const std::vector<double>& { return w[1 + l * kPerLayer + k]; };
+    const std::vector<double> h = naive::rms_norm(x, P(kNorm1), D, g.norm_eps);
+    std::vector<double> q = naive::matmul(h, P(kWq), T, D, H * dh);
+    std::vector<double> k = naive::matmul(h, P(kWk), T, D, KV * dh);
+    const std::vector<double> v = naive::matmul(h, P(kWv), T, D, KV * dh);
+    naive::rope(q, T, H, dh, g.rope_theta);
+    naive::rope(k, T, KV, dh, g.rope_theta);
+    const std::vector<double> o = naive::matmul(naive::attention(q, k, v, T, H, KV, dh), P(kWo), T, H * dh, D);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    const std::vector<double> h2 = naive::rms_norm(x, P(kNorm2), D, g.norm_eps);
+    const std::vector<double> gate = naive::matmul(h2, P(kGate), T, D, F);
+    std::vector<double> m = naive::matmul(h2, P(kUp), T, D, F);
+    for (std::size_t i = 0; i < m.size(); ++i) m[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
+    const std::vector<double> y = naive::matmul(m, P(kDown), T, F, D);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  }
+  return x;
+}
+
 // The mean next-token cross-entropy over the first nseq sequences of `seq` (toygpt_tokens'
 // layout, (B, T+1)), by plain loops in double.
 inline double naive_llama_loss(const LlamaShape& g, const LlamaWeights& w,
                                const std::vector<std::int64_t>& seq, std::size_t nseq) {
-  const std::size_t T = g.context, D = g.d_model, H = g.heads, KV = g.kv_heads, dh = g.head_dim(),
-                    F = g.hidden(), V = g.vocab;
+  const std::size_t T = g.context, D = g.d_model, V = g.vocab;
   double total = 0;
   for (std::size_t b = 0; b < nseq; ++b) {
     const std::int64_t* s = &seq[b * (T + 1)];
-    std::vector<double> x(T * D);
-    for (std::size_t t = 0; t < T; ++t)
-      for (std::size_t j = 0; j < D; ++j) x[t * D + j] = w[0][std::size_t(s[t]) * D + j];
-    for (std::size_t l = 0; l < g.layers; ++l) {
-      auto P = [&](int k) -> const std::vector<double>& { return w[1 + l * kPerLayer + k]; };
-      const std::vector<double> h = naive::rms_norm(x, P(kNorm1), D, g.norm_eps);
-      std::vector<double> q = naive::matmul(h, P(kWq), T, D, H * dh);
-      std::vector<double> k = naive::matmul(h, P(kWk), T, D, KV * dh);
-      const std::vector<double> v = naive::matmul(h, P(kWv), T, D, KV * dh);
-      naive::rope(q, T, H, dh, g.rope_theta);
-      naive::rope(k, T, KV, dh, g.rope_theta);
-      const std::vector<double> o = naive::matmul(naive::attention(q, k, v, T, H, KV, dh), P(kWo), T, H * dh, D);
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-      const std::vector<double> h2 = naive::rms_norm(x, P(kNorm2), D, g.norm_eps);
-      const std::vector<double> gate = naive::matmul(h2, P(kGate), T, D, F);
-      std::vector<double> m = naive::matmul(h2, P(kUp), T, D, F);
-      for (std::size_t i = 0; i < m.size(); ++i) m[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
-      const std::vector<double> y = naive::matmul(m, P(kDown), T, F, D);
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-    }
+    const std::vector<double> x = naive_llama_hidden(g, w, s, T);
     const std::size_t last = 1 + g.layers * kPerLayer;
     const std::vector<double> logits =
         naive::matmul(naive::rms_norm(x, w[last], D, g.norm_eps), w[last + 1], T, D, V);
@@ -303,28 +312,8 @@ inline std::vector<std::int64_t> decode_tokens(const LlamaShape& g) {
 // one cached decode step after a prefill of the first tokens.size() - 1 must produce.
 inline std::vector<double> naive_llama_last_logits(const LlamaShape& g, const LlamaWeights& w,
                                                    const std::vector<std::int64_t>& tokens) {
-  const std::size_t T = tokens.size(), D = g.d_model, H = g.heads, KV = g.kv_heads,
-                    dh = g.head_dim(), F = g.hidden(), V = g.vocab;
-  std::vector<double> x(T * D);
-  for (std::size_t t = 0; t < T; ++t)
-    for (std::size_t j = 0; j < D; ++j) x[t * D + j] = w[0][std::size_t(tokens[t]) * D + j];
-  for (std::size_t l = 0; l < g.layers; ++l) {
-    auto P = [&](int k) -> const std::vector<double>& { return w[1 + l * kPerLayer + k]; };
-    const std::vector<double> h = naive::rms_norm(x, P(kNorm1), D, g.norm_eps);
-    std::vector<double> q = naive::matmul(h, P(kWq), T, D, H * dh);
-    std::vector<double> k = naive::matmul(h, P(kWk), T, D, KV * dh);
-    const std::vector<double> v = naive::matmul(h, P(kWv), T, D, KV * dh);
-    naive::rope(q, T, H, dh, g.rope_theta);
-    naive::rope(k, T, KV, dh, g.rope_theta);
-    const std::vector<double> o = naive::matmul(naive::attention(q, k, v, T, H, KV, dh), P(kWo), T, H * dh, D);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    const std::vector<double> h2 = naive::rms_norm(x, P(kNorm2), D, g.norm_eps);
-    const std::vector<double> gate = naive::matmul(h2, P(kGate), T, D, F);
-    std::vector<double> m = naive::matmul(h2, P(kUp), T, D, F);
-    for (std::size_t i = 0; i < m.size(); ++i) m[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
-    const std::vector<double> y = naive::matmul(m, P(kDown), T, F, D);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-  }
+  const std::size_t T = tokens.size(), D = g.d_model, V = g.vocab;
+  const std::vector<double> x = naive_llama_hidden(g, w, tokens.data(), T);
   const std::size_t last = 1 + g.layers * kPerLayer;
   const std::vector<double> xl(x.end() - std::ptrdiff_t(D), x.end());
   return naive::matmul(naive::rms_norm(xl, w[last], D, g.norm_eps), w[last + 1], 1, D, V);
