@@ -11,17 +11,6 @@
 namespace tapegrad::kernels {
 
 namespace {
-// Runs body(p) for p in [0, pairs), in parallel when the work is worth a thread wake-up;
-// the caller makes sure that different p write disjoint memory.
-template <class F>
-void for_each_pair(std::size_t pairs, double flops, F&& body) {
-  if (flops < 1.0e6) {
-    for (std::size_t p = 0; p < pairs; ++p) body(p);
-  } else {
-    parallel_for(pairs, body);
-  }
-}
-
 // ---------------------------------------------------------------- square multi-head
 // H == KV, Tq == Tk, no window: the code measured in docs/PERFORMANCE.md, unchanged but for
 // the row widths (v and y may be narrower or wider than q and k). Pairs are (b, h).
@@ -29,7 +18,7 @@ void for_each_pair(std::size_t pairs, double flops, F&& body) {
 template <class F>
 void for_each_head(const HeadLayout& L, F&& body) {
   const double flops = 2.0 * double(L.B * L.H) * double(L.Tq) * double(L.Tq) * double(L.dh);
-  for_each_pair(L.B * L.H, flops, [&](std::size_t p) { body(p / L.H, p % L.H); });
+  parallel_for_if_worth(L.B * L.H, flops, [&](std::size_t p) { body(p / L.H, p % L.H); });
 }
 
 template <class T>
@@ -152,7 +141,7 @@ template <class T>
 void banded_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w) {
   const std::size_t Tk = L.Tk, qld = L.q_ld(), kld = L.k_ld();
   const T masked = -std::numeric_limits<T>::infinity();
-  for_each_pair(L.B * L.H, banded_flops(L, L.dh), [&](std::size_t p) {
+  parallel_for_if_worth(L.B * L.H, banded_flops(L, L.dh), [&](std::size_t p) {
     const std::size_t b = p / L.H, h = p % L.H, kv = h / L.group();
     const T* qbh = q + b * L.Tq * qld + h * L.dh;
     const T* kb = k + b * Tk * kld + kv * L.dh;
@@ -188,7 +177,7 @@ template <class T>
 void banded_weights_backward(const HeadLayout& L, const T* q, const T* k, const T* w,
                              const T* dw, T scale, T* dq, T* dk) {
   const std::size_t Tk = L.Tk, qld = L.q_ld(), kld = L.k_ld();
-  for_each_pair(L.B * L.KV, 2 * banded_flops(L, L.dh), [&](std::size_t p) {
+  parallel_for_if_worth(L.B * L.KV, 2 * banded_flops(L, L.dh), [&](std::size_t p) {
     const std::size_t b = p / L.KV, kv = p % L.KV;
     const T* kb = k + b * Tk * kld + kv * L.dh;
     T* dkb = dk ? dk + b * Tk * kld + kv * L.dh : nullptr;
@@ -233,7 +222,7 @@ void banded_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
 template <class T>
 void banded_mix_forward(const HeadLayout& L, const T* w, const T* v, T* y) {
   const std::size_t Tk = L.Tk, vld = L.v_ld(), yld = L.y_ld();
-  for_each_pair(L.B * L.H, banded_flops(L, L.dv), [&](std::size_t p) {
+  parallel_for_if_worth(L.B * L.H, banded_flops(L, L.dv), [&](std::size_t p) {
     const std::size_t b = p / L.H, h = p % L.H, kv = h / L.group();
     const T* wbh = w + p * L.Tq * Tk;
     const T* vb = v + b * Tk * vld + kv * L.dv;
@@ -251,7 +240,7 @@ template <class T>
 void banded_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* dy, T* dw,
                          T* dv) {
   const std::size_t Tk = L.Tk, vld = L.v_ld(), yld = L.y_ld();
-  for_each_pair(L.B * L.KV, 2 * banded_flops(L, L.dv), [&](std::size_t p) {
+  parallel_for_if_worth(L.B * L.KV, 2 * banded_flops(L, L.dv), [&](std::size_t p) {
     const std::size_t b = p / L.KV, kv = p % L.KV;
     const T* vb = v + b * Tk * vld + kv * L.dv;
     T* dvb = dv ? dv + b * Tk * vld + kv * L.dv : nullptr;

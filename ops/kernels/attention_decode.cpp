@@ -62,12 +62,9 @@ void attention_decode(const DecodeLayout& L, const T* q, const T* k, const T* v,
   const std::size_t pairs = L.B * L.KV;
   const double flops = 4.0 * double(L.B * L.H) * double(L.count) * double(L.dh);
   // (b, kv) pairs write disjoint blocks of y; a short context is not worth a wake-up
-  auto body = [&](std::size_t p) { decode_kv_head(L, p / L.KV, p % L.KV, q, k, v, scale, y); };
-  if (flops < 2.0e5) {
-    for (std::size_t p = 0; p < pairs; ++p) body(p);
-  } else {
-    parallel_for(pairs, body);
-  }
+  parallel_for_if_worth(
+      pairs, flops, [&](std::size_t p) { decode_kv_head(L, p / L.KV, p % L.KV, q, k, v, scale, y); },
+      2.0e5);
 }
 
 template void attention_decode(const DecodeLayout&, const float*, const float*, const float*,

@@ -15,17 +15,6 @@ namespace {
 
 constexpr std::size_t BQ = kFlashQueryBlock, BK = kFlashKeyBlock;
 
-// Runs body(p) for p in [0, n), on the pool when the work is worth waking it. Which thread
-// runs a task never changes what the task computes.
-template <class F>
-void for_each_task(std::size_t n, double flops, F&& body) {
-  if (flops < 1.0e6) {
-    for (std::size_t p = 0; p < n; ++p) body(p);
-  } else {
-    parallel_for(n, body);
-  }
-}
-
 double band_flops(const HeadLayout& L) {
   return 2.0 * double(L.B * L.H) * double(L.Tq) * double(L.Tk) * double(L.dh + L.dv);
 }
@@ -165,7 +154,7 @@ template <class T>
 void flash_attention_forward(const HeadLayout& L, const T* q, const T* k, const T* v, T scale,
                              T* y, T* lse) {
   const std::size_t nq = query_blocks(L);
-  for_each_task(L.B * L.H * nq, band_flops(L), [&](std::size_t p) {
+  parallel_for_if_worth(L.B * L.H * nq, band_flops(L), [&](std::size_t p) {
     const std::size_t bh = p / nq, r0 = (p % nq) * BQ, b = bh / L.H, h = bh % L.H;
     forward_block(L, head_of(L, b, h, q, k, v), r0, std::min(BQ, L.Tq - r0), scale,
                   y + b * L.Tq * L.y_ld() + h * L.dv, lse + bh * L.Tq);
@@ -220,7 +209,7 @@ HeadGrad<T> head_grad_of(const HeadLayout& L, std::size_t b, std::size_t h, cons
 // D (B, H, Tq) = rowsum(dy * y) per head: the softmax backward's row term.
 template <class T>
 void row_terms(const HeadLayout& L, const T* y, const T* dy, T* D) {
-  for_each_task(L.B * L.H, 2.0 * double(L.B * L.H * L.Tq * L.dv), [&](std::size_t bh) {
+  parallel_for_if_worth(L.B * L.H, 2.0 * double(L.B * L.H * L.Tq * L.dv), [&](std::size_t bh) {
     const std::size_t b = bh / L.H, h = bh % L.H;
     for (std::size_t i = 0; i < L.Tq; ++i) {
       const std::size_t off = (b * L.Tq + i) * L.y_ld() + h * L.dv;
@@ -247,7 +236,7 @@ void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const
   const std::size_t nq = query_blocks(L), nk = key_blocks(L);
   const double flops = 2.0 * band_flops(L);
   if (dk || dv)
-    for_each_task(L.B * L.KV * nk, flops, [&](std::size_t p) {
+    parallel_for_if_worth(L.B * L.KV * nk, flops, [&](std::size_t p) {
       const std::size_t b = p / (L.KV * nk), kv = p / nk % L.KV, kb = p % nk, j0 = kb * BK;
       const std::size_t n = std::min(BK, L.Tk - j0);
       T* dkb = dk ? dk + (b * L.Tk + j0) * L.k_ld() + kv * L.dh : nullptr;
@@ -280,7 +269,7 @@ void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const
       }
     });
   if (dq)
-    for_each_task(L.B * L.H * nq, flops, [&](std::size_t p) {
+    parallel_for_if_worth(L.B * L.H * nq, flops, [&](std::size_t p) {
       const std::size_t bh = p / nq, r0 = (p % nq) * BQ, b = bh / L.H, h = bh % L.H;
       const std::size_t rows = std::min(BQ, L.Tq - r0);
       const Head<T> hd = head_of(L, b, h, q, k, v);

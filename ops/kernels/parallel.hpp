@@ -26,4 +26,16 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body);
 void parallel_blocks(std::size_t n, std::size_t granule,
                      const std::function<void(std::size_t, std::size_t)>& body);
 
+// parallel_for(n, body) when `flops` of work is worth waking the pool (a wake-up costs about
+// 10 us, some 1e5-1e6 flops), a plain loop otherwise: the one place that rule is written.
+// Which thread runs a task never changes what it computes.
+template <class F>
+void parallel_for_if_worth(std::size_t n, double flops, F&& body, double worth = 1.0e6) {
+  if (flops < worth) {
+    for (std::size_t p = 0; p < n; ++p) body(p);
+  } else {
+    parallel_for(n, body);
+  }
+}
+
 }  // namespace tapegrad::kernels
