@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,18 @@ inline Indices random_tokens(std::size_t B, std::size_t T, std::size_t vocab, st
   Indices t = Indices::from_shape({B, T});
   for (auto& v : t) v = static_cast<std::int64_t>(gen.integer(vocab));
   return t;
+}
+
+// An attention specification of H query heads over KV key/value heads.
+inline AttentionSpec make_spec(std::size_t H, std::size_t KV, bool causal, std::size_t window = 0,
+                               std::optional<double> scale = std::nullopt) {
+  AttentionSpec spec;
+  spec.heads = H;
+  spec.kv_heads = KV;
+  spec.causal = causal;
+  spec.window = window;
+  spec.scale = scale;
+  return spec;
 }
 
 inline void require_shape_error(const std::function<void()>& call,

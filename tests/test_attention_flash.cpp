@@ -135,17 +135,6 @@ void sweep(std::size_t H, std::size_t KV, double tol) {
     }
 }
 
-AttentionSpec make_spec(std::size_t H, std::size_t KV, bool causal, std::size_t window = 0,
-                        std::optional<double> scale = std::nullopt) {
-  AttentionSpec spec;
-  spec.heads = H;
-  spec.kv_heads = KV;
-  spec.causal = causal;
-  spec.window = window;
-  spec.scale = scale;
-  return spec;
-}
-
 }  // namespace
 
 TEST_CASE("flash: equals composed for MHA in double", "[flash]") { sweep<double>(4, 4, 1e-12); }
@@ -222,19 +211,12 @@ TransformerConfig small_llama() {
   return c;
 }
 
-Indices tokens_of(std::size_t B, std::size_t T, std::size_t vocab, std::uint64_t seed) {
-  Generator gen(seed);
-  Indices t = Indices::from_shape({B, T});
-  for (auto& v : t) v = static_cast<std::int64_t>(gen.integer(vocab));
-  return t;
-}
-
 // The loss before each of `steps` AdamW steps on one fixed batch, the model on `path`.
 std::vector<double> losses(const TransformerConfig& c, AttentionPath path, int steps) {
   Transformer<double> model(c);
   model.set_attention_path(path);
   AdamW<double> opt(model.parameters(), AdamWOptions{});
-  const Indices tokens = tokens_of(2, c.context, c.vocab, 8), targets = tokens_of(2, c.context, c.vocab, 9);
+  const Indices tokens = random_tokens(2, c.context, c.vocab, 8), targets = random_tokens(2, c.context, c.vocab, 9);
   std::vector<double> out;
   for (int s = 0; s < steps; ++s) {
     opt.zero_grad();

@@ -134,17 +134,6 @@ void gradcheck_both_paths(const Sizes& s, const AttentionSpec& spec) {
     }
 }
 
-AttentionSpec make_spec(std::size_t H, std::size_t KV, bool causal, std::size_t window = 0,
-                        std::optional<double> scale = std::nullopt) {
-  AttentionSpec spec;
-  spec.heads = H;
-  spec.kv_heads = KV;
-  spec.causal = causal;
-  spec.window = window;
-  spec.scale = scale;
-  return spec;
-}
-
 }  // namespace
 
 TEST_CASE("gqa: gradcheck of both paths, GQA causal", "[gqa][gradcheck]") {
