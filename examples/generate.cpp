@@ -23,13 +23,13 @@
 #include <CLI/CLI.hpp>
 
 #include "examples/common/cli.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/generation.hpp"
 #include "ops/kernels/parallel.hpp"
 
 using namespace tapegrad;
-using namespace tapegrad::train;
+using namespace tapegrad::tasks;
 
 namespace {
 

@@ -14,14 +14,14 @@
 #include <xtensor/xadapt.hpp>
 
 #include "autograd/tape.hpp"
-#include "examples/train/evaluate.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/evaluate.hpp"
+#include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
 #include "run_program.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;
-using namespace tapegrad::train;
+using namespace tapegrad::tasks;
 
 namespace {
 

@@ -8,10 +8,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 
 using namespace tapegrad;
-using namespace tapegrad::train;
+using namespace tapegrad::tasks;
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "examples/saturation/report.hpp"
 #include "examples/saturation/sweep.hpp"
 #include "examples/saturation/training.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 #include "run_program.hpp"
 
 namespace fs = std::filesystem;
@@ -153,7 +153,7 @@ TEST_CASE("saturation training: a tiny run is reproducible and sees uniform atte
   }
   // normal(0, 0.02) projections make every score nearly 0, so each causal row i is nearly
   // uniform over its i + 1 keys: entropy log(i + 1).
-  const train::SequenceTask task = train::SequenceTask::make("sort");
+  const tasks::SequenceTask task = tasks::SequenceTask::make("sort");
   CHECK(a.evals[0].entropy_all == Approx(causal_uniform_entropy(task.context())).margin(0.01));
   CHECK(a.evals[0].entropy_answer ==
         Approx(causal_uniform_entropy(task.context(), task.first_answer_position())).margin(0.01));

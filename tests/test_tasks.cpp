@@ -8,10 +8,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 
 using namespace tapegrad;
-using namespace tapegrad::train;
+using namespace tapegrad::tasks;
 
 namespace {
 
@@ -239,10 +239,10 @@ TEST_CASE("tasks: text vocabulary is the distinct code points and windows shift 
 #endif
 
 #ifdef TAPEGRAD_WITH_EXAMPLES
-#include "examples/train/evaluate.hpp"
+#include "tasks/evaluate.hpp"
 
 TEST_CASE("tasks: text sampling honours temperature 0 and the top-p nucleus", "[tasks]") {
-  using tapegrad::train::sample_logits;
+  using tapegrad::tasks::sample_logits;
   const float logits[4] = {0.0f, 2.0f, 1.0f, -1.0f};
   tapegrad::Generator gen(5);
   // temperature 0 is greedy

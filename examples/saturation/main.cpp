@@ -25,7 +25,7 @@
 #include "examples/saturation/report.hpp"
 #include "examples/saturation/sweep.hpp"
 #include "examples/saturation/training.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 #include "ops/kernels/gemm.hpp"
 
 namespace fs = std::filesystem;

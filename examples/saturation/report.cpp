@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "examples/common/svg_plot.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 
 namespace tapegrad::saturation {
 namespace {
@@ -748,7 +748,7 @@ std::string report_markdown(const ReportInputs& in) {
 
   if (!runs.empty()) {
     const TrainingOptions& o = in.training;
-    const train::SequenceTask task = train::SequenceTask::make(o.task);
+    const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
     md += "## 2. Training: TinyGPT on `" + o.task + "`, scaled against unscaled\n\n";
     std::snprintf(buf, sizeof buf,
                   "TinyGPT with %zu head%s per layer (d_model = %zu x d_head), %zu layers, MLP x%zu, "

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "autograd/tape.hpp"
-#include "examples/train/evaluate.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/evaluate.hpp"
+#include "tasks/tasks.hpp"
 #include "nn/optim.hpp"
 #include "nn/schedule.hpp"
 #include "nn/tinygpt.hpp"
@@ -20,9 +20,9 @@
 namespace tapegrad::saturation {
 namespace {
 
-using train::Batch;
-using train::Example;
-using train::SequenceTask;
+using tasks::Batch;
+using tasks::Example;
+using tasks::SequenceTask;
 
 // The held-out set is the same for every run (and every seed), as in train_tiny_transformer.
 constexpr std::uint64_t kEvalSeed = 0x5eed0fe7a1ULL;
@@ -62,7 +62,7 @@ double mean_row_entropy(const Tensor<float>& weights, std::size_t first_row) {
 EvalPoint evaluate_at(TinyGPT<float>& model, const SequenceTask& task,
                       const std::vector<Batch>& batches, std::size_t step) {
   model.keep_attention_weights(true);
-  train::EvalResult r = train::evaluate(model, batches);
+  tasks::EvalResult r = tasks::evaluate(model, batches);
   EvalPoint e;
   e.step = step;
   e.loss = r.loss;
@@ -132,7 +132,7 @@ RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
   Generator eval_gen(kEvalSeed);
   std::vector<Example> eval_examples;
   for (std::size_t i = 0; i < o.eval_size; ++i) eval_examples.push_back(task.sample_eval(eval_gen));
-  const std::vector<Batch> eval_batches = train::batch_examples(task, eval_examples, 250);
+  const std::vector<Batch> eval_batches = tasks::batch_examples(task, eval_examples, 250);
   // The same data stream for the scaled and the unscaled run of a seed.
   Generator data_gen(spec.seed * 0x9e3779b97f4a7c15ULL + 1);
 
@@ -152,7 +152,7 @@ RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
     opt_decay.set_lr(lr);
     opt_plain.set_lr(lr);
     Batch batch = task.train_batch(o.batch, data_gen);
-    Tensor<float> loss = model.loss(batch.tokens, batch.targets, train::kIgnore);
+    Tensor<float> loss = model.loss(batch.tokens, batch.targets, tasks::kIgnore);
     double value = loss.item();
     if (!std::isfinite(value)) {
       result.diverged = true;

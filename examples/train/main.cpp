@@ -26,11 +26,11 @@
 #include "examples/common/cli.hpp"
 #include "examples/common/config_cli.hpp"
 #include "examples/common/svg_plot.hpp"
-#include "examples/train/evaluate.hpp"
+#include "tasks/evaluate.hpp"
 #include "examples/train/metrics.hpp"
 #include "examples/train/model_check.hpp"
 #include "examples/train/progress.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/optim.hpp"
 #include "nn/schedule.hpp"
@@ -40,6 +40,7 @@
 namespace fs = std::filesystem;
 using namespace tapegrad;
 using namespace tapegrad::train;
+using namespace tapegrad::tasks;
 
 namespace {
 

@@ -20,14 +20,14 @@ TinyGPTConfig small_config(const TinyGPTConfig& config) {
   return s;
 }
 
-ModelCheck check_model_gradients(const TinyGPTConfig& small, const Batch& batch,
+ModelCheck check_model_gradients(const TinyGPTConfig& small, const tasks::Batch& batch,
                                  std::size_t max_elements, std::uint64_t seed) {
   auto start = std::chrono::steady_clock::now();
   TinyGPT<double> model(small);
   std::vector<Tensor<double>> params = model.parameters();
   // gradcheck perturbs the parameter tensors in place; the model reads the same handles.
   TensorFunction<double> f = [&](const std::vector<Tensor<double>>&) {
-    return model.loss(batch.tokens, batch.targets, kIgnore);
+    return model.loss(batch.tokens, batch.targets, tasks::kIgnore);
   };
   GradcheckOptions options;  // double: eps 1e-6, atol 1e-5, rtol 1e-3
   options.max_elements = max_elements;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "autograd/gradcheck.hpp"
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 #include "nn/tinygpt.hpp"
 
 namespace tapegrad::train {
@@ -35,7 +35,7 @@ struct ModelCheck {
 TinyGPTConfig small_config(const TinyGPTConfig& config);
 
 // Checks every parameter of TinyGPT<double>(small) on `batch` (its loss with kIgnore).
-ModelCheck check_model_gradients(const TinyGPTConfig& small, const Batch& batch,
+ModelCheck check_model_gradients(const TinyGPTConfig& small, const tasks::Batch& batch,
                                  std::size_t max_elements = 6, std::uint64_t seed = 0);
 
 // "parameter  shape  checked  max abs err  max rel err  pass" rows, one per tensor.

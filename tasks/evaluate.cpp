@@ -1,4 +1,4 @@
-#include "examples/train/evaluate.hpp"
+#include "tasks/evaluate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "nn/generation.hpp"
 #include "ops/cross_entropy.hpp"
 
-namespace tapegrad::train {
+namespace tapegrad::tasks {
 
 namespace {
 
@@ -112,4 +112,4 @@ std::vector<std::int64_t> sample(TinyGPT<float>& model, std::vector<std::int64_t
   return prompt;
 }
 
-}  // namespace tapegrad::train
+}  // namespace tapegrad::tasks

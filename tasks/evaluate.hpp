@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 #include "nn/tinygpt.hpp"
 
-namespace tapegrad::train {
+namespace tapegrad::tasks {
 
 struct EvalResult {
   double loss = 0;            // mean cross-entropy over the scored positions
@@ -50,4 +50,4 @@ std::vector<std::int64_t> sample(TinyGPT<float>& model, std::vector<std::int64_t
 std::int64_t sample_logits(const float* logits, std::size_t V, double temperature, double top_p,
                            Generator& gen);
 
-}  // namespace tapegrad::train
+}  // namespace tapegrad::tasks

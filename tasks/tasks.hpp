@@ -18,7 +18,7 @@
 #include "autograd/tensor.hpp"
 #include "ops/embedding.hpp"  // Indices
 
-namespace tapegrad::train {
+namespace tapegrad::tasks {
 
 // Checkpoint entries the trainer adds (under nn/checkpoint's config prefix, which
 // load_parameters tolerates): the task name as int64 bytes, and for a text model its
@@ -199,4 +199,4 @@ class TextTask {
 std::vector<std::uint32_t> utf8_decode(const std::string& s);
 std::string utf8_encode(const std::vector<std::uint32_t>& cps);
 
-}  // namespace tapegrad::train
+}  // namespace tapegrad::tasks

@@ -1,4 +1,4 @@
-#include "examples/train/tasks.hpp"
+#include "tasks/tasks.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace tapegrad::train {
+namespace tapegrad::tasks {
 
 std::uint64_t hash_tokens(const std::vector<std::int64_t>& tokens) {
   std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
@@ -441,4 +441,4 @@ std::string TextTask::decode(const std::vector<std::int64_t>& ids) const {
   return utf8_encode(cps);
 }
 
-}  // namespace tapegrad::train
+}  // namespace tapegrad::tasks
