@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages tapegrad needs, and only those that are missing.
 # Idempotent and quick when nothing is missing. apt-get as root, sudo otherwise.
-#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh            what the library, the programs and the main command need
+#   scripts/install-deps.sh --test     also what only the test command needs
 #   scripts/install-deps.sh --bench    also libtorch-dev (the benchmark's reference)
 set -euo pipefail
 
@@ -9,13 +10,19 @@ packages=(
   cmake g++ make ccache               # toolchain (ccache: rebuilds are cheap)
   libxtensor-dev xtl-dev libxsimd-dev libxtensor-blas-dev libopenblas-dev
   libfmt-dev libzip-dev libcli11-dev  # formatting, .npz checkpoints, example CLIs
-  catch2                              # tests (Catch2 v2)
+  catch2                              # tests (Catch2 v2; built with the library by default)
+)
+test_packages=(
   python3-numpy                       # tests: numpy reads the checkpoints we write
   clang libclang-rt-14-dev llvm       # fuzz/: libFuzzer + sanitizer runtimes, llvm-symbolizer
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libtorch-dev)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --test) packages+=("${test_packages[@]}") ;;
+    --bench) packages+=(libtorch-dev) ;;
+    *) echo "install-deps: unknown option $arg (use --test or --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -14,6 +14,7 @@ jobs=$(nproc)
 step() { printf '\n== test.sh: %s (%s)\n' "$1" "$(date +%T)"; }
 
 step "Release build and tests"
+"$root/scripts/install-deps.sh" --test
 "$root/scripts/build.sh"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
 if [[ "${TAPEGRAD_TEST_QUICK:-0}" == 1 ]]; then
