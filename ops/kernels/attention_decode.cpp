@@ -29,7 +29,9 @@ std::size_t visible_runs(const DecodeLayout& L, Run runs[2]) {
 // scores[g * ld + j] = scale * q_g . k_j for the `len` keys of one run, g < G. The keys are
 // read once each, in place: a general product would first copy the whole run transposed
 // (it wants k^T), which at a long context cost more than the dot products themselves. A
-// block of W keys gives W partial-sum vectors, which one horizontal add turns into W scores.
+// block of W keys gives W partial-sum vectors, which one horizontal add turns into W scores;
+// the W sums advance together along the head width, as W independent chains of fused
+// multiply-adds (one chain per key would wait on each add's latency).
 template <class T>
 void run_scores(const T* q, std::size_t G, std::size_t dh, const T* k, std::size_t k_ld,
                 std::size_t len, T scale, T* scores, std::size_t ld) {
@@ -40,14 +42,14 @@ void run_scores(const T* q, std::size_t G, std::size_t dh, const T* k, std::size
   for (; j + W <= len; j += W)
     for (std::size_t g = 0; g < G; ++g) {
       const T* qg = q + g * dh;
+      const T* kj = k + j * k_ld;
       V partial[W];
       alignas(64) T sums[W];
-      for (std::size_t w = 0; w < W; ++w) {
-        const T* kj = k + (j + w) * k_ld;
-        V acc(T(0));
-        for (std::size_t d = 0; d < d_vec; d += W)
-          acc = xsimd::fma(V::load_unaligned(qg + d), V::load_unaligned(kj + d), acc);
-        partial[w] = acc;
+      for (std::size_t w = 0; w < W; ++w) partial[w] = V(T(0));
+      for (std::size_t d = 0; d < d_vec; d += W) {
+        const V qd = V::load_unaligned(qg + d);
+        for (std::size_t w = 0; w < W; ++w)
+          partial[w] = xsimd::fma(qd, V::load_unaligned(kj + w * k_ld + d), partial[w]);
       }
       xsimd::haddp(partial).store_aligned(sums);
       for (std::size_t w = 0; w < W; ++w) {
