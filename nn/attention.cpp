@@ -1,5 +1,9 @@
 #include "nn/attention.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "autograd/tape.hpp"  // grad_enabled
 #include "nn/kv_cache.hpp"
 #include "ops/attention_decode.hpp"
@@ -51,6 +55,41 @@ Tensor<T> per_head(const Norm<T>& norm, const Tensor<T>& x, std::size_t heads, s
   return reshape(norm(reshape(x, Shape{s[0], s[1], heads, dh})), s);
 }
 
+// q (B, T, heads*dh) viewed (B, T, heads, dh), each head times its own scalar t (heads, 1),
+// viewed back: the head's scores q.k are multiplied by t, and d/dt flows through mul.
+template <class T>
+Tensor<T> times_temperature(const Tensor<T>& q, const Tensor<T>& t, std::size_t heads,
+                            std::size_t dh) {
+  const Shape s = q.shape();
+  return reshape(reshape(q, Shape{s[0], s[1], heads, dh}) * t, s);
+}
+
+// scores (B, heads, Tq, Tk) = q.k * scale per head, as the softmax sees them: -inf where the
+// causal (or window) mask hides a key. Plain loops: only inspection asks for them.
+template <class T>
+Tensor<T> plain_scores(const Tensor<T>& q, const Tensor<T>& k, const AttentionSpec& spec) {
+  const AttentionDims d = check_attention_spec("MultiHeadAttention", q.shape(), k.shape(),
+                                               k.shape(), spec);
+  Tensor<T> out = Tensor<T>::zeros({d.B, d.heads, d.Tq, d.Tk});
+  T* o = out.value().data();
+  const T *qd = q.data(), *kd = k.data();
+  const std::size_t dh = d.head_dim, qw = d.heads * dh, kw = d.kv_heads * dh;
+  for (std::size_t b = 0; b < d.B; ++b)
+    for (std::size_t h = 0; h < d.heads; ++h)
+      for (std::size_t i = 0; i < d.Tq; ++i)
+        for (std::size_t j = 0; j < d.Tk; ++j, ++o) {
+          const std::size_t pos = d.q_offset + i;
+          const bool seen = (!d.causal || j <= pos) && (!d.window || pos - j < d.window);
+          if (!seen) { *o = -std::numeric_limits<T>::infinity(); continue; }
+          const T* qr = qd + (b * d.Tq + i) * qw + h * dh;
+          const T* kr = kd + (b * d.Tk + j) * kw + (h / d.group()) * dh;
+          double dot = 0;
+          for (std::size_t c = 0; c < dh; ++c) dot += double(qr[c]) * double(kr[c]);
+          *o = T(dot * d.scale);
+        }
+  return out;
+}
+
 }  // namespace
 
 template <class T>
@@ -66,7 +105,52 @@ MultiHeadAttention<T>::MultiHeadAttention(const AttentionConfig& c, Generator& g
     k_norm_.emplace(NormKind::rms_norm, spec_.head_dim, c.norm_eps);
     this->register_module("q_norm", *q_norm_);
     this->register_module("k_norm", *k_norm_);
+    for (Norm<T>* norm : {&*q_norm_, &*k_norm_})
+      for (Tensor<T>& gain : norm->parameters()) {
+        Array<T>& g = gain.value();
+        std::fill(g.begin(), g.end(), T(c.qk_norm_gain));
+      }
   }
+  if (c.learned_temperature)
+    temperature_ = this->register_parameter(
+        "temperature", init::constant<T>({spec_.heads, 1}, 1.0 / std::sqrt(double(spec_.head_dim))));
+}
+
+template <class T>
+void MultiHeadAttention<T>::set_head_mask(const std::vector<bool>& keep) {
+  if (!keep.empty() && keep.size() != spec_.heads)
+    fail("MultiHeadAttention::set_head_mask", "the mask has {} entries for {} heads", keep.size(),
+         spec_.heads);
+  head_keep_ = keep;
+  head_mask_ = Tensor<T>();
+  if (keep.empty() || std::all_of(keep.begin(), keep.end(), [](bool b) { return b; })) return;
+  head_mask_ = Tensor<T>::zeros({spec_.heads * spec_.head_dim});
+  T* m = head_mask_.value().data();
+  for (std::size_t h = 0; h < spec_.heads; ++h)
+    if (keep[h]) std::fill(m + h * spec_.head_dim, m + (h + 1) * spec_.head_dim, T(1));
+}
+
+// merged (B, T, heads*dh) [* head mask (heads*dh), zeroing the ablated heads] @ Wo -> (B, T, D)
+template <class T>
+Tensor<T> MultiHeadAttention<T>::output(const Tensor<T>& merged) const {
+  return matmul(head_mask_.defined() ? merged * head_mask_ : merged, Wo_);
+}
+
+// q (B, T, heads*dh), k and v (B, T, kv_heads*dh) -> the heads' outputs merged (B, T,
+// heads*dh), keeping the weights (and scores) when asked.
+template <class T>
+Tensor<T> MultiHeadAttention<T>::attend_full(const Tensor<T>& q, const Tensor<T>& k,
+                                             const Tensor<T>& v) {
+  AttentionResult<T> r = attention(q, k, v, spec_, path(k.shape()[1]));
+  if (!keep_) return r.out;
+  if (keep_grad_ && r.weights.requires_grad()) {
+    r.weights.retain_grad();
+    last_weights_ = r.weights;
+  } else {
+    last_weights_ = r.weights.detach();
+  }
+  last_scores_ = plain_scores(q, k, spec_);
+  return r.out;
 }
 
 template <class T>
@@ -76,8 +160,8 @@ MultiHeadAttention<T>::MultiHeadAttention(std::size_t d_model, std::size_t heads
     : MultiHeadAttention(gpt2_attention(d_model, heads, qkv_std, out_std, scale), gen) {}
 
 // x (B, T, D) @ Wq -> q (B, T, heads*dh); @ Wk, Wv -> k, v (B, T, kv_heads*dh)
-//   -> [qk_norm per head] -> [rope at positions 0..T-1] -> causal attention per head
-//   -> merged (B, T, heads*dh) @ Wo -> (B, T, D). Every step is an op on the tape.
+//   -> [qk_norm per head] -> [rope at positions 0..T-1] -> [q times each head's temperature]
+//   -> causal attention per head -> merged (B, T, heads*dh) [* head mask] @ Wo -> (B, T, D). Every step is an op on the tape.
 template <class T>
 Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x) {
   return forward(x, nullptr);
@@ -99,16 +183,13 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
     q = rope_heads(q, spec_.heads, start, *rope_);
     k = rope_heads(k, spec_.kv_heads, start, *rope_);
   }
-  if (!cache) {
-    AttentionResult<T> r = attention(q, k, v, spec_, path(k.shape()[1]));
-    if (keep_) last_weights_ = r.weights.detach();
-    return matmul(r.out, Wo_);
-  }
+  if (temperature_.defined()) q = times_temperature(q, temperature_, spec_.heads, dh);
+  if (!cache) return output(attend_full(q, k, v));
   if (x.shape()[1] == 1 && !grad_enabled()) {
     // decode: the token's own key joins the cache, then one query reads the ring in place
     cache->append(k, v);
-    return matmul(attention_decode(q, cache->key_store(), cache->value_store(), cache->ring(),
-                                   spec_), Wo_);
+    return output(attention_decode(q, cache->key_store(), cache->value_store(), cache->ring(),
+                                   spec_));
   }
   // chunk: keys = the held ones, oldest first, then the chunk's own: consecutive positions
   // ending at the chunk's last query, exactly the layout of attention()'s bottom-right mask
@@ -118,7 +199,7 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
   const Tensor<T> values = held ? concatenate<T>({cache->values(), v}, 1) : v;
   const Tensor<T> out = attention(q, keys, values, spec_, path(keys.shape()[1])).out;
   cache->append(k, v);
-  return matmul(out, Wo_);
+  return output(out);
 }
 
 template class MultiHeadAttention<float>;

@@ -3,6 +3,7 @@
 // RoPE, QK-norm and sliding window.
 #include <cstddef>
 #include <optional>
+#include <vector>
 
 #include "autograd/tensor.hpp"
 #include "nn/init.hpp"
@@ -24,6 +25,8 @@ struct AttentionConfig {
   std::optional<double> scale;          // default 1/sqrt(head_dim); 1.0 = unscaled
   std::size_t window = 0;               // 0: full causal
   bool qk_norm = false;                 // RMSNorm (gain head_dim) on each head's q and k
+  double qk_norm_gain = 1.0;            // the gains' initial value (scores start at gain^2 q.k)
+  bool learned_temperature = false;     // a learned scalar per head on q.k, from 1/sqrt(head_dim)
   double norm_eps = 1e-5;
   std::optional<RopeSpec> rope;         // rotary positions on q and k, none when empty
   double qkv_std = init::gpt2_std;      // Wq, Wk, Wv
@@ -32,8 +35,9 @@ struct AttentionConfig {
 
 // Causal self-attention over x (B, T, D). Parameters, in order: Wq (D, heads*head_dim),
 // Wk and Wv (D, kv_heads*head_dim), Wo (heads*head_dim, D), no biases; then, with qk_norm,
-// q_norm.weight and k_norm.weight (head_dim, 1). Query head h reads K/V head
-// h / (heads/kv_heads).
+// q_norm.weight and k_norm.weight (head_dim); then, with learned_temperature, temperature
+// (heads, 1), which multiplies each query head (and so its scores) on top of the fixed
+// scale. Query head h reads K/V head h / (heads/kv_heads).
 template <class T>
 class MultiHeadAttention : public Module<T> {
  public:
@@ -57,6 +61,18 @@ class MultiHeadAttention : public Module<T> {
   void keep_weights(bool keep) { keep_ = keep; }
   // The weights of the last forward while keep_weights was on; undefined before.
   const Tensor<T>& last_weights() const { return last_weights_; }
+  // The scores the softmax saw in that forward (B, heads, T, T): q.k times the scale and
+  // the temperature, -inf where the mask hides a key.
+  const Tensor<T>& last_scores() const { return last_scores_; }
+  // When on (with keep_weights), the kept weights are the ones on the tape, keeping their
+  // gradient: after a backward, last_weights().grad() is d loss / d weights, from which the
+  // gradient at the scores follows (softmax_row_gradient in the study).
+  void keep_weight_gradients(bool keep) { keep_grad_ = keep; }
+
+  // Head ablation: heads whose entry is false have their output zeroed before Wo, as if
+  // they were removed (empty: every head kept). For inspecting any trained model.
+  void set_head_mask(const std::vector<bool>& keep);
+  const std::vector<bool>& head_mask() const { return head_keep_; }
   // Forces one path (composed, fused or flash: the same attention, tested equal), for
   // comparisons and studies. Unforced (the default), the path follows what is asked for:
   // the fused kernels when keep_weights is on (only they return the weights) or when
@@ -79,16 +95,24 @@ class MultiHeadAttention : public Module<T> {
   const Tensor<T>& Wk() const { return Wk_; }
   const Tensor<T>& Wv() const { return Wv_; }
   const Tensor<T>& Wo() const { return Wo_; }
+  // (heads, 1) with learned_temperature; undefined otherwise.
+  const Tensor<T>& temperature() const { return temperature_; }
 
  private:
   std::size_t d_model_;
   AttentionSpec spec_;
   std::optional<RopeSpec> rope_;
   std::optional<AttentionPath> path_;  // unset: chosen by path()
-  bool keep_ = false;
+  bool keep_ = false, keep_grad_ = false;
   Tensor<T> Wq_, Wk_, Wv_, Wo_;
   std::optional<Norm<T>> q_norm_, k_norm_;
-  Tensor<T> last_weights_;
+  Tensor<T> temperature_;
+  std::vector<bool> head_keep_;
+  Tensor<T> head_mask_;  // (heads * head_dim) of 0 and 1; undefined when every head is kept
+  Tensor<T> last_weights_, last_scores_;
+
+  Tensor<T> attend_full(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v);
+  Tensor<T> output(const Tensor<T>& merged) const;  // [head mask], then @ Wo
 };
 
 extern template class MultiHeadAttention<float>;

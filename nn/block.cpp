@@ -15,6 +15,8 @@ AttentionConfig attention_of(const BlockConfig& c) {
   a.scale = c.attention_scale;
   a.window = c.window;
   a.qk_norm = c.qk_norm;
+  a.qk_norm_gain = c.qk_norm_gain;
+  a.learned_temperature = c.learned_temperature;
   a.norm_eps = c.norm_eps;
   a.rope = c.rope;
   a.qkv_std = c.attention_std;

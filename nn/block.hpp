@@ -26,6 +26,8 @@ struct BlockConfig {
   std::optional<double> attention_scale;  // default 1/sqrt(head_dim)
   std::size_t window = 0;
   bool qk_norm = false;
+  double qk_norm_gain = 1.0;
+  bool learned_temperature = false;
   std::optional<RopeSpec> rope;
   double std = init::gpt2_std;            // the feed-forward's input weights
   double attention_std = init::gpt2_std;  // Wq, Wk, Wv
