@@ -10,6 +10,10 @@
 #include <stdexcept>
 
 #include "examples/common/svg_plot.hpp"
+#include "examples/saturation/lr_report.hpp"
+#include "examples/saturation/position_report.hpp"
+#include "examples/saturation/remedies_report.hpp"
+#include "examples/saturation/report_format.hpp"
 #include "tasks/tasks.hpp"
 
 namespace tapegrad::saturation {
@@ -20,24 +24,6 @@ using plot::LinePlot;
 using plot::PlotOptions;
 using plot::Scale;
 using plot::Series;
-
-// A number with `sig` significant digits, without exponent clutter for ordinary values.
-std::string g(double v, int sig = 3) {
-  if (!std::isfinite(v)) return "n/a";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", sig, v);
-  return buf;
-}
-std::string pct(double v, int decimals = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f%%", decimals, 100 * v);
-  return buf;
-}
-std::string secs(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f s", v);
-  return buf;
-}
 
 const char* kScaledColors[] = {"#6baed6", "#2171b5", "#08306b"};
 const char* kUnscaledColors[] = {"#fb6a4a", "#cb181d", "#67000d"};
@@ -209,7 +195,9 @@ void training_plots(const std::string& dir, const std::vector<RunResult>& runs,
       for (bool scaled : {true, false}) {
         std::size_t k = 0;
         for (const RunResult& r : runs) {
-          if (r.spec.is_control() || r.spec.d_head != dh || r.spec.init != init || r.spec.scaled != scaled) continue;
+          if (r.spec.is_control() || r.spec.remedy != Remedy::none || r.spec.d_head != dh ||
+              r.spec.init != init || r.spec.scaled != scaled)
+            continue;
           std::string label = std::string(scaled ? "scaled" : "unscaled") + ", seed " + std::to_string(r.spec.seed);
           Series s{label, {}, {}, color_for(scaled, k), !scaled, false};
           for (const CurvePoint& c : r.curve) {
@@ -252,8 +240,8 @@ void training_plots(const std::string& dir, const std::vector<RunResult>& runs,
         for (std::size_t i = 0; i < o.d_heads.size(); ++i) {
           std::map<std::size_t, std::pair<double, int>> acc;
           for (const RunResult& r : runs) {
-            if (r.spec.is_control() || r.spec.d_head != o.d_heads[i] || r.spec.init != init ||
-                r.spec.scaled != scaled)
+            if (r.spec.is_control() || r.spec.remedy != Remedy::none ||
+                r.spec.d_head != o.d_heads[i] || r.spec.init != init || r.spec.scaled != scaled)
               continue;
             if (what < 2) {
               for (const CurvePoint& c : r.curve) {
@@ -288,19 +276,6 @@ void training_plots(const std::string& dir, const std::vector<RunResult>& runs,
 
 // ---- REPORT.md ------------------------------------------------------------------------------
 
-const char* verdict_text(Check::Verdict v) {
-  switch (v) {
-    case Check::held: return "held";
-    case Check::failed: return "**did not hold**";
-    case Check::reported: return "reported as measured";
-    default: return "not measured";
-  }
-}
-
-std::string steps_text(const std::optional<std::size_t>& s) {
-  return s ? std::to_string(*s) : "none";
-}
-
 struct Group {
   std::vector<const RunResult*> runs;
   double mean_accuracy() const {
@@ -329,7 +304,8 @@ struct Group {
 Group group_of(const std::vector<RunResult>& runs, std::size_t dh, AttentionInit init, bool scaled) {
   Group gr;
   for (const RunResult& r : runs)
-    if (!r.spec.is_control() && r.spec.d_head == dh && r.spec.init == init && r.spec.scaled == scaled)
+    if (!r.spec.is_control() && r.spec.remedy == Remedy::none && r.spec.d_head == dh &&
+        r.spec.init == init && r.spec.scaled == scaled)
       gr.runs.push_back(&r);
   std::sort(gr.runs.begin(), gr.runs.end(),
             [](const RunResult* a, const RunResult* b) { return a->spec.seed < b->spec.seed; });
@@ -481,6 +457,70 @@ std::vector<Check> training_checks(const std::vector<RunResult>& runs) {
   return out;
 }
 
+std::vector<Check> all_checks(const ReportInputs& in) {
+  std::vector<Check> out;
+  auto add = [&](const std::vector<Check>& c) { out.insert(out.end(), c.begin(), c.end()); };
+  if (!in.points.empty()) add(sweep_checks(in.points));
+  if (!in.runs.empty()) {
+    // part 2's expectations read the runs of its own d_heads only (the remedies' scaled and
+    // unscaled arms are at a d_head it may not list)
+    std::vector<RunResult> part2;
+    for (const RunResult& r : in.runs)
+      if (std::count(in.training.d_heads.begin(), in.training.d_heads.end(), r.spec.d_head)) part2.push_back(r);
+    add(training_checks(part2));
+    add(remedy_checks(remedy_findings(in.runs, in.training, in.quick)));
+  }
+  if (!in.lr_runs.empty()) add(lr_checks(lr_findings(in.lr_runs, in.lr, in.quick, in.lr_seconds)));
+  if (in.positions) add(position_checks(*in.positions));
+  if (!in.ablation.rows.empty()) add(ablation_checks(in.ablation, in.quick));
+  return out;
+}
+
+namespace {
+
+// Parts 3 to 6: each computes its findings, checks them and writes its section.
+std::string modern_sections(const ReportInputs& in) {
+  std::string md;
+  if (!in.runs.empty()) {
+    const RemedyFindings f = remedy_findings(in.runs, in.training, in.quick);
+    md += remedy_markdown(f, remedy_checks(f));
+  }
+  if (!in.lr_runs.empty()) {
+    const LrFindings f = lr_findings(in.lr_runs, in.lr, in.quick, in.lr_seconds);
+    md += lr_markdown(f, lr_checks(f));
+  }
+  if (in.positions) md += position_markdown(*in.positions, position_checks(*in.positions));
+  if (!in.ablation.rows.empty())
+    md += ablation_markdown(in.ablation, in.ablation_options, ablation_checks(in.ablation, in.quick));
+  return md;
+}
+
+std::string limitations(const ReportInputs& in) {
+  std::string md = "## What this study does not show\n\n";
+  md += "- **Toy scale.** Every model here has at most about a million parameters, two "
+        "layers and sequences of about 20 tokens, trained for hundreds of steps on a synthetic "
+        "task. The paper's claims are about models of millions to billions of parameters "
+        "trained for much longer; agreement here says the mechanism exists at this scale, not "
+        "that its size or threshold carries over, and a disagreement can be a matter of scale.\n";
+  md += "- **Few seeds.** " + std::to_string(in.training.seeds.size()) + " seed(s) per arm in "
+        "parts 2 and 3, " + std::to_string(in.lr.seeds.size()) + " per rate in part 4: a verdict "
+        "of \"every seed\" over three seeds is not a rate, and the min-max bands are ranges of "
+        "three numbers, not confidence intervals.\n";
+  md += "- **One task, one optimiser recipe.** `sort` and AdamW with warm-up, cosine decay and "
+        "gradient clipping at 1. Clipping bounds every update, which can hide part of the "
+        "instability the paper measures without it; other tasks (recall needs far more steps "
+        "here) and schedules were not run.\n";
+  md += "- **The logit probe is one held-out batch** at each evaluation: the largest attention "
+        "logit of the training batches in between is not seen, so a short spike can be missed.\n";
+  md += "- **Head ablation zeroes a head** (it does not replace it by its mean output), on one "
+        "trained model of one seed: which heads matter can differ from seed to seed.\n";
+  md += "- **The position checks are exact identities** checked to round-off on random inputs; "
+        "they show what the operations guarantee, not how a trained model uses positions.\n\n";
+  return md;
+}
+
+}  // namespace
+
 std::string report_markdown(const ReportInputs& in) {
   const auto& pts = in.points;
   const auto& runs = in.runs;
@@ -499,17 +539,10 @@ std::string report_markdown(const ReportInputs& in) {
   md += buf;
   md += "\n";
 
-  std::vector<Check> checks;
-  if (!pts.empty()) {
-    auto c = sweep_checks(pts);
-    checks.insert(checks.end(), c.begin(), c.end());
-  }
-  if (!runs.empty()) {
-    auto c = training_checks(runs);
-    checks.insert(checks.end(), c.begin(), c.end());
-  }
+  const std::vector<Check> checks = all_checks(in);
   md += "## The expectations, checked\n\n";
-  md += "Stated before measuring (issue 5); the verdict is computed from this run's numbers.\n\n";
+  md += "Stated before measuring; the verdict is computed from this run's numbers. Parts 3 to 6 "
+        "repeat their own rows next to their measurements.\n\n";
   md += "| expectation | measured | verdict |\n|---|---|---|\n";
   for (const Check& c : checks) md += "| " + c.claim + " | " + c.measured + " | " + verdict_text(c.verdict) + " |\n";
   if (checks.empty()) md += "| (nothing was run) | | |\n";
@@ -892,6 +925,8 @@ std::string report_markdown(const ReportInputs& in) {
     }
   }
 
+  md += modern_sections(in);
+  md += limitations(in);
   md += "## Files\n\n";
   if (!pts.empty())
     md += "- [sweep.csv](sweep.csv): every sweep point (score std, theory, largest weight, entropy, "
@@ -904,6 +939,11 @@ std::string report_markdown(const ReportInputs& in) {
           "(means over windows of " + std::to_string(in.training.curve_every) +
           " steps); [training_evals.csv](training_evals.csv): held-out loss, accuracy and "
           "attention entropies.\n";
+  if (!in.lr_runs.empty())
+    md += "- [lr_sweep.csv](lr_sweep.csv): one row per learning-rate run (initial and final loss, "
+          "accuracy, largest attention logit).\n";
+  if (!in.ablation.rows.empty())
+    md += "- [ablation.csv](ablation.csv): accuracy and margin per ablated head.\n";
   md += "- [expectations.csv](expectations.csv): the table at the top.\n";
   if (in.link_prefix.empty()) return md;
   // Every link above is a file of the output directory: point them at it from elsewhere.
@@ -932,12 +972,16 @@ std::vector<std::string> write_outputs(const std::string& dir, const ReportInput
     put("training_evals.csv", training_evals_csv(in.runs, in.training));
     training_plots(dir, in.runs, in.training, written);
   }
-  std::vector<Check> checks;
-  if (!in.points.empty()) checks = sweep_checks(in.points);
-  if (!in.runs.empty()) {
-    auto t = training_checks(in.runs);
-    checks.insert(checks.end(), t.begin(), t.end());
+  if (!in.lr_runs.empty()) {
+    put("lr_sweep.csv", lr_sweep_csv(in.lr_runs));
+    lr_plots(dir, lr_findings(in.lr_runs, in.lr, in.quick, in.lr_seconds), written);
   }
+  if (!in.runs.empty()) remedy_plots(dir, remedy_findings(in.runs, in.training, in.quick), written);
+  if (!in.ablation.rows.empty()) {
+    put("ablation.csv", ablation_csv(in.ablation.rows));
+    ablation_plot(dir, in.ablation, written);
+  }
+  const std::vector<Check> checks = all_checks(in);
   std::string csv = "expectation,measured,verdict\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
