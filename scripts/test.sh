@@ -34,7 +34,7 @@ step "Python bindings: pip install . into a fresh venv, pytest against it"
 # PyPI and rebuilds the library with the same CMake (docs/PYTHON.md has the time).
 venv=$(mktemp -d)
 "$py" -m venv --system-site-packages "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check "$root"
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q --disable-pip-version-check "$root"
 (cd "$venv" && TAPEGRAD_BUILD_DIR="$root/build" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python")
 rm -rf "$venv"
 

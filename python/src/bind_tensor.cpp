@@ -136,9 +136,6 @@ void bind_constructors(py::module_& m) {
       }, py::arg("dtype") = "float32", "Tensors of this dtype alive in the process (leak checks).");
 }
 
-template <class T>
-using Binary = Tensor<T> (*)(const Tensor<T>&, const Tensor<T>&);
-
 void bind_operators(py::class_<PyTensor>& c) {
   // a (op) b for tensors, and for a Python number (a constant, never on the tape).
   auto tt = [](const char* op, auto f) {
