@@ -6,12 +6,16 @@
 // Exit codes: 0 done; 1 the gradient check failed or training diverged; 2 a usage error
 // (bad option or value, unreadable input, unwritable output, unusable checkpoint).
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "examples/common/cli.hpp"
 #include "examples/common/config_cli.hpp"
+#include "examples/train/data_parallel.hpp"
 #include "examples/train/model_check.hpp"
 #include "examples/train/options.hpp"
 #include "examples/train/outputs.hpp"
@@ -56,21 +60,44 @@ void print_summary(const TinyGPT<float>& model, const TaskSetup& task, const Eva
   std::fflush(log);
 }
 
-int run(Settings s, const examples::ConfigOptions& model_options) {
+// A data-parallel rank other than 0 trains in silence: rank 0 alone prints, evaluates and
+// writes.
+void silence_other_ranks(Settings& s, const DataParallel* ranks, std::FILE*& log) {
+  if (!ranks || ranks->is_root()) return;
+  s.quiet = true;
+  s.examples = 0;
+  s.sample = 0;
+  static std::FILE* null = std::fopen("/dev/null", "w");
+  log = null;
+}
+
+void print_data_parallel(const DataParallel& ranks, const TrainingProgress& progress,
+                         std::FILE* log) {
+  std::fprintf(log, "data-parallel: %d ranks, all-reduce %.2f s of %.2f s training (%.1f %%), "
+               "%zu bytes per step; parameters identical on every rank\n", ranks.size(),
+               ranks.all_reduce_seconds(), progress.train_seconds,
+               progress.train_seconds > 0 ? 100 * ranks.all_reduce_seconds() / progress.train_seconds : 0.0,
+               ranks.all_reduce_bytes());
+}
+
+int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* ranks) {
   std::FILE* log = stdout;
+  silence_other_ranks(s, ranks, log);
+  const bool root = !ranks || ranks->is_root();
   const ResumeSource resume = read_resume_source(s);
   const std::string task_name = s.text_mode() || s.task == "text" ? "text" : s.task;
   const auto model_defaults = apply_task_defaults(s, task_name, model_options.arch());
   const TaskSetup task = build_task(s, resume);
   const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults);
+  if (ranks) ranks->check_batch(s.batch);
 
   // Everything the options can get wrong has been checked: only now touch the disk.
-  prepare_out_dir(s.out);
+  if (root) prepare_out_dir(s.out);
   kernels::set_num_threads(s.threads);
-  const EvalData eval = build_eval_data(task, s.eval_size);
+  const EvalData eval = root ? build_eval_data(task, s.eval_size) : EvalData{};
 
   GradcheckSummary gradcheck;
-  if (s.steps > 0 && !s.skip_gradcheck) {
+  if (s.steps > 0 && !s.skip_gradcheck && root) {
     Generator check_gen(s.seed + 17);
     gradcheck = startup_gradcheck(config, task.check_batch(2, check_gen), s.seed, s.quiet, log);
     if (gradcheck.status != "passed") {
@@ -80,6 +107,7 @@ int run(Settings s, const examples::ConfigOptions& model_options) {
   }
 
   TinyGPT<float> model = build_model(s, config, resume);
+  if (ranks) ranks->check_same_parameters(model.parameters(), "at start-up");
   if (!s.quiet) print_summary(model, task, eval, model_options.arch(), resume, log);
 
   Optimizers optimizers(model, s);
@@ -88,7 +116,13 @@ int run(Settings s, const examples::ConfigOptions& model_options) {
   Generator data_gen(s.seed * 0x9e3779b97f4a7c15ULL + 1);
   TrainingProgress progress;
   TrainingRun training{s, task, eval, model, optimizers, data_gen, {}};
+  training.ranks = ranks;
   if (run_training(training, progress) == TrainOutcome::diverged) return 1;
+  if (ranks) {
+    ranks->check_same_parameters(model.parameters(), "after training");
+    if (!root) return 0;
+    print_data_parallel(*ranks, progress, log);
+  }
 
   const FinalReport report = evaluate_and_report(model, task, eval, s, log);
   write_outputs({s, task, model, progress, report, gradcheck}, log);
@@ -114,6 +148,11 @@ int main(int argc, char** argv) {
   // context; --seed seeds the data too).
   examples::ConfigOptions model_options(app, {"vocab", "context", "seed"});
   add_training_options(app, s);
+  bool data_parallel = false;
+  app.add_flag("--data-parallel", data_parallel,
+               "under mpirun -np N: the same model on every rank, each rank its share of every "
+               "--batch (N must divide it), gradients summed across the ranks")
+      ->group("Run");
 
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
@@ -123,13 +162,22 @@ int main(int argc, char** argv) {
                  kProgram);
     return 2;
   }
+  std::unique_ptr<DataParallel> ranks;
+  int code = 0;
   try {
-    return run(s, model_options);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, one_line(e.what()).c_str());
-    return 2;
+    if (data_parallel) ranks = DataParallel::start(argc, argv);
+    code = run(s, model_options, ranks.get());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, one_line(e.what()).c_str());
-    return 1;
+    const bool usage = dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataParallelError*>(&e);
+    // every rank meets the same usage error: rank 0 speaks for them
+    if (!ranks || ranks->is_root() || !usage)
+      std::fprintf(stderr, "%s: error: %s\n", kProgram, one_line(e.what()).c_str());
+    code = usage ? 2 : 1;
+    // Rank 0 meets the same usage error and its abort ends this rank; waiting for it keeps
+    // two aborts at once from garbling mpirun's report (and bounds the wait if it did not).
+    if (ranks && usage && !ranks->is_root()) std::this_thread::sleep_for(std::chrono::seconds(2));
   }
+  // a rank that stops early must not leave the others waiting in the next all-reduce
+  if (ranks && code != 0) ranks->abort(code);
+  return code;
 }

@@ -68,16 +68,22 @@ void Optimizers::step() {
 }
 
 double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
-                  double clip) {
+                  double clip, DataParallel* ranks) {
   // (B, T) tokens and targets -> () loss
   opt.set_lr(lr);
   Tensor<float> loss = model.loss(batch.tokens, batch.targets, tasks::kIgnore);
-  const double value = loss.item();
-  if (!std::isfinite(value)) return value;
+  double value = loss.item();
+  // A data-parallel rank cannot stop alone at a non-finite loss (the others would wait in
+  // the all-reduce): every rank reduces first and then sees the same global loss.
+  if (!ranks && !std::isfinite(value)) return value;
   loss.backward();
   // Here every parameter's gradient is complete for this process's batch. A data-parallel
-  // run sums (or averages) the gradients across its workers at this point, before the
-  // clipping sees the global norm.
+  // run sums them across its ranks at this point, before the clipping sees the global norm.
+  if (ranks) value = ranks->all_reduce_gradients(opt.parameters(), value, loss_targets(batch));
+  if (!std::isfinite(value)) {
+    model.zero_grad();
+    return value;
+  }
   if (clip > 0) clip_grad_norm(opt.parameters(), clip);
   opt.step();
   model.zero_grad();
@@ -95,8 +101,10 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
   TrainingClock clock(progress);
   for (std::size_t step = progress.step; step < s.steps; ++step) {
     const double lr = schedule(step);
-    const tasks::Batch batch = run.task.train_batch(s.batch, run.data, step);
-    const double loss = train_step(run.model, run.optimizers, batch, lr, s.clip);
+    tasks::Batch batch = run.task.train_batch(s.batch, run.data, step);
+    const std::size_t tokens = batch.tokens.size();  // the global batch's, on every rank
+    if (run.ranks) batch = run.ranks->shard(batch);
+    const double loss = train_step(run.model, run.optimizers, batch, lr, s.clip, run.ranks);
     if (!std::isfinite(loss)) {
       clock.pause();
       line.finish();
@@ -107,8 +115,8 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
     }
     progress.step = step + 1;
     progress.losses.push_back({step + 1, loss, lr});
-    progress.tokens_seen += batch.tokens.size();
-    line.update(step + 1, loss, lr, batch.tokens.size());
+    progress.tokens_seen += tokens;
+    line.update(step + 1, loss, lr, tokens);
     if (s.eval_every > 0 && (step + 1) % s.eval_every == 0 && step + 1 < s.steps &&
         !run.eval.batches.empty()) {
       clock.pause();

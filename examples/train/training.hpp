@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "examples/train/data_parallel.hpp"
 #include "examples/train/metrics.hpp"
 #include "examples/train/options.hpp"
 #include "examples/train/setup.hpp"
@@ -46,8 +47,9 @@ struct TrainingProgress {
 // One optimiser step on `batch` at learning rate `lr` (the gradient norm clipped to `clip`
 // unless 0). Returns the loss before the update; a non-finite loss returns at once, with
 // the parameters untouched.
+// With `ranks`, `batch` is this rank's shard and the loss returned the global batch's.
 double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
-                  double clip);
+                  double clip, DataParallel* ranks = nullptr);
 
 enum class TrainOutcome { finished, diverged, stopped };
 
@@ -61,6 +63,8 @@ struct TrainingRun {
   Generator& data;  // the training batches' stream
   // Called after every completed step; returns true to stop the run there.
   std::function<bool(const TrainingProgress&)> after_step;
+  // Set in a data-parallel run: each rank trains on its shard of every batch.
+  DataParallel* ranks = nullptr;
 };
 
 // Trains from progress.step up to settings.steps. Prints a one-line diagnosis on stderr
