@@ -68,7 +68,7 @@ void silence_other_ranks(Settings& s, const DataParallel* ranks, std::FILE*& log
   s.examples = 0;
   s.sample = 0;
   static std::FILE* null = std::fopen("/dev/null", "w");
-  log = null;
+  if (null) log = null;  // the quiet flag already keeps the rest of its output short
 }
 
 void print_data_parallel(const DataParallel& ranks, const TrainingProgress& progress,
