@@ -1,7 +1,8 @@
 // train_tiny_transformer --data-parallel under mpirun (2 ranks on this machine): the same loss
 // curve as one process with the same global batch (within 1e-5 relative over 50 steps: the
 // two runs differ only in the order the gradient sums are added in); the ranks end with
-// identical parameters and rank 0 alone writes; the checkpoint resumes in a single process;
+// identical parameters and rank 0 alone writes; its checkpoints resume in a single process
+// (evaluated alone, and a run stopped at step 20 continuing on the same curve);
 // ranks built from different seeds are refused at start-up; a batch the ranks cannot split
 // is a usage error; a rank that dies brings the others down instead of leaving them waiting.
 #if defined(TAPEGRAD_TRAIN_BIN) && defined(TAPEGRAD_MPIEXEC)
@@ -105,6 +106,24 @@ TEST_CASE("data parallel: 2 ranks follow 1 process's loss curve, end identical, 
   REQUIRE(resumed.code == 0);
   CHECK(json_value(tapegrad::test::slurp(dir / "resumed" / "metrics.json"), "eval_loss") ==
         json_value(metrics, "eval_loss"));
+
+  // stopped at step 20 under mpirun, continued to 50 in one process: the single run's curve
+  const ProgramRun stopped = run_ranks(
+      2, kModel + " --seed 3 --checkpoint-every 20 --stop-at 20 --out " + sh_arg(dir / "three"), dir);
+  INFO(stopped.out << stopped.err);
+  REQUIRE(stopped.code == 0);
+  const ProgramRun continued = run_single(
+      "--resume " + sh_arg(dir / "three" / "ckpt-00000020.npz") + " --quiet --threads 1 --out " +
+      sh_arg(dir / "four"), dir);
+  INFO(continued.err);
+  REQUIRE(continued.code == 0);
+  const std::vector<double> c = losses(dir / "four" / "loss.csv");
+  REQUIRE(c.size() == 50);
+  double worst_continued = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst_continued = std::max(worst_continued, std::abs(a[i] - c[i]) / a[i]);
+  INFO("worst relative difference, 20 steps on 2 ranks then 30 in one process: " << worst_continued);
+  CHECK(worst_continued <= 1e-5);
 }
 
 TEST_CASE("data parallel: ranks whose parameters differ are refused at start-up",

@@ -3,11 +3,16 @@
 // checking its gradients against finite differences, and leaves a checkpoint, metrics,
 // the loss curve and a plot in --out.
 //
-// Exit codes: 0 done; 1 the gradient check failed or training diverged; 2 a usage error
-// (bad option or value, unreadable input, unwritable output, unusable checkpoint).
+// Exit codes: 0 done (or stopped at --stop-at); 1 the gradient check failed, training
+// diverged or a checkpoint could not be written; 2 a usage error (bad option or value,
+// unreadable input, unwritable output, unusable checkpoint); 130 / 143 stopped by SIGINT /
+// SIGTERM after writing a checkpoint.
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,12 +20,14 @@
 
 #include "examples/common/cli.hpp"
 #include "examples/common/config_cli.hpp"
+#include "examples/train/checkpoints.hpp"
 #include "examples/train/data_parallel.hpp"
 #include "examples/train/model_check.hpp"
 #include "examples/train/options.hpp"
 #include "examples/train/outputs.hpp"
 #include "examples/train/report.hpp"
 #include "examples/train/setup.hpp"
+#include "examples/train/stop_signal.hpp"
 #include "examples/train/training.hpp"
 #include "nn/checkpoint.hpp"
 #include "ops/kernels/gemm.hpp"
@@ -30,16 +37,6 @@ using namespace tapegrad::train;
 using examples::one_line;
 
 namespace {
-
-TinyGPT<float> build_model(const Settings& s, const TinyGPTConfig& config,
-                           const ResumeSource& resume) {
-  try {
-    if (resume.active()) return load_checkpoint<float>(s.resume);
-    return TinyGPT<float>(config);
-  } catch (const std::exception& e) {
-    throw UsageError("--resume " + s.resume + ": " + one_line(e.what()));
-  }
-}
 
 void print_summary(const TinyGPT<float>& model, const TaskSetup& task, const EvalData& eval,
                    const std::string& arch, const ResumeSource& resume, std::FILE* log) {
@@ -80,6 +77,51 @@ void print_data_parallel(const DataParallel& ranks, const TrainingProgress& prog
                ranks.all_reduce_bytes());
 }
 
+// Trains (from a checkpoint's step when resuming) with the checkpoints the options ask for.
+// Returns the exit code when the run stops before its end, nothing when it finished.
+// In a data-parallel run rank 0 alone writes and answers a signal: its early exit then
+// ends the job, while ranks stopping on their own at different steps would leave one
+// waiting in the all-reduce.
+std::optional<int> train_with_checkpoints(TrainingRun& run, TrainingProgress& progress,
+                                          const TrainerState& state, std::FILE* log) {
+  const Settings& s = run.settings;
+  const bool root = !run.ranks || run.ranks->is_root();
+  std::string written;
+  auto write = [&] {
+    if (!root) return;
+    const auto start = std::chrono::steady_clock::now();
+    written = write_training_checkpoint(state);
+    progress.checkpoint_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    progress.checkpoints_written += 1;
+    progress.checkpoint_bytes = std::size_t(std::filesystem::file_size(written));
+  };
+  StopSignals signals;
+  run.after_step = [&](const TrainingProgress& p) {
+    const bool stop_here = p.step == s.stop_at;
+    const bool periodic = s.checkpoint_every > 0 && (p.step % s.checkpoint_every == 0 || p.step == s.steps);
+    const bool signalled = root && StopSignals::pending() != 0;
+    if (signalled || stop_here || periodic) write();
+    return signalled || stop_here;
+  };
+  const TrainOutcome outcome = run_training(run, progress);
+  if (outcome == TrainOutcome::diverged) return 1;
+  if (const int sig = root ? StopSignals::pending() : 0) {
+    // a signal after the last step's check still gets its checkpoint
+    if (written != checkpoint_path(s.out, progress.step)) write();
+    std::fprintf(stderr, "%s: interrupted by %s after step %zu of %zu; checkpoint %s (continue "
+                 "with --resume %s)\n", kProgram, sig == SIGINT ? "SIGINT" : "SIGTERM",
+                 progress.step, s.steps, written.c_str(), written.c_str());
+    return 128 + sig;
+  }
+  if (outcome == TrainOutcome::stopped) {
+    std::fprintf(log, "stopped after step %zu of %zu (--stop-at); checkpoint %s\n", progress.step,
+                 s.steps, written.c_str());
+    return 0;
+  }
+  return std::nullopt;
+}
+
 int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* ranks) {
   std::FILE* log = stdout;
   silence_other_ranks(s, ranks, log);
@@ -87,12 +129,27 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   const ResumeSource resume = read_resume_source(s);
   const std::string task_name = s.text_mode() || s.task == "text" ? "text" : s.task;
   const auto model_defaults = apply_task_defaults(s, task_name, model_options.arch());
+  // A --resume checkpoint is read and checked whole before anything is written.
+  std::optional<TinyGPT<float>> model_holder;
+  std::optional<TrainingState<float>> state;
+  if (resume.active()) {
+    model_holder.emplace(load_resumed_model(s, resume));
+    state = read_training_state(resume, *model_holder);
+    if (s.given("--steps") && s.steps == 0) state.reset();  // evaluate only
+    if (state) apply_checkpoint_settings(s, *state, log);
+  }
   const TaskSetup task = build_task(s, resume);
+  if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
   const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults);
+  if (s.stop_at > s.steps)
+    throw UsageError("--stop-at " + std::to_string(s.stop_at) + " is past --steps " + std::to_string(s.steps));
   if (ranks) ranks->check_batch(s.batch);
 
   // Everything the options can get wrong has been checked: only now touch the disk.
-  if (root) prepare_out_dir(s.out);
+  if (root) {
+    prepare_out_dir(s.out);
+    remove_stale_temporaries(s.out);
+  }
   kernels::set_num_threads(s.threads);
   const EvalData eval = root ? build_eval_data(task, s.eval_size) : EvalData{};
 
@@ -106,18 +163,25 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
     }
   }
 
-  TinyGPT<float> model = build_model(s, config, resume);
+  if (!model_holder) model_holder.emplace(config);
+  TinyGPT<float>& model = *model_holder;
   if (ranks) ranks->check_same_parameters(model.parameters(), "at start-up");
   if (!s.quiet) print_summary(model, task, eval, model_options.arch(), resume, log);
+  if (resume.active() && !state && s.steps > 0)
+    std::fprintf(log, "--resume %s holds no training state: its weights only are loaded; the "
+                 "optimiser, the schedule and the batches start fresh\n", resume.path.c_str());
 
   Optimizers optimizers(model, s);
   // Training batches come from their own stream, so the model's initialisation and the
   // data order are both fixed by --seed but do not disturb each other.
   Generator data_gen(s.seed * 0x9e3779b97f4a7c15ULL + 1);
   TrainingProgress progress;
+  if (state) restore_training(*state, task, model, optimizers, data_gen, progress, resume.path);
   TrainingRun training{s, task, eval, model, optimizers, data_gen, {}};
   training.ranks = ranks;
-  if (run_training(training, progress) == TrainOutcome::diverged) return 1;
+  const TrainerState trainer_state{s, task, model, optimizers, data_gen, progress};
+  if (const std::optional<int> code = train_with_checkpoints(training, progress, trainer_state, log))
+    return *code;
   if (ranks) {
     ranks->check_same_parameters(model.parameters(), "after training");
     if (!root) return 0;
@@ -125,7 +189,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   }
 
   const FinalReport report = evaluate_and_report(model, task, eval, s, log);
-  write_outputs({s, task, model, progress, report, gradcheck}, log);
+  write_outputs({s, task, model, progress, report, gradcheck, state ? state->step : 0}, log);
   return 0;
 }
 

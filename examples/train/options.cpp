@@ -62,8 +62,19 @@ void add_optimisation_options(CLI::App& app, Settings& s) {
 void add_run_options(CLI::App& app, Settings& s) {
   auto* group = "Run";
   app.add_option("--out", s.out, "output directory")->group(group);
-  app.add_option("--resume", s.resume, "start from this checkpoint (model.npz); its "
-                 "architecture and task override the options")
+  app.add_option("--resume", s.resume, "continue from this training checkpoint (ckpt-*.npz, or a "
+                 "directory: its newest), or start from the weights of a model.npz; its "
+                 "architecture, task and settings take the place of the options not given")
+      ->group(group);
+  app.add_option("--checkpoint-every", s.checkpoint_every, "write a training checkpoint "
+                 "(ckpt-<step>.npz in --out, the last two kept) every N steps and at the end "
+                 "(0: only on SIGINT/SIGTERM and --stop-at)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_option("--stop-at", s.stop_at, "stop after this step of the run: write a training "
+                 "checkpoint and exit 0 (a run in slices; 0: off)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_flag("--allow-nonfinite", s.allow_nonfinite, "--resume: load a checkpoint whose "
+               "weights hold NaN or Inf (an error otherwise)")
       ->group(group);
   app.add_option("--threads", s.threads, "threads for tapegrad's kernels and BLAS (0: all cores; 1 is fastest for the small default models)")
       ->check(CLI::Range(0, 256))->group(group);

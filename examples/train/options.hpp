@@ -36,6 +36,7 @@ struct Settings {
   std::string out = "out/train";
   std::string resume;
   std::size_t checkpoint_every = 0;
+  std::size_t stop_at = 0;
   bool allow_nonfinite = false;
   int threads = 1;
   bool skip_gradcheck = false;

@@ -84,6 +84,12 @@ void set_results(JsonObject& m, const RunSummary& r) {
   m.set("gradcheck_max_rel_error", r.gradcheck.max_rel_error);
   m.set("gradcheck_seconds", r.gradcheck.seconds);
   m.set("resumed_from", s.resume);
+  m.set("resumed_at_step", r.resumed_at_step);
+  m.set("checkpoints_written", p.checkpoints_written);
+  m.set("checkpoint_ms_mean", p.checkpoints_written > 0
+                                  ? 1e3 * p.checkpoint_seconds / double(p.checkpoints_written)
+                                  : std::nan(""));
+  m.set("checkpoint_bytes", p.checkpoint_bytes);
 }
 
 void set_settings(JsonObject& m, const RunSummary& r) {

@@ -32,6 +32,7 @@ struct RunSummary {
   const TrainingProgress& progress;
   const FinalReport& report;
   const GradcheckSummary& gradcheck;
+  std::size_t resumed_at_step = 0;  // the training checkpoint's step (0: a fresh run)
 };
 
 // metrics.json's text.

@@ -7,6 +7,7 @@
 
 #include "examples/common/cli.hpp"
 #include "tasks/evaluate.hpp"
+#include "examples/train/checkpoints.hpp"
 #include "nn/checkpoint.hpp"
 
 namespace tapegrad::train {
@@ -39,12 +40,22 @@ std::string read_text_file(const std::string& path) {
   return content;
 }
 
-TextTask build_text_task(const Settings& s, const ResumeSource& resume) {
+TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int64_t& hash) {
   const std::size_t ctx = resume.active() ? resume.config->context : s.context;
   if (!s.text_mode()) return TextTask::vocabulary_only(resume.vocab, ctx);
   const std::string content = read_text_file(s.text);
+  hash = std::int64_t(tasks::hash_tokens(std::vector<std::int64_t>(content.begin(), content.end())));
   return resume.vocab.empty() ? TextTask::from_string(content, ctx)
                               : TextTask::from_string(content, ctx, resume.vocab);
+}
+
+// --resume DIR: the newest training checkpoint in it.
+std::string resume_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return path;
+  const std::vector<std::string> found = list_checkpoints(path);
+  if (found.empty()) throw UsageError("--resume " + path + ": the directory holds no training checkpoint (ckpt-*.npz)");
+  return found.back();
 }
 
 }  // namespace
@@ -52,6 +63,7 @@ TextTask build_text_task(const Settings& s, const ResumeSource& resume) {
 ResumeSource read_resume_source(Settings& s) {
   ResumeSource r;
   if (s.resume.empty()) return r;
+  s.resume = resume_file(s.resume);
   r.path = s.resume;
   try {
     r.entries = load_npz(s.resume);
@@ -121,7 +133,7 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume) {
   }
   if (t.name == "text") {
     try {
-      t.text = build_text_task(s, resume);
+      t.text = build_text_task(s, resume, t.text_hash);
     } catch (const std::exception& e) {
       throw UsageError(one_line(e.what()));
     }

@@ -30,8 +30,9 @@ struct ResumeSource {
   bool active() const { return config.has_value(); }
 };
 
-// Reads s.resume (nothing when it is empty) and checks its task against the options;
-// sets s.task to the checkpoint's task. UsageError on any problem.
+// Reads s.resume (nothing when it is empty; a directory stands for its newest training
+// checkpoint) and checks its task against the options; sets s.task to the checkpoint's
+// task. UsageError on any problem.
 ResumeSource read_resume_source(Settings& s);
 
 // The task a run trains on: a sequence task or a text model.
@@ -40,6 +41,9 @@ struct TaskSetup {
   std::optional<tasks::SequenceTask> seq;
   std::optional<tasks::TextTask> text;
   std::size_t context = 0, vocab = 0;
+  // A hash of the --text file's bytes (0 for the built-in tasks): a training checkpoint
+  // continues only on the text it was trained on.
+  std::int64_t text_hash = 0;
   // The training batch of optimiser step `step` (0-based) drawn from `gen`.
   tasks::Batch train_batch(std::size_t batch, Generator& gen, std::size_t step) const;
   // Plain training inputs (no curriculum) for the start-up gradient check.

@@ -42,6 +42,11 @@ struct TrainingProgress {
   // CPU time of all threads while training: on a machine shared with other work it tells
   // how long the run would take alone (with one thread).
   double train_cpu_seconds = 0;
+  // Training checkpoints this process wrote: how many, their total write time (serialise,
+  // write, fsync, rename) and the size of the last one.
+  std::size_t checkpoints_written = 0;
+  double checkpoint_seconds = 0;
+  std::size_t checkpoint_bytes = 0;
 };
 
 // One optimiser step on `batch` at learning rate `lr` (the gradient norm clipped to `clip`
