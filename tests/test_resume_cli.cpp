@@ -125,6 +125,11 @@ TEST_CASE("resume: a checkpoint whose parameters do not fit is refused before --
                          " --allow-nonfinite --steps 0 --eval-size 40 --quiet --out " + quoted(dir / "nan_ok"), dir);
   INFO(nan.err);
   CHECK(nan.code == 0);
+  // --stop-at must lie ahead of the checkpoint.
+  ProgramRun behind = train("--resume " + quoted(good) + " --stop-at 2 --quiet --out " + quoted(dir / "behind"), dir);
+  CHECK(behind.code == 2);
+  CHECK(behind.err.find("step 4") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "behind"));
   // A checkpoint past the run's end is refused too.
   ProgramRun past = train("--resume " + quoted(good) + " --steps 3 --quiet --out " + quoted(dir / "past"), dir);
   CHECK(past.code == 2);
