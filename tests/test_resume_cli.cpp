@@ -6,6 +6,7 @@
 #if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 
@@ -124,11 +125,79 @@ TEST_CASE("resume: a checkpoint whose parameters do not fit is refused before --
                          " --allow-nonfinite --steps 0 --eval-size 40 --quiet --out " + quoted(dir / "nan_ok"), dir);
   INFO(nan.err);
   CHECK(nan.code == 0);
+  // --stop-at must lie ahead of the checkpoint.
+  ProgramRun behind = train("--resume " + quoted(good) + " --stop-at 2 --quiet --out " + quoted(dir / "behind"), dir);
+  CHECK(behind.code == 2);
+  CHECK(behind.err.find("step 4") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "behind"));
   // A checkpoint past the run's end is refused too.
   ProgramRun past = train("--resume " + quoted(good) + " --steps 3 --quiet --out " + quoted(dir / "past"), dir);
   CHECK(past.code == 2);
   CHECK(past.err.find("step 4") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "past"));
+}
+
+TEST_CASE("resume: recall's step-dependent curriculum and a text model continue bit for bit too", "[resume][train_cli]") {
+  const fs::path dir = scratch("recall_text");
+  fs::path text = dir / "corpus.txt";
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 60; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const std::string recall = kRun + " --task recall --recall-grow-steps 10 --threads 1";
+  const std::string text_run = kRun + " --text " + quoted(text) + " --context 16 --threads 1";
+  for (const std::string& run : {recall, text_run}) {
+    INFO(run);
+    const fs::path ref = dir / "ref", part = dir / "part", rest = dir / "rest";
+    fs::remove_all(ref);
+    fs::remove_all(part);
+    fs::remove_all(rest);
+    REQUIRE(train(run + " --checkpoint-every 20 --out " + quoted(ref), dir).code == 0);
+    REQUIRE(train(run + " --stop-at 7 --out " + quoted(part), dir).code == 0);
+    const std::string again = run.find("--text") != std::string::npos ? " --text " + quoted(text) : "";
+    ProgramRun r = train("--resume " + quoted(part) + again + " --quiet --skip-gradcheck --threads 1 "
+                         "--eval-size 40 --checkpoint-every 20 --out " + quoted(rest), dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(state_difference(ref / ckpt(20), rest / ckpt(20)) == "");
+  }
+  // A training checkpoint of a text model continues only on its own text.
+  fs::path other = dir / "other.txt";
+  {
+    std::ofstream f(other);
+    for (int i = 0; i < 60; ++i) f << "the lazy dog sleeps under the quick brown fox " << i << "\n";
+  }
+  ProgramRun wrong = train("--resume " + quoted(dir / "part") + " --text " + quoted(other) +
+                           " --quiet --out " + quoted(dir / "wrong"), dir);
+  CHECK(wrong.code == 2);
+  CHECK(wrong.err.find("--text") != std::string::npos);
+}
+
+TEST_CASE("resume: misused checkpoint options exit 2 with one line and write nothing", "[resume][train_cli]") {
+  const fs::path dir = scratch("usage");
+  fs::create_directories(dir / "empty");
+  const fs::path out = dir / "never";
+  const char* cases[] = {
+      "--steps 20 --warmup 5 --stop-at 21",  // past the run
+      "--checkpoint-every -1",
+      "--stop-at x",
+  };
+  for (const char* args : cases) {
+    INFO(args);
+    ProgramRun r = train(std::string(args) + " --out " + quoted(out), dir);
+    CHECK(r.code == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK_FALSE(fs::exists(out));
+  }
+  ProgramRun none = train("--resume " + quoted(dir / "empty") + " --out " + quoted(out), dir);
+  CHECK(none.code == 2);
+  CHECK(none.err.find("no training checkpoint") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  ProgramRun help = train("--help", dir);
+  for (const char* opt : {"--checkpoint-every", "--stop-at", "--allow-nonfinite", "--resume"}) {
+    INFO(opt);
+    CHECK(help.out.find(opt) != std::string::npos);
+  }
 }
 
 #endif

@@ -5,6 +5,7 @@
 // is an error (exit 1) that leaves the previous checkpoint as it was.
 #if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -64,19 +65,23 @@ TEST_CASE("resume: 20 SIGKILLs at random moments leave loadable checkpoints and 
   const fs::path dir = scratch("sigkill");
   const fs::path out = dir / "run";
   const std::string run = std::string(kResumeTiny) + " --steps 600 --warmup 20 --threads 1";
+  const auto ref_start = std::chrono::steady_clock::now();
   ProgramRun ref = train(run + " --checkpoint-every 600 --out " + quoted(dir / "ref"), dir);
   REQUIRE(ref.code == 0);
+  // Kill delays scale with how long a whole run takes here (a sanitizer build is several
+  // times slower), so that kills land at every stage of a run whatever the build.
+  const double ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ref_start).count();
   // A checkpoint after every step, so that many kills land in the middle of a write.
   const std::vector<std::string> base = words(run + " --checkpoint-every 1 --out " + out.string());
   std::mt19937 rng(20261201);
-  std::uniform_int_distribution<int> delay_ms(5, 120);
+  std::uniform_real_distribution<double> delay_ms(0.02 * ref_ms, 0.25 * ref_ms);
   int kills = 0, during_write = 0;
   const auto start = std::chrono::steady_clock::now();
   while (kills < 20) {
     std::vector<std::string> args = base;
     if (!checkpoints(out).empty()) args.insert(args.end(), {"--resume", out.string()});
     const pid_t pid = start_trainer(args, dir);
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms(rng)));
     ::kill(pid, SIGKILL);
     const int code = wait_for(pid);
     INFO("kill " << kills << ": " << slurp(dir / "bg_stderr.txt"));
@@ -89,7 +94,9 @@ TEST_CASE("resume: 20 SIGKILLs at random moments leave loadable checkpoints and 
     // of the oldest (the next write removes it)
     CHECK(kept.size() <= 3);
     for (const fs::path& p : kept) CHECK(loads(p));
-    REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+    // bounded: 20 kills take about 3 runs' time; a hang would fail here
+    REQUIRE(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() <
+            std::max(60000.0, 40 * ref_ms));
   }
   INFO(kills << " kills, " << during_write << " in the middle of a checkpoint write");
   CHECK(kills == 20);

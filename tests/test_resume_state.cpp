@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/checkpoint.hpp"
 #include "nn/training_state.hpp"
 
 using namespace tapegrad;
@@ -170,4 +171,23 @@ TEST_CASE("training state: the reader refuses each damaged field, naming it", "[
     CHECK(why.find("checkpoint f.npz") == 0);
     CHECK(why.find(c.named) != std::string::npos);
   }
+}
+
+TEST_CASE("training state: the fuzz seeds of a training checkpoint load with their state", "[resume][fuzz_corpus]") {
+  // fuzz/corpus/checkpoint/training* (fuzz/make_corpus.cpp): the fuzzer starts from these,
+  // so they must reach the training-state reader and pass it.
+  const std::string dir = std::string(TAPEGRAD_SOURCE_DIR) + "/fuzz/corpus/checkpoint/";
+  const std::string path = dir + "training.npz";
+  TinyGPT<float> model = load_checkpoint<float>(path);
+  const std::vector<NpzEntry> entries = load_npz(path);
+  REQUIRE(holds_training_state(entries));
+  const TrainingState<float> s = training_state_from_entries<float>(entries, model, path);
+  CHECK(s.step == 2);
+  CHECK(s.losses.size() == 2);
+  CHECK(s.moments.size() == model.named_parameters().size());
+  for (const auto& [name, st] : s.moments) {
+    INFO(name);
+    CHECK(st.step == 2);
+  }
+  CHECK(s.generators.count("data") == 1);
 }

@@ -122,6 +122,18 @@ std::optional<int> train_with_checkpoints(TrainingRun& run, TrainingProgress& pr
   return std::nullopt;
 }
 
+// A --resume checkpoint, read and checked whole before anything is written: its model and,
+// unless only evaluating, its training state, whose settings then fill the options not given.
+void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
+                             std::optional<TinyGPT<float>>& model,
+                             std::optional<TrainingState<float>>& state, std::FILE* log) {
+  if (!resume.active()) return;
+  model.emplace(load_resumed_model(s, resume));
+  state = read_training_state(resume, *model);
+  if (s.given("--steps") && s.steps == 0) state.reset();  // evaluate only
+  if (state) apply_checkpoint_settings(s, *state, log);
+}
+
 int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* ranks) {
   std::FILE* log = stdout;
   silence_other_ranks(s, ranks, log);
@@ -129,20 +141,17 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   const ResumeSource resume = read_resume_source(s);
   const std::string task_name = s.text_mode() || s.task == "text" ? "text" : s.task;
   const auto model_defaults = apply_task_defaults(s, task_name, model_options.arch());
-  // A --resume checkpoint is read and checked whole before anything is written.
   std::optional<TinyGPT<float>> model_holder;
   std::optional<TrainingState<float>> state;
-  if (resume.active()) {
-    model_holder.emplace(load_resumed_model(s, resume));
-    state = read_training_state(resume, *model_holder);
-    if (s.given("--steps") && s.steps == 0) state.reset();  // evaluate only
-    if (state) apply_checkpoint_settings(s, *state, log);
-  }
+  read_resumed_checkpoint(s, resume, model_holder, state, log);
   const TaskSetup task = build_task(s, resume);
   if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
   const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults);
   if (s.stop_at > s.steps)
     throw UsageError("--stop-at " + std::to_string(s.stop_at) + " is past --steps " + std::to_string(s.steps));
+  if (s.stop_at > 0 && state && s.stop_at <= state->step)
+    throw UsageError("--stop-at " + std::to_string(s.stop_at) + " is not after the checkpoint's step " +
+                     std::to_string(state->step));
   if (ranks) ranks->check_batch(s.batch);
 
   // Everything the options can get wrong has been checked: only now touch the disk.
