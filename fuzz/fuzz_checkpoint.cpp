@@ -4,7 +4,10 @@
 // from the file's config, or load_checkpoint(path, model) into an existing one. The input
 // is a raw checkpoint file (starting with "PK") or the records format of
 // fuzz/checkpoint_records.hpp, which reaches the config and parameter checks without
-// having to keep zip CRCs intact. Allowed outcomes: a load, NpzError or CheckpointError.
+// having to keep zip CRCs intact. A file whose model loads also has its training state
+// (nn/training_state: AdamW's moments, generator states, the step and the loss curve)
+// read against that model when it holds one. Allowed outcomes: a load, NpzError or
+// CheckpointError.
 // A hostile config must not build a giant model (-malloc_limit_mb, -rss_limit_mb).
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include "fuzz/checkpoint_records.hpp"
 #include "fuzz/round_trip.hpp"
 #include "nn/checkpoint.hpp"
+#include "nn/training_state.hpp"
 
 using namespace tapegrad;
 
@@ -45,6 +49,19 @@ TinyGPT<T>& existing_model() {
   return model;
 }
 
+// What a training state that loaded must satisfy: a loss and a rate per step done, and
+// moments that AdamW accepts.
+template <class T>
+void check_training_state(const std::string& path, const TinyGPT<T>& model) {
+  const std::vector<NpzEntry> entries = load_npz(path);
+  if (!holds_training_state(entries)) return;
+  const TrainingState<T> s = training_state_from_entries<T>(entries, model, path);
+  if (s.step > s.total_steps || s.losses.size() != s.step || s.lrs.size() != s.step)
+    fuzz::violated("a training state that loaded has inconsistent counts");
+  AdamW<T> opt(model.parameters());
+  restore_moments<T>(s.moments, model, {&opt}, path);
+}
+
 template <class T>
 void load(const std::string& path, bool into_existing) {
   if (into_existing) {
@@ -52,6 +69,7 @@ void load(const std::string& path, bool into_existing) {
     load_checkpoint(path, model);
     if (model.config().vocab != fuzz::existing_config().vocab)
       fuzz::violated("loading changed the existing model's architecture");
+    check_training_state(path, model);
     return;
   }
   TinyGPT<T> model = load_checkpoint<T>(path);
@@ -59,6 +77,7 @@ void load(const std::string& path, bool into_existing) {
   model.config().validate();
   if (model.config() != read_checkpoint_config(path))
     fuzz::violated("the model's config differs from the file's");
+  check_training_state(path, model);
 }
 
 }  // namespace

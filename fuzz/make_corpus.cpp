@@ -5,6 +5,9 @@
 //   checkpoint/tiny_*.rec          the same entries in the records format, with each flag
 //   checkpoint/huge_config.rec     a config describing ~2^48 parameters (must be refused)
 //   checkpoint/truncated.npz       tiny.npz cut in half
+//   checkpoint/training.npz        tiny.npz plus a training state (nn/training_state) after
+//                                  two AdamW steps
+//   checkpoint/training_*.rec      the same entries in the records format (flags 0 and 2)
 //   npz/tapegrad_*.npz             save_npz_bytes output, stored and deflated
 //   npy/*.npy                      single arrays: every dtype, rank 0 to 4, an empty one
 #include <cstdint>
@@ -16,6 +19,7 @@
 
 #include "fuzz/checkpoint_records.hpp"
 #include "nn/checkpoint.hpp"
+#include "nn/training_state.hpp"
 
 using namespace tapegrad;
 
@@ -33,6 +37,36 @@ std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
+
+// The entries of a training checkpoint of `model` after two AdamW steps on fixed tokens.
+std::vector<NpzEntry> training_checkpoint(TinyGPT<float>& model) {
+  AdamW<float> opt(model.parameters());
+  Indices tokens = Indices::from_shape({1, 4}), targets = Indices::from_shape({1, 4});
+  for (std::size_t i = 0; i < 4; ++i) {
+    tokens.data()[i] = std::int64_t(i % 5);
+    targets.data()[i] = std::int64_t((i + 1) % 5);
+  }
+  for (int step = 0; step < 2; ++step) {
+    model.loss(tokens, targets, -100).backward();
+    opt.step();
+    model.zero_grad();
+  }
+  TrainingState<float> s;
+  s.step = 2;
+  s.total_steps = 10;
+  s.moments = collect_moments<float>(model, {&opt});
+  Generator data(7);
+  s.generators["data"] = generator_state(data);
+  s.losses = {1.6, 1.5};
+  s.lrs = {1e-3, 1e-3};
+  s.integer_settings["batch"] = 1;
+  s.real_settings["lr"] = 1e-3;
+  std::vector<NpzEntry> entries = config_entries(model.config());
+  for (const NamedParameter<float>& p : model.named_parameters())
+    entries.emplace_back(p.name, xt::xarray<float>(p.tensor.value()));
+  for (NpzEntry& e : training_state_entries(s)) entries.push_back(std::move(e));
+  return entries;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +83,12 @@ int main(int argc, char** argv) {
   for (std::uint8_t flags = 0; flags < 4; ++flags)
     write(dir + "/checkpoint/tiny_" + std::to_string(flags) + ".rec",
           fuzz::encode_records(flags, entries));
+  TinyGPT<float> trained(fuzz::existing_config());
+  const std::vector<NpzEntry> training = training_checkpoint(trained);
+  write(dir + "/checkpoint/training.npz", save_npz_bytes(training));
+  for (std::uint8_t flags : {0, 2})
+    write(dir + "/checkpoint/training_" + std::to_string(flags) + ".rec",
+          fuzz::encode_records(flags, training));
   std::vector<NpzEntry> huge = config_entries(fuzz::existing_config());
   for (NpzEntry& e : huge)
     if (e.name == std::string(kConfigPrefix) + "vocab" || e.name == std::string(kConfigPrefix) + "d_model")

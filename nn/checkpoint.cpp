@@ -20,7 +20,9 @@ constexpr std::int64_t kFormat = 3;
 // file lacks.
 constexpr long double kAlwaysBuildable = 1 << 22;
 
-bool is_config(const std::string& name) { return name.rfind(kConfigPrefix, 0) == 0; }
+bool is_config(const std::string& name) {
+  return name.rfind(kConfigPrefix, 0) == 0 || name.rfind(kTrainingPrefix, 0) == 0;
+}
 
 [[noreturn]] void fail_checkpoint(const std::string& label, const std::string& what) {
   throw CheckpointError(fmt::format("checkpoint {}: {}", label, what));

@@ -27,6 +27,9 @@ class CheckpointError : public std::runtime_error {
 };
 
 inline constexpr const char* kConfigPrefix = "__config__.";
+// A training checkpoint's optimiser, generator and progress entries (nn/training_state):
+// reserved like the config's, so model-only loaders skip them.
+inline constexpr const char* kTrainingPrefix = "__train__.";
 
 // The config as npz entries (`__config__.*`) and back. config_from_entries throws
 // CheckpointError naming `label` if an entry is missing, has the wrong dtype or shape,

@@ -139,6 +139,30 @@ void AdamW<T>::step() {
 }
 
 template <class T>
+void AdamW<T>::set_state(std::size_t i, State state) {
+  if (i >= params_.size()) fail("AdamW::set_state", "parameter {} of {}", i, params_.size());
+  if (state.step == 0) {
+    state_[i] = State{};
+    return;
+  }
+  const Shape& want = params_[i].shape();
+  for (const Array<T>* a : {&state.m, &state.v}) {
+    const Shape got(a->shape().begin(), a->shape().end());
+    if (got != want)
+      fail("AdamW::set_state", "parameter {} has shape {} but its moment has shape {}", i,
+           shape_str(want), shape_str(got));
+    for (std::size_t j = 0; j < a->size(); ++j)
+      if (!std::isfinite(a->data()[j]))
+        fail("AdamW::set_state", "parameter {}: moment element {} is {}", i, j, a->data()[j]);
+  }
+  for (std::size_t j = 0; j < state.v.size(); ++j)
+    if (state.v.data()[j] < T(0))
+      fail("AdamW::set_state", "parameter {}: second moment element {} is negative ({})", i, j,
+           state.v.data()[j]);
+  state_[i] = std::move(state);
+}
+
+template <class T>
 void AdamW<T>::zero_grad() {
   for (Tensor<T>& p : params_) p.zero_grad();
 }

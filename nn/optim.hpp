@@ -54,12 +54,22 @@ class AdamW {
   void zero_grad();
   double lr() const { return options_.lr; }
   void set_lr(double lr) { options_.lr = lr; }
+  const AdamWOptions& options() const { return options_; }
 
- private:
+  // The state of one parameter: its step count and, once it has stepped, the moments m
+  // and v (shaped as the parameter). What a training checkpoint saves and restores.
   struct State {
     Array<T> m, v;
     std::size_t step = 0;
   };
+  std::size_t size() const { return params_.size(); }
+  const Tensor<T>& parameter(std::size_t i) const { return params_.at(i); }
+  const State& state(std::size_t i) const { return state_.at(i); }
+  // Replaces parameter i's state. Throws ShapeError (naming AdamW and both shapes) unless
+  // step is 0 or m and v have the parameter's shape and hold finite values.
+  void set_state(std::size_t i, State state);
+
+ private:
   std::vector<Tensor<T>> params_;
   AdamWOptions options_;
   std::vector<State> state_;

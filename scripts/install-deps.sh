@@ -14,6 +14,8 @@ packages=(
 )
 test_packages=(
   python3-numpy                       # tests: numpy reads the checkpoints we write
+  python3-torch                       # tests: tools/to_torch.py against the torch module
+  libopenmpi-dev openmpi-bin          # tests: the trainer's --data-parallel under mpirun
   clang libclang-rt-14-dev llvm       # fuzz/: libFuzzer + sanitizer runtimes, llvm-symbolizer
   pybind11-dev python3-dev            # python/: the extension module
   python3-pytest python3-venv python3-matplotlib  # tests/python, pip install . into a venv

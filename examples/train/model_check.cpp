@@ -73,3 +73,24 @@ std::string format_model_check(const ModelCheck& check) {
 }
 
 }  // namespace tapegrad::train
+
+namespace tapegrad::train {
+
+GradcheckSummary startup_gradcheck(const TinyGPTConfig& config, const tasks::Batch& batch,
+                                   std::uint64_t seed, bool quiet, std::FILE* log) {
+  const TinyGPTConfig small = small_config(config);
+  const ModelCheck check = check_model_gradients(small, batch, 6, seed);
+  if (!quiet || !check.passed) {
+    std::fprintf(log,
+                 "gradient check (double, d_model %zu, %zu heads, %zu layers, batch 2, up to "
+                 "6 sampled elements per tensor, central differences eps 1e-6):\n%s",
+                 small.d_model, small.heads, small.layers, format_model_check(check).c_str());
+    std::fprintf(log, "gradient check %s: %zu tensors, max rel error %.2e (%.2fs)\n\n",
+                 check.passed ? "passed" : "FAILED", check.rows.size(), check.max_rel_error,
+                 check.seconds);
+    std::fflush(log);
+  }
+  return {check.passed ? "passed" : "FAILED", check.max_rel_error, check.seconds};
+}
+
+}  // namespace tapegrad::train

@@ -3,6 +3,8 @@
 // has d(loss)/d(parameter) compared with central finite differences for every parameter
 // tensor (a seeded sample of elements per tensor), on a real batch of the task.
 #include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,19 @@ TinyGPTConfig small_config(const TinyGPTConfig& config);
 // Checks every parameter of TinyGPT<double>(small) on `batch` (its loss with kIgnore).
 ModelCheck check_model_gradients(const TinyGPTConfig& small, const tasks::Batch& batch,
                                  std::size_t max_elements = 6, std::uint64_t seed = 0);
+
+// How the start-up gradient check went, for metrics.json.
+struct GradcheckSummary {
+  std::string status = "skipped";  // "skipped", "passed" or "FAILED"
+  double max_rel_error = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0;
+};
+
+// The check before training: small_config(config) on `batch` (2 sequences of the task),
+// 6 sampled elements per tensor; prints its table on `log` unless quiet (and always when
+// it fails).
+GradcheckSummary startup_gradcheck(const TinyGPTConfig& config, const tasks::Batch& batch,
+                                   std::uint64_t seed, bool quiet, std::FILE* log);
 
 // "parameter  shape  checked  max abs err  max rel err  pass" rows, one per tensor.
 std::string format_model_check(const ModelCheck& check);

@@ -1,0 +1,231 @@
+#include "examples/train/checkpoints.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "examples/common/cli.hpp"
+#include "examples/train/outputs.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tapegrad::train {
+
+using examples::one_line;
+
+namespace {
+
+const std::regex& checkpoint_name() {
+  static const std::regex re("ckpt-([0-9]{8})\\.npz");
+  return re;
+}
+
+// The settings a training checkpoint carries, with the ranges the options accept (a
+// hostile file must not ask for a batch of 2^60 sequences).
+struct RealSetting {
+  const char* option;
+  double Settings::*field;
+  double lo, hi;
+};
+struct SizeSetting {
+  const char* option;
+  std::size_t Settings::*field;
+  std::size_t lo, hi;
+};
+const RealSetting kRealSettings[] = {
+    {"--lr", &Settings::lr, 1e-8, 10.0},
+    {"--min-lr", &Settings::min_lr, 0.0, 10.0},
+    {"--weight-decay", &Settings::weight_decay, 0.0, 10.0},
+    {"--beta1", &Settings::beta1, 0.0, 0.999999},
+    {"--beta2", &Settings::beta2, 0.0, 0.999999},
+    {"--clip", &Settings::clip, 0.0, 1e6},
+    {"--recall-chain", &Settings::recall_chain, 0.0, 1.0},
+};
+const SizeSetting kSizeSettings[] = {
+    {"--batch", &Settings::batch, 1, 65536},
+    {"--warmup", &Settings::warmup, 0, 100000000},
+    {"--recall-min-pairs", &Settings::recall_min_pairs, 1, 8},
+    {"--recall-grow-steps", &Settings::recall_grow_steps, 0, 100000000},
+};
+
+std::string setting_name(const char* option) {
+  std::string name = option + 2;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+template <class V>
+void notice_override(const char* option, V file_value, V given, std::FILE* log) {
+  std::fprintf(log, "--resume: %s %s differs from the checkpoint's %s; the run goes on with %s "
+               "and no longer matches an uninterrupted one\n", option,
+               fmt::format("{}", given).c_str(), fmt::format("{}", file_value).c_str(),
+               fmt::format("{}", given).c_str());
+}
+
+template <class Map>
+auto need_setting(const Map& map, const std::string& name) {
+  const auto it = map.find(name);
+  if (it == map.end()) throw UsageError("--resume: the training state lacks the setting '" + name + "'");
+  return it->second;
+}
+
+TrainingState<float> capture(const TrainerState& t) {
+  const Settings& s = t.settings;
+  TrainingState<float> st;
+  st.step = t.progress.step;
+  st.total_steps = s.steps;
+  st.moments = collect_moments<float>(t.model, {&t.optimizers.decayed(), &t.optimizers.plain()});
+  st.generators.emplace("data", generator_state(t.data));
+  for (const LossRecord& r : t.progress.losses) {
+    st.losses.push_back(r.loss);
+    st.lrs.push_back(r.lr);
+  }
+  for (const RealSetting& r : kRealSettings) st.real_settings[setting_name(r.option)] = s.*r.field;
+  for (const SizeSetting& z : kSizeSettings)
+    st.integer_settings[setting_name(z.option)] = std::int64_t(s.*z.field);
+  st.integer_settings["seed"] = std::int64_t(s.seed);
+  st.integer_settings["recall_dense_loss"] = s.recall_dense_loss;
+  st.integer_settings["text_hash"] = t.task.text_hash;
+  st.integer_settings["tokens_seen"] = std::int64_t(t.progress.tokens_seen);
+  st.real_settings["train_seconds"] = t.progress.train_seconds;
+  st.real_settings["train_cpu_seconds"] = t.progress.train_cpu_seconds;
+  return st;
+}
+
+void prune(const std::string& dir) {
+  std::vector<std::string> all = list_checkpoints(dir);
+  for (std::size_t i = 0; i + kCheckpointsKept < all.size(); ++i) {
+    std::error_code ignored;  // a checkpoint we cannot remove only costs disk space
+    fs::remove(all[i], ignored);
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, std::size_t step) {
+  return (fs::path(dir) / fmt::format("ckpt-{:08d}.npz", step)).string();
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, checkpoint_name())) found.push_back(e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+void remove_stale_temporaries(const std::string& dir) {
+  static const std::regex temporary("ckpt-[0-9]{8}\\.npz\\.tmp\\.[0-9]+");
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::error_code ignored;
+    if (std::regex_match(e.path().filename().string(), temporary)) fs::remove(e.path(), ignored);
+  }
+}
+
+std::string write_training_checkpoint(const TrainerState& t) {
+  const std::string path = checkpoint_path(t.settings.out, t.progress.step);
+  std::vector<NpzEntry> extra = model_entries(t.model, t.task);
+  for (NpzEntry& e : training_state_entries(capture(t))) extra.push_back(std::move(e));
+  try {
+    save_parameters(path, t.model, extra);
+  } catch (const std::exception& e) {
+    const std::vector<std::string> kept = list_checkpoints(t.settings.out);
+    throw std::runtime_error(
+        "cannot write the training checkpoint " + path + ": " + one_line(e.what()) +
+        (kept.empty() ? std::string("; no earlier checkpoint exists")
+                      : "; the previous checkpoint " + kept.back() + " is intact"));
+  }
+  prune(t.settings.out);
+  return path;
+}
+
+TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume) {
+  std::optional<TinyGPT<float>> model;
+  try {
+    model.emplace(load_checkpoint<float>(resume.path));
+  } catch (const std::exception& e) {
+    throw UsageError("--resume " + resume.path + ": " + one_line(e.what()));
+  }
+  if (s.allow_nonfinite) return std::move(*model);
+  for (const NamedParameter<float>& p : model->named_parameters()) {
+    const float* x = p.tensor.value().data();
+    for (std::size_t i = 0; i < p.tensor.size(); ++i)
+      if (!std::isfinite(x[i]))
+        throw UsageError(fmt::format("--resume {}: parameter '{}' {} holds {} at element {} "
+                                     "(--allow-nonfinite loads it anyway)", resume.path, p.name,
+                                     p.tensor.shape_string(), x[i], i));
+  }
+  return std::move(*model);
+}
+
+std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
+                                                        const TinyGPT<float>& model) {
+  if (!holds_training_state(resume.entries)) return std::nullopt;
+  try {
+    return training_state_from_entries<float>(resume.entries, model, resume.path);
+  } catch (const std::exception& e) {
+    throw UsageError("--resume " + resume.path + ": " + one_line(e.what()));
+  }
+}
+
+void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st, std::FILE* log) {
+  for (const RealSetting& r : kRealSettings) {
+    const double v = need_setting(st.real_settings, setting_name(r.option));
+    if (!(v >= r.lo && v <= r.hi))
+      throw UsageError(fmt::format("--resume: the checkpoint's {} {} is outside [{}, {}]", r.option, v, r.lo, r.hi));
+    if (!s.given(r.option)) s.*r.field = v;
+    else if (s.*r.field != v) notice_override(r.option, v, s.*r.field, log);
+  }
+  for (const SizeSetting& z : kSizeSettings) {
+    const std::int64_t v = need_setting(st.integer_settings, setting_name(z.option));
+    if (v < std::int64_t(z.lo) || v > std::int64_t(z.hi))
+      throw UsageError(fmt::format("--resume: the checkpoint's {} {} is outside [{}, {}]", z.option, v, z.lo, z.hi));
+    if (!s.given(z.option)) s.*z.field = std::size_t(v);
+    else if (s.*z.field != std::size_t(v)) notice_override(z.option, std::size_t(v), s.*z.field, log);
+  }
+  const std::uint64_t seed = std::uint64_t(need_setting(st.integer_settings, "seed"));
+  if (!s.given("--seed")) s.seed = seed;
+  else if (s.seed != seed) notice_override("--seed", seed, s.seed, log);
+  const std::int64_t dense = need_setting(st.integer_settings, "recall_dense_loss");
+  if (dense != 0 && dense != 1)
+    throw UsageError(fmt::format("--resume: the checkpoint's recall_dense_loss is {}, not 0 or 1", dense));
+  if (!s.given("--recall-dense-loss")) s.recall_dense_loss = dense == 1;
+  if (!s.given("--steps")) s.steps = st.total_steps;
+  else if (s.steps != st.total_steps) notice_override("--steps", st.total_steps, s.steps, log);
+  if (st.step > s.steps)
+    throw UsageError(fmt::format("--resume: the checkpoint is at step {}, past --steps {}",
+                                 st.step, s.steps));
+}
+
+void restore_training(const TrainingState<float>& st, const TaskSetup& task,
+                      const TinyGPT<float>& model, Optimizers& optimizers, Generator& data,
+                      TrainingProgress& progress, const std::string& label) {
+  if (need_setting(st.integer_settings, "text_hash") != task.text_hash)
+    throw UsageError("--resume " + label + ": the --text file is not the one this run was "
+                     "trained on (its model.npz resumes as weights only on another text)");
+  const auto data_state = st.generators.find("data");
+  if (data_state == st.generators.end())
+    throw UsageError("--resume " + label + ": the training state lacks the batch generator");
+  try {
+    restore_moments<float>(st.moments, model, {&optimizers.decayed(), &optimizers.plain()}, label);
+    restore_generator(data, data_state->second, label);
+  } catch (const std::exception& e) {
+    throw UsageError("--resume " + label + ": " + one_line(e.what()));
+  }
+  progress.step = st.step;
+  progress.losses.clear();
+  for (std::size_t i = 0; i < st.losses.size(); ++i) progress.losses.push_back({i + 1, st.losses[i], st.lrs[i]});
+  const std::int64_t tokens = need_setting(st.integer_settings, "tokens_seen");
+  progress.tokens_seen = tokens > 0 ? std::size_t(tokens) : 0;
+  progress.train_seconds = std::max(0.0, need_setting(st.real_settings, "train_seconds"));
+  progress.train_cpu_seconds = std::max(0.0, need_setting(st.real_settings, "train_cpu_seconds"));
+}
+
+}  // namespace tapegrad::train

@@ -1,0 +1,57 @@
+#pragma once
+// Training checkpoints under --out: ckpt-<step>.npz (the step in 8 digits, so names sort
+// by step), each a model checkpoint plus the training state of nn/training_state (AdamW's
+// moments, the batch generator, the step, the loss curve and the run's settings). Written
+// atomically (temporary file, fsync, rename, fsync of the directory); the older ones are
+// removed only once the new one is complete, keeping the last two.
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "examples/train/options.hpp"
+#include "examples/train/setup.hpp"
+#include "examples/train/training.hpp"
+#include "nn/training_state.hpp"
+
+namespace tapegrad::train {
+
+inline constexpr std::size_t kCheckpointsKept = 2;
+
+std::string checkpoint_path(const std::string& dir, std::size_t step);
+// The training checkpoints in `dir`, oldest first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+// Temporary files a killed writer left behind (they never replaced a checkpoint).
+void remove_stale_temporaries(const std::string& dir);
+
+// Everything a training checkpoint captures.
+struct TrainerState {
+  const Settings& settings;
+  const TaskSetup& task;
+  const TinyGPT<float>& model;
+  const Optimizers& optimizers;
+  Generator& data;
+  const TrainingProgress& progress;
+};
+
+// Writes ckpt-<progress.step>.npz and removes all but the last two. Throws
+// std::runtime_error naming the file, the reason and the checkpoint still intact.
+std::string write_training_checkpoint(const TrainerState& state);
+
+// The parameters of a --resume checkpoint as a model; UsageError when they do not fit or
+// hold NaN/Inf (naming the tensor) unless s.allow_nonfinite.
+TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume);
+// The training state of a --resume checkpoint (none for a model-only file), checked
+// against `model`; UsageError naming the entry when it does not fit.
+std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
+                                                        const TinyGPT<float>& model);
+// The checkpoint's settings for every option the user did not give; a one-line notice on
+// `log` for each one given with another value. UsageError when the checkpoint is past
+// --steps or its settings are out of the options' ranges.
+void apply_checkpoint_settings(Settings& s, const TrainingState<float>& state, std::FILE* log);
+// Puts the optimisers, the batch generator and the progress where the checkpoint left them.
+void restore_training(const TrainingState<float>& state, const TaskSetup& task,
+                      const TinyGPT<float>& model, Optimizers& optimizers, Generator& data,
+                      TrainingProgress& progress, const std::string& label);
+
+}  // namespace tapegrad::train

@@ -1,0 +1,127 @@
+#include "examples/train/options.hpp"
+
+#include "examples/common/cli.hpp"
+
+namespace tapegrad::train {
+
+void add_task_options(CLI::App& app, Settings& s) {
+  auto* group = "Task";
+  app.add_option("--task", s.task, "built-in task: sort (8 tokens over 10 symbols -> sorted), "
+                 "reverse (12 tokens -> reversed), recall (8 key-value pairs, then a key -> its value)")
+      ->check(CLI::IsMember({"sort", "reverse", "recall"}))->group(group);
+  app.add_option("--text", s.text, "train a character-level language model on this UTF-8 file "
+                 "(vocabulary: its distinct code points; first 90% train, last 10% eval)")
+      ->group(group);
+  app.add_option("--context", s.context, "--text: characters per training window")
+      ->check(CLI::Range(std::size_t(2), std::size_t(4096)))->group(group);
+  app.add_option("--recall-min-pairs", s.recall_min_pairs,
+                 "recall: training inputs hold between this many and 8 distinct pairs (repeats "
+                 "fill the 8 slots; recall default 2); evaluation always uses 8 distinct pairs")
+      ->check(CLI::Range(std::size_t(1), std::size_t(8)))->group(group);
+  app.add_option("--recall-grow-steps", s.recall_grow_steps,
+                 "recall: growing curriculum; the most distinct pairs a training input may hold "
+                 "rises in equal stages from --recall-min-pairs to 8 over this many steps (0: off)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_flag("--recall-dense-loss,!--no-recall-dense-loss", s.recall_dense_loss,
+               "recall (default on): every repeated key of a training input, the query "
+               "included, also learns to predict that key's value at its repeat")
+      ->group(group);
+  app.add_option("--recall-chain", s.recall_chain,
+                 "recall: this fraction of training inputs have keys in a fixed order (each key "
+                 "+5 mod 16 of the one before) and also learn to predict each next key at the "
+                 "value before it, which grows the previous-token head recall needs (recall default 0.5)")
+      ->check(examples::finite_range(0.0, 1.0))->group(group);
+  app.add_option("--eval-size", s.eval_size, "held-out sequences (text: windows) to evaluate")
+      ->check(CLI::Range(std::size_t(1), std::size_t(1000000)))->group(group);
+}
+
+namespace {
+
+void add_optimisation_options(CLI::App& app, Settings& s) {
+  auto* group = "Optimisation (AdamW, warm-up + cosine)";
+  app.add_option("--batch", s.batch, "sequences per step (default per task)")
+      ->check(CLI::Range(std::size_t(1), std::size_t(65536)))->group(group);
+  app.add_option("--steps", s.steps, "optimiser steps (default per task; 0 with --resume: evaluate only)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_option("--lr", s.lr, "peak learning rate")
+      ->check(examples::finite_range(1e-8, 10.0))->group(group);
+  app.add_option("--min-lr", s.min_lr, "final learning rate of the cosine decay")
+      ->check(examples::finite_range(0.0, 10.0))->group(group);
+  app.add_option("--warmup", s.warmup, "linear warm-up steps")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay (matrices only; recall default 0)")
+      ->check(examples::finite_range(0.0, 10.0))->group(group);
+  app.add_option("--beta1", s.beta1, "AdamW beta1")->check(examples::finite_range(0.0, 0.999999))->group(group);
+  app.add_option("--beta2", s.beta2, "AdamW beta2")->check(examples::finite_range(0.0, 0.999999))->group(group);
+  app.add_option("--clip", s.clip, "clip the global gradient norm to this (0: off)")
+      ->check(examples::finite_range(0.0, 1e6))->group(group);
+  app.add_option("--seed", s.seed, "seed of the initialisation and of the training data")
+      ->check(examples::unsigned_integer())->group(group);
+}
+
+void add_run_options(CLI::App& app, Settings& s) {
+  auto* group = "Run";
+  app.add_option("--out", s.out, "output directory")->group(group);
+  app.add_option("--resume", s.resume, "continue from this training checkpoint (ckpt-*.npz, or a "
+                 "directory: its newest), or start from the weights of a model.npz; its "
+                 "architecture, task and settings take the place of the options not given")
+      ->group(group);
+  app.add_option("--checkpoint-every", s.checkpoint_every, "write a training checkpoint "
+                 "(ckpt-<step>.npz in --out, the last two kept) every N steps and at the end "
+                 "(0: only on SIGINT/SIGTERM and --stop-at)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_option("--stop-at", s.stop_at, "stop after this step of the run: write a training "
+                 "checkpoint and exit 0 (a run in slices; 0: off)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_flag("--allow-nonfinite", s.allow_nonfinite, "--resume: load a checkpoint whose "
+               "weights hold NaN or Inf (an error otherwise)")
+      ->group(group);
+  app.add_option("--threads", s.threads, "threads for tapegrad's kernels and BLAS (0: all cores; 1 is fastest for the small default models)")
+      ->check(CLI::Range(0, 256))->group(group);
+  app.add_flag("--skip-gradcheck", s.skip_gradcheck, "do not check gradients before training")
+      ->group(group);
+  app.add_flag("--detect-anomaly", s.detect_anomaly, "check every op's output and gradient for "
+               "NaN/Inf while training and stop at the first, naming the op (slower)")
+      ->group(group);
+  app.add_option("--eval-every", s.eval_every, "evaluate on held-out data every N steps (0: at the end only)")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_option("--log-every", s.log_every, "progress line every N steps when stderr is not a terminal")
+      ->check(CLI::Range(std::size_t(1), std::size_t(100000000)))->group(group);
+  app.add_option("--examples", s.examples, "held-out examples to print with their prediction")
+      ->check(CLI::Range(std::size_t(0), std::size_t(1000)))->group(group);
+  app.add_flag("--quiet", s.quiet, "no progress line, gradient table or examples")->group(group);
+}
+
+void add_sampling_options(CLI::App& app, Settings& s) {
+  auto* group = "Sampling (text models)";
+  app.add_option("--sample", s.sample, "characters to generate after training")
+      ->check(CLI::Range(std::size_t(0), std::size_t(1000000)))->group(group);
+  app.add_option("--temperature", s.temperature, "sampling temperature (0: greedy)")
+      ->check(examples::finite_range(0.0, 100.0))->group(group);
+  app.add_option("--top-p", s.top_p, "nucleus sampling: keep the most likely tokens up to this mass")
+      ->check(examples::finite_range(1e-6, 1.0))->group(group);
+  app.add_option("--prompt", s.prompt, "text to continue (default: a newline)")->group(group);
+}
+
+}  // namespace
+
+void add_training_options(CLI::App& app, Settings& s) {
+  add_optimisation_options(app, s);
+  add_run_options(app, s);
+  add_sampling_options(app, s);
+}
+
+void record_given_options(const CLI::App& app, Settings& s) {
+  s.given_options.clear();
+  for (const CLI::Option* o : app.get_options())
+    if (o->count() > 0 && !o->get_lnames().empty()) s.given_options.insert("--" + o->get_lnames()[0]);
+}
+
+TaskDefaults defaults_for(const std::string& task) {
+  if (task == "reverse") return {64, 4, 2, 64, 300, 30, 3e-3, 3e-4};
+  if (task == "recall") return {64, 1, 3, 64, 12000, 200, 3e-3, 3e-4};
+  if (task == "text") return {128, 4, 2, 32, 1000, 100, 3e-3, 3e-4};
+  return {64, 4, 2, 64, 600, 50, 3e-3, 3e-4};  // sort
+}
+
+}  // namespace tapegrad::train

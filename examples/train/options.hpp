@@ -1,0 +1,73 @@
+#pragma once
+// The trainer's settings: every option of train_tiny_transformer that is not a model field
+// (those come from examples/common/config_cli), the per-task defaults for the options the
+// user left out, and the usage error the program reports with exit code 2.
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace tapegrad::train {
+
+inline constexpr const char* kProgram = "train_tiny_transformer";
+
+// A user error: one line on stderr, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Settings {
+  // task
+  std::string task = "sort";
+  std::string text;
+  std::size_t context = 64;  // --text only; the sequence tasks fix their own
+  std::size_t recall_min_pairs = 8;
+  std::size_t recall_grow_steps = 0;
+  bool recall_dense_loss = false;
+  double recall_chain = 0;
+  // optimiser
+  std::size_t batch = 64, steps = 600, warmup = 50;
+  double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.01, clip = 1.0;
+  double beta1 = 0.9, beta2 = 0.99;
+  std::uint64_t seed = 1;
+  // run
+  std::string out = "out/train";
+  std::string resume;
+  std::size_t checkpoint_every = 0;
+  std::size_t stop_at = 0;
+  bool allow_nonfinite = false;
+  int threads = 1;
+  bool skip_gradcheck = false;
+  bool detect_anomaly = false;
+  std::size_t eval_every = 0, eval_size = 1000, log_every = 50, examples = 5;
+  bool quiet = false;
+  // sampling (--text)
+  std::size_t sample = 0;
+  double temperature = 0.8, top_p = 0.95;
+  std::string prompt;
+
+  // The options the user gave on the command line ("--steps", ...): the others may take
+  // per-task defaults or a training checkpoint's values.
+  std::set<std::string> given_options;
+  bool given(const std::string& option) const { return given_options.count(option) > 0; }
+  bool text_mode() const { return !text.empty(); }
+};
+
+// The options of the "Task" group, added before the model's options so --help lists them
+// first.
+void add_task_options(CLI::App& app, Settings& s);
+// The optimisation, run and sampling groups.
+void add_training_options(CLI::App& app, Settings& s);
+// Fills s.given_options from what `app` parsed.
+void record_given_options(const CLI::App& app, Settings& s);
+
+// Per-task defaults for the options the user did not give (see docs/TRAINING.md).
+struct TaskDefaults {
+  std::size_t d_model, heads, layers, batch, steps, warmup;
+  double lr, min_lr;
+};
+TaskDefaults defaults_for(const std::string& task);
+
+}  // namespace tapegrad::train

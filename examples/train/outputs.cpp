@@ -1,0 +1,147 @@
+#include "examples/train/outputs.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <xtensor/xadapt.hpp>
+
+#include "examples/common/svg_plot.hpp"
+#include "nn/checkpoint.hpp"
+#include "ops/kernels/gemm.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tapegrad::train {
+
+void prepare_out_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    throw UsageError("cannot create --out directory " + dir +
+                     (ec ? ": " + ec.message() : std::string(": not a directory")));
+  }
+  std::string probe = (fs::path(dir) / (".write-test." + std::to_string(::getpid()))).string();
+  {
+    std::ofstream f(probe);
+    if (!f || !(f << "x") || !f.flush()) {
+      std::remove(probe.c_str());
+      throw UsageError("cannot write to --out directory " + dir);
+    }
+  }
+  std::remove(probe.c_str());
+}
+
+std::vector<NpzEntry> model_entries(const TinyGPT<float>& model, const TaskSetup& task) {
+  std::vector<NpzEntry> extra = config_entries(model.config());
+  std::vector<std::int64_t> name(task.name.begin(), task.name.end());
+  extra.emplace_back(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(name, {name.size()})));
+  if (task.text) {
+    std::vector<std::int64_t> cps(task.text->vocab().begin(), task.text->vocab().end());
+    extra.emplace_back(tasks::kVocabKey, xt::xarray<std::int64_t>(xt::adapt(cps, {cps.size()})));
+  }
+  return extra;
+}
+
+namespace {
+
+double mean_of_last(const std::vector<LossRecord>& losses, std::size_t count) {
+  if (losses.empty()) return std::nan("");
+  const std::size_t n = std::min(count, losses.size());
+  double sum = 0;
+  for (std::size_t i = losses.size() - n; i < losses.size(); ++i) sum += losses[i].loss;
+  return sum / double(n);
+}
+
+void set_results(JsonObject& m, const RunSummary& r) {
+  const Settings& s = r.settings;
+  const std::optional<tasks::EvalResult>& eval = r.report.eval;
+  const TrainingProgress& p = r.progress;
+  m.set("task", r.task.name);
+  if (s.text_mode()) m.set("text_file", s.text);
+  m.set("steps", s.steps);
+  m.set("final_train_loss", p.losses.empty() ? std::nan("") : p.losses.back().loss);
+  m.set("final_train_loss_avg50", mean_of_last(p.losses, 50));
+  m.set("eval_loss", eval ? eval->loss : std::nan(""));
+  m.set("eval_token_accuracy", eval ? eval->token_accuracy : std::nan(""));
+  m.set("eval_exact_accuracy", eval ? eval->exact_accuracy : std::nan(""));
+  m.set("eval_sequences", eval ? eval->sequences : std::size_t(0));
+  m.set("eval_tokens", eval ? eval->tokens : std::size_t(0));
+  m.set("accuracy_method",
+        "teacher-forced argmax on answer positions; exact = every answer token right "
+        "(equal to greedy decoding's exact accuracy)");
+  m.set("train_seconds", p.train_seconds);
+  m.set("train_cpu_seconds", p.train_cpu_seconds);
+  m.set("tokens_per_second", p.train_seconds > 0 ? double(p.tokens_seen) / p.train_seconds : 0.0);
+  m.set("tokens_seen", p.tokens_seen);
+  m.set("parameters", r.model.parameter_count());
+  m.set("seed", std::int64_t(s.seed));
+  m.set("gradcheck", r.gradcheck.status);
+  m.set("gradcheck_max_rel_error", r.gradcheck.max_rel_error);
+  m.set("gradcheck_seconds", r.gradcheck.seconds);
+  m.set("resumed_from", s.resume);
+  m.set("resumed_at_step", r.resumed_at_step);
+  m.set("checkpoints_written", p.checkpoints_written);
+  m.set("checkpoint_ms_mean", p.checkpoints_written > 0
+                                  ? 1e3 * p.checkpoint_seconds / double(p.checkpoints_written)
+                                  : std::nan(""));
+  m.set("checkpoint_bytes", p.checkpoint_bytes);
+}
+
+void set_settings(JsonObject& m, const RunSummary& r) {
+  const Settings& s = r.settings;
+  const TinyGPTConfig& c = r.model.config();
+  for (const FieldInfo& f : config_fields()) {
+    if (f.kind == FieldInfo::Kind::size) m.set(f.name, std::size_t(field_to_int64(c, f.name)));
+    else if (f.kind == FieldInfo::Kind::real) m.set(f.name, field_to_double(c, f.name));
+    else if (f.kind != FieldInfo::Kind::seed) m.set(f.name, field_to_string(c, f.name));
+  }
+  m.set("init_seed", std::int64_t(c.seed));
+  m.set("batch", s.batch);
+  m.set("lr", s.lr);
+  m.set("min_lr", s.min_lr);
+  m.set("warmup", s.warmup);
+  m.set("weight_decay", s.weight_decay);
+  m.set("beta1", s.beta1);
+  m.set("beta2", s.beta2);
+  m.set("clip", s.clip);
+  m.set("threads", kernels::num_threads());
+  if (r.task.name == "recall") {
+    m.set("recall_min_pairs", s.recall_min_pairs);
+    m.set("recall_grow_steps", s.recall_grow_steps);
+    m.set("recall_chain", s.recall_chain);
+    m.set("recall_dense_loss", s.recall_dense_loss ? "on" : "off");
+  }
+}
+
+}  // namespace
+
+std::string metrics_json(const RunSummary& run) {
+  JsonObject m;
+  set_results(m, run);
+  set_settings(m, run);
+  return m.dump();
+}
+
+void write_outputs(const RunSummary& run, std::FILE* log) {
+  const fs::path out(run.settings.out);
+  save_parameters((out / "model.npz").string(), run.model, model_entries(run.model, run.task));
+  const std::vector<LossRecord>& losses = run.progress.losses;
+  plot::write_file_atomic((out / "metrics.json").string(), metrics_json(run));
+  plot::write_file_atomic((out / "loss.csv").string(), loss_csv(losses));
+  plot::write_file_atomic((out / "loss.svg").string(),
+                          loss_svg(losses, "TinyGPT on " + run.task.name + ": training loss"));
+  if (!run.report.sample_text.empty())
+    plot::write_file_atomic((out / "sample.txt").string(), run.report.sample_text + "\n");
+  const TrainingProgress& p = run.progress;
+  std::fprintf(log, "train_seconds %.2f (cpu %.2f)  tokens/s %.0f  wrote %s/{model.npz, metrics.json, loss.csv, loss.svg}\n",
+               p.train_seconds, p.train_cpu_seconds,
+               p.train_seconds > 0 ? double(p.tokens_seen) / p.train_seconds : 0.0,
+               run.settings.out.c_str());
+}
+
+}  // namespace tapegrad::train

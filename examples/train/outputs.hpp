@@ -1,0 +1,43 @@
+#pragma once
+// What a finished run leaves in --out: model.npz (parameters, configuration, task and a
+// text model's vocabulary), metrics.json, loss.csv, loss.svg and, for a text model with
+// --sample, sample.txt. Every file is written atomically.
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "examples/train/model_check.hpp"
+#include "examples/train/options.hpp"
+#include "examples/train/report.hpp"
+#include "examples/train/setup.hpp"
+#include "examples/train/training.hpp"
+#include "nn/npz.hpp"
+#include "nn/tinygpt.hpp"
+
+namespace tapegrad::train {
+
+// Creates --out and proves it writable before any work, so a bad directory costs nothing
+// and leaves nothing behind.
+void prepare_out_dir(const std::string& dir);
+
+// The entries a checkpoint holds besides the parameters: the configuration, the task's
+// name and a text model's vocabulary.
+std::vector<NpzEntry> model_entries(const TinyGPT<float>& model, const TaskSetup& task);
+
+struct RunSummary {
+  const Settings& settings;
+  const TaskSetup& task;
+  const TinyGPT<float>& model;
+  const TrainingProgress& progress;
+  const FinalReport& report;
+  const GradcheckSummary& gradcheck;
+  std::size_t resumed_at_step = 0;  // the training checkpoint's step (0: a fresh run)
+};
+
+// metrics.json's text.
+std::string metrics_json(const RunSummary& run);
+// Writes every output file and prints the closing line on `log`.
+void write_outputs(const RunSummary& run, std::FILE* log);
+
+}  // namespace tapegrad::train

@@ -1,0 +1,59 @@
+#include "examples/train/report.hpp"
+
+#include <algorithm>
+
+
+
+namespace tapegrad::train {
+
+namespace {
+
+void print_examples(TinyGPT<float>& model, const tasks::SequenceTask& seq,
+                    const EvalData& eval, std::size_t count, std::FILE* log) {
+  const std::size_t n = std::min(count, eval.examples.size());
+  const std::vector<tasks::Example> shown(eval.examples.begin(),
+                                          eval.examples.begin() + std::ptrdiff_t(n));
+  const auto answers = tasks::greedy_answers(model, seq, shown);
+  std::fprintf(log, "examples (input -> greedy prediction (target)):\n");
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    std::fprintf(log, "  %s -> %s (%s)%s\n", seq.format(shown[i].input).c_str(),
+                 seq.format(answers[i]).c_str(), seq.format(shown[i].answer).c_str(),
+                 answers[i] == shown[i].answer ? "" : "  <- wrong");
+  }
+}
+
+std::string sample_text(TinyGPT<float>& model, const tasks::TextTask& text,
+                        const Settings& s, std::FILE* log) {
+  std::vector<std::int64_t> prompt = text.encode(s.prompt);
+  if (prompt.empty()) {
+    const std::vector<std::int64_t> nl = text.encode("\n");
+    prompt = nl.empty() ? std::vector<std::int64_t>{0} : nl;
+  }
+  Generator sample_gen(s.seed + 99);
+  const std::vector<std::int64_t> out =
+      tasks::sample(model, prompt, {s.sample, s.temperature, s.top_p}, sample_gen);
+  std::string result = text.decode(out);
+  std::fprintf(log, "sample (temperature %g, top-p %g):\n%s\n", s.temperature, s.top_p,
+               result.c_str());
+  return result;
+}
+
+}  // namespace
+
+FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
+                                const EvalData& eval, const Settings& s, std::FILE* log) {
+  FinalReport r;
+  if (!eval.batches.empty()) r.eval = tasks::evaluate(model, eval.batches);
+  if (r.eval) {
+    std::fprintf(log,
+                 "held-out %s: loss %.6f  token accuracy %.4f  exact accuracy %.4f  (%zu %s)\n",
+                 task.name.c_str(), r.eval->loss, r.eval->token_accuracy, r.eval->exact_accuracy,
+                 r.eval->sequences, task.seq ? "sequences" : "windows");
+  }
+  if (task.seq && !s.quiet && s.examples > 0) print_examples(model, *task.seq, eval, s.examples, log);
+  if (task.text && s.sample > 0) r.sample_text = sample_text(model, *task.text, s, log);
+  std::fflush(log);
+  return r;
+}
+
+}  // namespace tapegrad::train

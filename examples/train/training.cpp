@@ -1,0 +1,142 @@
+#include "examples/train/training.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+
+#include "autograd/tape.hpp"
+#include "examples/train/progress.hpp"
+#include "nn/schedule.hpp"
+#include "tasks/evaluate.hpp"
+
+namespace tapegrad::train {
+
+namespace {
+
+std::vector<Tensor<float>> parameters_where(const TinyGPT<float>& model, bool matrices) {
+  std::vector<Tensor<float>> out;
+  for (const auto& p : model.named_parameters())
+    if ((p.tensor.dim() >= 2) == matrices) out.push_back(p.tensor);
+  return out;
+}
+
+// Wall and CPU time, paused while evaluating: evaluation time is not training time.
+class TrainingClock {
+ public:
+  explicit TrainingClock(TrainingProgress& p) : progress_(p) { resume(); }
+  void pause() {
+    progress_.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count();
+    progress_.train_cpu_seconds += double(std::clock() - cpu_) / CLOCKS_PER_SEC;
+  }
+  void resume() {
+    wall_ = std::chrono::steady_clock::now();
+    cpu_ = std::clock();
+  }
+
+ private:
+  TrainingProgress& progress_;
+  std::chrono::steady_clock::time_point wall_;
+  std::clock_t cpu_;
+};
+
+void print_eval(TinyGPT<float>& model, const EvalData& eval, std::size_t step, Progress& progress) {
+  const tasks::EvalResult r = tasks::evaluate(model, eval.batches);
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "eval at step %zu: loss %.4f  token accuracy %.4f  exact accuracy %.4f", step,
+                r.loss, r.token_accuracy, r.exact_accuracy);
+  progress.message(line);
+}
+
+}  // namespace
+
+Optimizers::Optimizers(const TinyGPT<float>& model, const Settings& s)
+    : all_(model.parameters()),
+      decayed_(parameters_where(model, true), {s.lr, s.beta1, s.beta2, 1e-8, s.weight_decay}),
+      plain_(parameters_where(model, false), {s.lr, s.beta1, s.beta2, 1e-8, 0.0}) {}
+
+void Optimizers::set_lr(double lr) {
+  decayed_.set_lr(lr);
+  plain_.set_lr(lr);
+}
+
+void Optimizers::step() {
+  decayed_.step();
+  plain_.step();
+}
+
+double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
+                  double clip, DataParallel* ranks) {
+  // (B, T) tokens and targets -> () loss
+  opt.set_lr(lr);
+  Tensor<float> loss = model.loss(batch.tokens, batch.targets, tasks::kIgnore);
+  double value = loss.item();
+  // A data-parallel rank cannot stop alone at a non-finite loss (the others would wait in
+  // the all-reduce): every rank reduces first and then sees the same global loss.
+  if (!ranks && !std::isfinite(value)) return value;
+  loss.backward();
+  // Here every parameter's gradient is complete for this process's batch. A data-parallel
+  // run sums them across its ranks at this point, before the clipping sees the global norm.
+  if (ranks) value = ranks->all_reduce_gradients(opt.parameters(), value, loss_targets(batch));
+  if (!std::isfinite(value)) {
+    model.zero_grad();
+    return value;
+  }
+  if (clip > 0) clip_grad_norm(opt.parameters(), clip);
+  opt.step();
+  model.zero_grad();
+  return value;
+}
+
+TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
+  const Settings& s = run.settings;
+  if (progress.step >= s.steps) return TrainOutcome::finished;
+  // The guard makes the first NaN/Inf throw AnomalyError naming the op (exit code 1).
+  std::optional<AnomalyGuard> anomaly;
+  if (s.detect_anomaly) anomaly.emplace();
+  const WarmupCosine schedule(s.lr, s.min_lr, s.warmup, s.steps);
+  Progress line(s.steps, stderr, s.quiet, s.log_every);
+  TrainingClock clock(progress);
+  for (std::size_t step = progress.step; step < s.steps; ++step) {
+    const double lr = schedule(step);
+    tasks::Batch batch = run.task.train_batch(s.batch, run.data, step);
+    const std::size_t tokens = batch.tokens.size();  // the global batch's, on every rank
+    if (run.ranks) batch = run.ranks->shard(batch);
+    const double loss = train_step(run.model, run.optimizers, batch, lr, s.clip, run.ranks);
+    if (!std::isfinite(loss)) {
+      clock.pause();
+      line.finish();
+      std::fprintf(stderr, "%s: training diverged: loss %g at step %zu (try a lower --lr; "
+                   "--detect-anomaly names the first op that went non-finite)\n",
+                   kProgram, loss, step + 1);
+      return TrainOutcome::diverged;
+    }
+    progress.step = step + 1;
+    progress.losses.push_back({step + 1, loss, lr});
+    progress.tokens_seen += tokens;
+    line.update(step + 1, loss, lr, tokens);
+    if (s.eval_every > 0 && (step + 1) % s.eval_every == 0 && step + 1 < s.steps &&
+        !run.eval.batches.empty()) {
+      clock.pause();
+      print_eval(run.model, run.eval, step + 1, line);
+      clock.resume();
+    }
+    if (run.after_step) {
+      clock.pause();
+      const bool stop = run.after_step(progress);
+      clock.resume();
+      if (stop) {
+        clock.pause();
+        line.finish();
+        return TrainOutcome::stopped;
+      }
+    }
+  }
+  clock.pause();
+  line.finish();
+  return TrainOutcome::finished;
+}
+
+}  // namespace tapegrad::train

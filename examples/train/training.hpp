@@ -1,0 +1,79 @@
+#pragma once
+// The training loop of train_tiny_transformer: AdamW (weight decay on matrices only), the
+// warm-up + cosine schedule, one function per optimiser step, held-out evaluation every
+// --eval-every steps and a hook after every step (where checkpoints are written).
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "examples/train/data_parallel.hpp"
+#include "examples/train/metrics.hpp"
+#include "examples/train/options.hpp"
+#include "examples/train/setup.hpp"
+#include "nn/optim.hpp"
+#include "nn/tinygpt.hpp"
+
+namespace tapegrad::train {
+
+// Weight decay on matrices only (embeddings, attention and MLP weights), as nanoGPT:
+// decaying norm gains and biases only pulls them toward 0 for nothing.
+class Optimizers {
+ public:
+  Optimizers(const TinyGPT<float>& model, const Settings& s);
+  void set_lr(double lr);
+  void step();
+  const std::vector<Tensor<float>>& parameters() const { return all_; }
+  AdamW<float>& decayed() { return decayed_; }
+  AdamW<float>& plain() { return plain_; }
+  const AdamW<float>& decayed() const { return decayed_; }
+  const AdamW<float>& plain() const { return plain_; }
+
+ private:
+  std::vector<Tensor<float>> all_;
+  AdamW<float> decayed_, plain_;
+};
+
+// What a run has done so far.
+struct TrainingProgress {
+  std::size_t step = 0;  // optimiser steps done
+  std::vector<LossRecord> losses;
+  std::size_t tokens_seen = 0;
+  double train_seconds = 0;
+  // CPU time of all threads while training: on a machine shared with other work it tells
+  // how long the run would take alone (with one thread).
+  double train_cpu_seconds = 0;
+  // Training checkpoints this process wrote: how many, their total write time (serialise,
+  // write, fsync, rename) and the size of the last one.
+  std::size_t checkpoints_written = 0;
+  double checkpoint_seconds = 0;
+  std::size_t checkpoint_bytes = 0;
+};
+
+// One optimiser step on `batch` at learning rate `lr` (the gradient norm clipped to `clip`
+// unless 0). Returns the loss before the update; a non-finite loss returns at once, with
+// the parameters untouched.
+// With `ranks`, `batch` is this rank's shard and the loss returned the global batch's.
+double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
+                  double clip, DataParallel* ranks = nullptr);
+
+enum class TrainOutcome { finished, diverged, stopped };
+
+// Everything the loop reads or advances.
+struct TrainingRun {
+  const Settings& settings;
+  const TaskSetup& task;
+  const EvalData& eval;
+  TinyGPT<float>& model;
+  Optimizers& optimizers;
+  Generator& data;  // the training batches' stream
+  // Called after every completed step; returns true to stop the run there.
+  std::function<bool(const TrainingProgress&)> after_step;
+  // Set in a data-parallel run: each rank trains on its shard of every batch.
+  DataParallel* ranks = nullptr;
+};
+
+// Trains from progress.step up to settings.steps. Prints a one-line diagnosis on stderr
+// when the loss goes non-finite (TrainOutcome::diverged).
+TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress);
+
+}  // namespace tapegrad::train

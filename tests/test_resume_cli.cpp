@@ -1,0 +1,203 @@
+// train_tiny_transformer --resume of a training checkpoint: a run stopped at step k and
+// resumed ends bit for bit where the uninterrupted run ends (parameters, AdamW's moments
+// and step counts, the batch generator, the loss curve), at 1 and 2 threads; a model-only
+// checkpoint still resumes, as weights only; a checkpoint that does not fit is refused
+// before --out is created.
+#if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "nn/checkpoint.hpp"
+#include "resume_helpers.hpp"
+
+namespace fs = std::filesystem;
+using namespace tapegrad;
+using namespace tapegrad::test;
+
+namespace {
+
+fs::path scratch(const std::string& name) { return scratch_dir("test_resume_cli", name); }
+
+const std::string kRun = std::string(kResumeTiny) + " --steps 20 --warmup 5";
+
+std::string ckpt(std::size_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "ckpt-%08zu.npz", step);
+  return name;
+}
+
+// `path`'s entries with `edit` applied, written to `to`.
+template <class Edit>
+void rewrite(const fs::path& path, const fs::path& to, Edit edit) {
+  std::vector<NpzEntry> entries = load_npz(path.string());
+  edit(entries);
+  save_npz(to.string(), entries);
+}
+
+}  // namespace
+
+TEST_CASE("resume: a run stopped at step k and resumed ends bit for bit where the straight run ends", "[resume][train_cli]") {
+  for (int threads : {1, 2}) {
+    const fs::path dir = scratch("bitwise_" + std::to_string(threads));
+    const std::string t = " --threads " + std::to_string(threads);
+    ProgramRun ref = train(kRun + t + " --checkpoint-every 20 --out " + quoted(dir / "ref"), dir);
+    INFO(ref.err);
+    REQUIRE(ref.code == 0);
+    // k = 1, a step in the warm-up (5 steps), and one in the cosine decay
+    for (std::size_t k : {1, 3, 12}) {
+      INFO("threads " << threads << ", stopped after step " << k);
+      const fs::path part = dir / ("part_" + std::to_string(k)), rest = dir / ("rest_" + std::to_string(k));
+      ProgramRun stop = train(kRun + t + " --stop-at " + std::to_string(k) + " --out " + quoted(part), dir);
+      INFO(stop.err);
+      REQUIRE(stop.code == 0);
+      REQUIRE(fs::is_regular_file(part / ckpt(k)));
+      CHECK_FALSE(fs::exists(part / "model.npz"));  // stopped, not finished
+      // --steps is not repeated: the run's total comes from the checkpoint
+      ProgramRun resumed = train(std::string("--resume ") + quoted(part / ckpt(k)) + t +
+                                 " --quiet --skip-gradcheck --eval-size 40 --checkpoint-every 20 --out " +
+                                 quoted(rest), dir);
+      INFO(resumed.err);
+      REQUIRE(resumed.code == 0);
+      CHECK(state_difference(dir / "ref" / ckpt(20), rest / ckpt(20)) == "");
+      CHECK(slurp(rest / "loss.csv") == slurp(dir / "ref" / "loss.csv"));
+    }
+  }
+}
+
+TEST_CASE("resume: a model-only checkpoint resumes as weights only, with a notice, and ends elsewhere", "[resume][train_cli]") {
+  // The trap a training checkpoint closes: the same weights with fresh AdamW moments, a
+  // schedule from step 0 and other batches do not continue the run.
+  const fs::path dir = scratch("weights_only");
+  REQUIRE(train(kRun + " --threads 1 --checkpoint-every 20 --out " + quoted(dir / "ref"), dir).code == 0);
+  REQUIRE(train(kRun + " --threads 1 --stop-at 10 --out " + quoted(dir / "part"), dir).code == 0);
+  rewrite(dir / "part" / ckpt(10), dir / "weights.npz", [](std::vector<NpzEntry>& entries) {
+    std::vector<NpzEntry> kept;
+    for (NpzEntry& e : entries)
+      if (e.name.rfind(kTrainingPrefix, 0) != 0) kept.push_back(std::move(e));
+    entries = std::move(kept);
+  });
+  ProgramRun r = train("--resume " + quoted(dir / "weights.npz") + " " + kResumeTiny +
+                       " --steps 10 --warmup 2 --threads 1 --checkpoint-every 10 --out " + quoted(dir / "w"), dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("weights only") != std::string::npos);
+  CHECK(state_difference(dir / "ref" / ckpt(20), dir / "w" / ckpt(10)) != "");
+}
+
+TEST_CASE("resume: a checkpoint whose parameters do not fit is refused before --out is created", "[resume][train_cli]") {
+  const fs::path dir = scratch("refused");
+  REQUIRE(train(kRun + " --threads 1 --stop-at 4 --out " + quoted(dir / "part"), dir).code == 0);
+  const fs::path good = dir / "part" / ckpt(4);
+  rewrite(good, dir / "wrong_shape.npz", [](std::vector<NpzEntry>& entries) {
+    for (NpzEntry& e : entries)
+      if (e.name == "norm_f.weight") e.array = xt::xarray<float>::from_shape({3});
+  });
+  rewrite(good, dir / "extra_entry.npz", [](std::vector<NpzEntry>& entries) {
+    entries.emplace_back("blocks.9.extra", xt::xarray<float>{1.0f});
+  });
+  rewrite(good, dir / "bad_moment.npz", [](std::vector<NpzEntry>& entries) {
+    for (NpzEntry& e : entries)
+      if (e.name == std::string(kTrainingPrefix) + "v.norm_f.weight") e.as<float>().data()[0] = -1;
+  });
+  rewrite(good, dir / "nan_weight.npz", [](std::vector<NpzEntry>& entries) {
+    for (NpzEntry& e : entries)
+      if (e.name == "tok_emb.weight") e.as<float>().data()[5] = std::numeric_limits<float>::quiet_NaN();
+  });
+  const struct {
+    const char* file;
+    const char* named;
+  } cases[] = {{"wrong_shape.npz", "norm_f.weight"}, {"extra_entry.npz", "blocks.9.extra"},
+               {"bad_moment.npz", "v.norm_f.weight"}, {"nan_weight.npz", "tok_emb.weight"}};
+  for (const auto& c : cases) {
+    INFO(c.file);
+    const fs::path out = dir / (std::string("out_") + c.file);
+    ProgramRun r = train("--resume " + quoted(dir / c.file) + " --steps 5 --quiet --out " + quoted(out), dir);
+    CHECK(r.code == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find(c.named) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));  // nothing written, not even the directory
+  }
+  // NaN weights load when the user asks for it (here to evaluate only).
+  ProgramRun nan = train("--resume " + quoted(dir / "nan_weight.npz") +
+                         " --allow-nonfinite --steps 0 --eval-size 40 --quiet --out " + quoted(dir / "nan_ok"), dir);
+  INFO(nan.err);
+  CHECK(nan.code == 0);
+  // --stop-at must lie ahead of the checkpoint.
+  ProgramRun behind = train("--resume " + quoted(good) + " --stop-at 2 --quiet --out " + quoted(dir / "behind"), dir);
+  CHECK(behind.code == 2);
+  CHECK(behind.err.find("step 4") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "behind"));
+  // A checkpoint past the run's end is refused too.
+  ProgramRun past = train("--resume " + quoted(good) + " --steps 3 --quiet --out " + quoted(dir / "past"), dir);
+  CHECK(past.code == 2);
+  CHECK(past.err.find("step 4") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "past"));
+}
+
+TEST_CASE("resume: recall's step-dependent curriculum and a text model continue bit for bit too", "[resume][train_cli]") {
+  const fs::path dir = scratch("recall_text");
+  fs::path text = dir / "corpus.txt";
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 60; ++i) f << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  const std::string recall = kRun + " --task recall --recall-grow-steps 10 --threads 1";
+  const std::string text_run = kRun + " --text " + quoted(text) + " --context 16 --threads 1";
+  for (const std::string& run : {recall, text_run}) {
+    INFO(run);
+    const fs::path ref = dir / "ref", part = dir / "part", rest = dir / "rest";
+    fs::remove_all(ref);
+    fs::remove_all(part);
+    fs::remove_all(rest);
+    REQUIRE(train(run + " --checkpoint-every 20 --out " + quoted(ref), dir).code == 0);
+    REQUIRE(train(run + " --stop-at 7 --out " + quoted(part), dir).code == 0);
+    const std::string again = run.find("--text") != std::string::npos ? " --text " + quoted(text) : "";
+    ProgramRun r = train("--resume " + quoted(part) + again + " --quiet --skip-gradcheck --threads 1 "
+                         "--eval-size 40 --checkpoint-every 20 --out " + quoted(rest), dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(state_difference(ref / ckpt(20), rest / ckpt(20)) == "");
+  }
+  // A training checkpoint of a text model continues only on its own text.
+  fs::path other = dir / "other.txt";
+  {
+    std::ofstream f(other);
+    for (int i = 0; i < 60; ++i) f << "the lazy dog sleeps under the quick brown fox " << i << "\n";
+  }
+  ProgramRun wrong = train("--resume " + quoted(dir / "part") + " --text " + quoted(other) +
+                           " --quiet --out " + quoted(dir / "wrong"), dir);
+  CHECK(wrong.code == 2);
+  CHECK(wrong.err.find("--text") != std::string::npos);
+}
+
+TEST_CASE("resume: misused checkpoint options exit 2 with one line and write nothing", "[resume][train_cli]") {
+  const fs::path dir = scratch("usage");
+  fs::create_directories(dir / "empty");
+  const fs::path out = dir / "never";
+  const char* cases[] = {
+      "--steps 20 --warmup 5 --stop-at 21",  // past the run
+      "--checkpoint-every -1",
+      "--stop-at x",
+  };
+  for (const char* args : cases) {
+    INFO(args);
+    ProgramRun r = train(std::string(args) + " --out " + quoted(out), dir);
+    CHECK(r.code == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK_FALSE(fs::exists(out));
+  }
+  ProgramRun none = train("--resume " + quoted(dir / "empty") + " --out " + quoted(out), dir);
+  CHECK(none.code == 2);
+  CHECK(none.err.find("no training checkpoint") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  ProgramRun help = train("--help", dir);
+  for (const char* opt : {"--checkpoint-every", "--stop-at", "--allow-nonfinite", "--resume"}) {
+    INFO(opt);
+    CHECK(help.out.find(opt) != std::string::npos);
+  }
+}
+
+#endif

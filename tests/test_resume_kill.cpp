@@ -1,0 +1,169 @@
+// A training run that is killed: SIGKILL at random moments (during checkpoint writes and
+// between them) always leaves checkpoints that load, and resuming from the newest reaches
+// the straight run's final state bit for bit; SIGINT and SIGTERM finish the step, write a
+// checkpoint, say where it is and exit 130 / 143; a disk that fills while checkpointing
+// is an error (exit 1) that leaves the previous checkpoint as it was.
+#if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "nn/checkpoint.hpp"
+#include "nn/training_state.hpp"
+#include "resume_helpers.hpp"
+
+namespace fs = std::filesystem;
+using namespace tapegrad;
+using namespace tapegrad::test;
+
+namespace {
+
+fs::path scratch(const std::string& name) { return scratch_dir("test_resume_kill", name); }
+
+std::vector<fs::path> files_matching(const fs::path& dir, const std::string& pattern) {
+  std::vector<fs::path> out;
+  if (!fs::exists(dir)) return out;
+  const std::regex re(pattern);
+  for (const auto& e : fs::directory_iterator(dir))
+    if (std::regex_match(e.path().filename().string(), re)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+std::vector<fs::path> checkpoints(const fs::path& dir) {
+  return fs::exists(dir) ? files_matching(dir, "ckpt-[0-9]{8}\\.npz") : std::vector<fs::path>{};
+}
+
+// A checkpoint loads when its model and its training state both read back.
+bool loads(const fs::path& p) {
+  try {
+    TinyGPT<float> model = load_checkpoint<float>(p.string());
+    training_state_from_entries<float>(load_npz(p.string()), model, p.string());
+    return true;
+  } catch (const std::exception& e) {
+    UNSCOPED_INFO(p.string() << ": " << e.what());
+    return false;
+  }
+}
+
+bool wait_until(const std::function<bool()>& done, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("resume: 20 SIGKILLs at random moments leave loadable checkpoints and the same end", "[resume][kill]") {
+  const fs::path dir = scratch("sigkill");
+  const fs::path out = dir / "run";
+  const std::string run = std::string(kResumeTiny) + " --steps 600 --warmup 20 --threads 1";
+  const auto ref_start = std::chrono::steady_clock::now();
+  ProgramRun ref = train(run + " --checkpoint-every 600 --out " + quoted(dir / "ref"), dir);
+  REQUIRE(ref.code == 0);
+  // Kill delays scale with how long a whole run takes here (a sanitizer build is several
+  // times slower), so that kills land at every stage of a run whatever the build.
+  const double ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ref_start).count();
+  // A checkpoint after every step, so that many kills land in the middle of a write.
+  const std::vector<std::string> base = words(run + " --checkpoint-every 1 --out " + out.string());
+  std::mt19937 rng(20261201);
+  std::uniform_real_distribution<double> delay_ms(0.02 * ref_ms, 0.25 * ref_ms);
+  int kills = 0, during_write = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (kills < 20) {
+    std::vector<std::string> args = base;
+    if (!checkpoints(out).empty()) args.insert(args.end(), {"--resume", out.string()});
+    const pid_t pid = start_trainer(args, dir);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms(rng)));
+    ::kill(pid, SIGKILL);
+    const int code = wait_for(pid);
+    INFO("kill " << kills << ": " << slurp(dir / "bg_stderr.txt"));
+    REQUIRE((code == -SIGKILL || code == 0));
+    if (code == 0) break;  // the run finished before this kill
+    ++kills;
+    during_write += !files_matching(out, "ckpt-.*\\.tmp\\..*").empty();
+    const std::vector<fs::path> kept = checkpoints(out);
+    // two, or three when the kill fell between a new checkpoint's rename and the removal
+    // of the oldest (the next write removes it)
+    CHECK(kept.size() <= 3);
+    for (const fs::path& p : kept) CHECK(loads(p));
+    // bounded: 20 kills take about 3 runs' time; a hang would fail here
+    REQUIRE(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() <
+            std::max(60000.0, 40 * ref_ms));
+  }
+  INFO(kills << " kills, " << during_write << " in the middle of a checkpoint write");
+  CHECK(kills == 20);
+  CHECK(during_write >= 1);
+  // The last start runs to the end: the same final state as the straight run.
+  ProgramRun last = train(run + " --checkpoint-every 600 --resume " + quoted(out) + " --out " + quoted(out), dir);
+  INFO(last.err);
+  REQUIRE(last.code == 0);
+  CHECK(state_difference(dir / "ref" / "ckpt-00000600.npz", out / "ckpt-00000600.npz") == "");
+  CHECK(files_matching(out, ".*\\.tmp\\..*").empty());  // the killed writers' files are gone
+}
+
+TEST_CASE("resume: SIGINT and SIGTERM write a checkpoint, name it, exit 130 / 143, and resume to the same end", "[resume][kill]") {
+  const fs::path dir = scratch("sigint");
+  const std::string run = std::string(kResumeTiny) + " --steps 400 --warmup 20 --threads 1";
+  REQUIRE(train(run + " --checkpoint-every 400 --out " + quoted(dir / "ref"), dir).code == 0);
+  for (int sig : {SIGINT, SIGTERM}) {
+    INFO("signal " << sig);
+    const fs::path out = dir / ("run_" + std::to_string(sig));
+    const pid_t pid = start_trainer(words(run + " --checkpoint-every 25 --out " + out.string()), dir);
+    // the first periodic checkpoint shows that training is under way
+    REQUIRE(wait_until([&] { return !checkpoints(out).empty(); }, 30));
+    ::kill(pid, sig);
+    const int code = wait_for(pid);
+    const std::string err = slurp(dir / "bg_stderr.txt");
+    INFO(err);
+    REQUIRE(code == 128 + sig);
+    CHECK(count_lines(err) == 1);
+    std::smatch m;
+    REQUIRE(std::regex_search(err, m, std::regex("(/[^ ;]*ckpt-[0-9]{8}\\.npz)")));
+    const fs::path written = m[1].str();
+    CHECK(written == checkpoints(out).back());
+    CHECK(written != out / "ckpt-00000400.npz");  // stopped before the end
+    CHECK(loads(written));
+    ProgramRun rest = train("--resume " + quoted(written) + " --quiet --skip-gradcheck --threads 1 "
+                            "--eval-size 40 --checkpoint-every 400 --out " + quoted(out), dir);
+    INFO(rest.err);
+    REQUIRE(rest.code == 0);
+    CHECK(state_difference(dir / "ref" / "ckpt-00000400.npz", out / "ckpt-00000400.npz") == "");
+  }
+}
+
+TEST_CASE("resume: a disk that fills while checkpointing is exit 1 and leaves the previous checkpoint intact", "[resume][kill]") {
+  const fs::path dir = scratch("disk_full");
+  const fs::path out = dir / "run";
+  const std::string run = std::string(kResumeTiny) + " --steps 20 --warmup 5 --threads 1";
+  REQUIRE(train(run + " --stop-at 10 --out " + quoted(out), dir).code == 0);
+  const fs::path previous = out / "ckpt-00000010.npz";
+  const std::string before = slurp(previous);
+  REQUIRE(before.size() > 20000);
+  // A file-size limit of 16 KiB (SIGXFSZ ignored, so writes fail with EFBIG): the next
+  // checkpoint cannot be completed, as on a full disk.
+  const std::string cmd = "bash -c \"trap '' XFSZ; ulimit -f 16; exec '" + std::string(TAPEGRAD_TRAIN_BIN) +
+                          "' --resume '" + previous.string() + "' --checkpoint-every 5 --quiet --skip-gradcheck "
+                          "--threads 1 --eval-size 40 --out '" + out.string() + "'\" >'" +
+                          (dir / "o.txt").string() + "' 2>'" + (dir / "e.txt").string() + "'";
+  const int status = std::system(cmd.c_str());
+  const std::string err = slurp(dir / "e.txt");
+  INFO(err);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(count_lines(err) == 1);
+  CHECK(err.find("cannot write the training checkpoint") != std::string::npos);
+  CHECK(err.find("ckpt-00000010.npz is intact") != std::string::npos);
+  CHECK(slurp(previous) == before);
+  CHECK(checkpoints(out) == std::vector<fs::path>{previous});
+  CHECK(files_matching(out, ".*\\.tmp\\..*").empty());
+}
+
+#endif

@@ -1,0 +1,253 @@
+"""tapegrad's transformer as plain PyTorch: the same model, to load a tapegrad checkpoint
+into and keep training (tools/to_torch.py does the loading; docs/PORTING.md).
+
+Every switch of tapegrad's configuration (nn/config.hpp) is a field of `Config` with the
+same name and default (the gpt2 preset's), and means the same thing:
+
+  tokens (B, T) -> tok_emb [+ pos_emb] -> layers x Block -> norm_f -> head -> logits (B, T, V)
+  Block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))                       (pre-norm)
+  attn:   q, k, v = wq(x), wk(x), wv(x)  (kv_heads K/V heads, each shared by heads/kv_heads
+          query heads) -> [RMSNorm per head: qk_norm] -> [RoPE] -> softmax(scale q.k^T,
+          causal [, window]) v -> wo
+  mlp:    fc -> GELU (tanh form) -> proj, or down(silu(gate(x)) * up(x)) (swiglu)
+
+Runs on torch 1.13 (Debian 12), which has no nn.RMSNorm and no scaled_dot_product_attention,
+so both are written out here.
+"""
+import dataclasses
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CHOICES = {
+    "norm": ["layer", "rms"],
+    "mlp": ["gelu", "swiglu"],
+    "positions": ["learned", "rope", "none"],
+    "rope_style": ["half", "interleaved"],
+    "rope_scaling": ["none", "linear", "ntk", "llama3", "yarn"],
+    "attention_init": ["gpt2", "variance_preserving"],
+}
+
+
+@dataclasses.dataclass
+class Config:
+    vocab: int = 0
+    context: int = 0
+    d_model: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 0            # 0: = heads
+    head_dim: int = 0            # 0: d_model // heads
+    norm: str = "layer"          # layer | rms
+    norm_eps: float = 1e-5
+    mlp: str = "gelu"            # gelu | swiglu
+    mlp_ratio: int = 4
+    mlp_hidden: int = 0          # 0: from mlp_ratio (swiglu: 2/3, rounded up to mlp_multiple)
+    mlp_multiple: int = 32
+    mlp_bias: bool = True
+    positions: str = "learned"   # learned | rope | none
+    rope_theta: float = 10000.0
+    rope_style: str = "half"     # half: pairs (i, i + dh/2), HF; interleaved: (2i, 2i+1), Meta
+    rope_scaling: str = "none"   # none | linear | ntk | llama3 | yarn
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_context: int = 0
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    window: int = 0              # 0: full causal attention
+    qk_norm: bool = False
+    tie_embeddings: bool = False
+    attention_scale: Optional[float] = None  # None: 1/sqrt(head_dim)
+    attention_init: str = "gpt2"  # how tapegrad drew the first weights; unused here
+    seed: int = 0
+
+    @property
+    def kv(self):
+        return self.kv_heads or self.heads
+
+    @property
+    def dh(self):
+        return self.head_dim or self.d_model // self.heads
+
+    @property
+    def hidden(self):
+        if self.mlp_hidden:
+            return self.mlp_hidden
+        dense = self.mlp_ratio * self.d_model
+        if self.mlp != "swiglu":
+            return dense
+        m = self.mlp_multiple or 1
+        return (2 * dense // 3 + m - 1) // m * m
+
+    @property
+    def scale(self):
+        return self.attention_scale if self.attention_scale is not None else 1 / math.sqrt(self.dh)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(c: Config, dim):
+    return RMSNorm(dim, c.norm_eps) if c.norm == "rms" else nn.LayerNorm(dim, eps=c.norm_eps)
+
+
+def rope_frequencies(c: Config):
+    """inv_freq (dh/2,) in float64 and the factor on cos and sin, as Hugging Face's
+    modeling_rope_utils computes them for each scaling."""
+    dh = c.dh
+    theta = c.rope_theta
+    if c.rope_scaling == "ntk":
+        theta = theta * c.rope_factor ** (dh / (dh - 2))
+    inv = 1.0 / theta ** (torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+    if c.rope_scaling == "linear":
+        inv = inv / c.rope_factor
+    if c.rope_scaling == "llama3":
+        L, lo, hi = c.rope_original_context, c.rope_low_freq_factor, c.rope_high_freq_factor
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > L / lo, inv / c.rope_factor, inv)
+        smooth = (L / wavelen - lo) / (hi - lo)
+        blended = (1 - smooth) * scaled / c.rope_factor + smooth * scaled
+        medium = (wavelen >= L / hi) & (wavelen <= L / lo)
+        inv = torch.where(medium, blended, scaled)
+    if c.rope_scaling == "yarn":
+        def correction_dim(rotations):
+            return dh * math.log(c.rope_original_context / (rotations * 2 * math.pi)) / (
+                2 * math.log(c.rope_theta))
+        low = max(math.floor(correction_dim(c.rope_beta_fast)), 0)
+        high = min(math.ceil(correction_dim(c.rope_beta_slow)), dh - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(dh // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        inv = inv / c.rope_factor * ramp + inv * (1 - ramp)
+        factor = 0.1 * math.log(c.rope_factor) + 1 if c.rope_factor > 1 else 1.0
+        return inv, factor
+    return inv, 1.0
+
+
+class Rope(nn.Module):
+    """Rotates x (B, H, T, dh): pair i of position t by the angle t * inv_freq[i]. The angles
+    are formed in float64 (a float32 angle is off by ~1e-2 radians at t ~ 1e5)."""
+
+    def __init__(self, c: Config):
+        super().__init__()
+        self.interleaved = c.rope_style == "interleaved"
+        inv, factor = rope_frequencies(c)
+        angle = torch.arange(c.context, dtype=torch.float64)[:, None] * inv[None, :]
+        self.register_buffer("cos", factor * torch.cos(angle), persistent=False)
+        self.register_buffer("sin", factor * torch.sin(angle), persistent=False)
+
+    def forward(self, x):
+        T = x.shape[-2]
+        cos, sin = self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype)
+        if self.interleaved:
+            a, b = x[..., 0::2], x[..., 1::2]
+            return torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+        a, b = x.chunk(2, dim=-1)
+        return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.heads, self.kv, self.dh, self.scale, self.window = c.heads, c.kv, c.dh, c.scale, c.window
+        self.wq = nn.Linear(c.d_model, c.heads * c.dh, bias=False)
+        self.wk = nn.Linear(c.d_model, c.kv * c.dh, bias=False)
+        self.wv = nn.Linear(c.d_model, c.kv * c.dh, bias=False)
+        self.wo = nn.Linear(c.heads * c.dh, c.d_model, bias=False)
+        self.q_norm = RMSNorm(c.dh, c.norm_eps) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.dh, c.norm_eps) if c.qk_norm else None
+        self.rope = Rope(c) if c.positions == "rope" else None
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, self.heads, self.dh).transpose(1, 2)
+        k = self.wk(x).view(B, T, self.kv, self.dh).transpose(1, 2)
+        v = self.wv(x).view(B, T, self.kv, self.dh).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
+        group = self.heads // self.kv  # query head j reads K/V head j // group
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        scores = (q @ k.transpose(-1, -2)) * self.scale
+        i = torch.arange(T, device=x.device)[:, None]
+        j = torch.arange(T, device=x.device)[None, :]
+        allowed = j <= i
+        if self.window:
+            allowed = allowed & (i - j < self.window)
+        weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, self.heads * self.dh)
+        return self.wo(out)
+
+
+class GeluMLP(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.fc = nn.Linear(c.d_model, c.hidden, bias=c.mlp_bias)
+        self.proj = nn.Linear(c.hidden, c.d_model, bias=c.mlp_bias)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.gate = nn.Linear(c.d_model, c.hidden, bias=c.mlp_bias)
+        self.up = nn.Linear(c.d_model, c.hidden, bias=c.mlp_bias)
+        self.down = nn.Linear(c.hidden, c.d_model, bias=c.mlp_bias)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Block(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.norm1 = make_norm(c, c.d_model)
+        self.attn = Attention(c)
+        self.norm2 = make_norm(c, c.d_model)
+        self.mlp = SwiGLU(c) if c.mlp == "swiglu" else GeluMLP(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.config = c
+        self.tok_emb = nn.Embedding(c.vocab, c.d_model)
+        self.pos_emb = nn.Embedding(c.context, c.d_model) if c.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.layers))
+        self.norm_f = make_norm(c, c.d_model)
+        self.head = None if c.tie_embeddings else nn.Linear(c.d_model, c.vocab, bias=False)
+
+    def forward(self, tokens):
+        """tokens (B, T), T <= context -> logits (B, T, vocab)"""
+        T = tokens.shape[1]
+        if T > self.config.context:
+            raise ValueError(f"Transformer: T={T} exceeds the context of {self.config.context}")
+        x = self.tok_emb(tokens)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=tokens.device))
+        for block in self.blocks:
+            x = block(x)
+        h = self.norm_f(x)
+        return h @ self.tok_emb.weight.t() if self.head is None else self.head(h)
+
+    def loss(self, tokens, targets, ignore_index=-100):
+        logits = self(tokens)
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=ignore_index)
