@@ -192,6 +192,7 @@ def measure(a):
             subprocess.run([os.path.join(BUILD, "bench", "tapegrad_bench"), "--workload", w,
                             "--dump", ref_path(w)], check=True)
         warmup, repeats, rounds = plan(w)
+        rounds = a.rounds or rounds
         for thr in [int(t) for t in a.threads.split(",")]:
             fws = all_fws if w not in NATIVE_ONLY else list(NATIVE)
             per = {fw: [] for fw in fws}
@@ -287,6 +288,7 @@ def main():
     p.add_argument("--threads", default="1,2")
     p.add_argument("--filter")
     p.add_argument("--peers", default=",".join(PEERS))
+    p.add_argument("--rounds", type=int, help="processes per framework (default: by workload)")
     p.add_argument("--timeout", type=int, default=1800)
     p.add_argument("--only", action="append", default=[], metavar="PEER:REGEX",
                    help="run PEER only on the workloads matching REGEX (reported as not run elsewhere)")

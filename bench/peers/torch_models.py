@@ -2,7 +2,7 @@
 with is_causal (its fused CPU kernel; enable_gqa for shared K/V heads), F.rms_norm,
 torch.optim.AdamW with its defaults. Shared by torch_eager.py and torch_compile.py, which
 differ only in whether the model function goes through torch.compile."""
-import math
+import re
 
 import numpy as np
 import torch
@@ -14,7 +14,8 @@ import common
 def info():
     cfg = torch.__config__.show()
     keep = [l.strip() for l in cfg.splitlines()
-            if any(k in l for k in ("BLAS_INFO", "CPU capability", "MKL", "oneDNN", "OpenMP"))]
+            if any(k in l for k in ("CPU capability", "MKL-DNN", "OpenMP")) and "Build settings" not in l]
+    keep += re.findall(r"BLAS_INFO=[^,]+", cfg)
     return dict(version=torch.__version__, threads=torch.get_num_threads(),
                 interop_threads=torch.get_num_interop_threads(), config=keep[:8],
                 parallel=torch.__config__.parallel_info().splitlines()[:6])
