@@ -270,8 +270,8 @@ def markdown(res):
         for r in flash:
             cells = []
             for fw in fl:
-                o = r.get(fw, {"error": "-"})
-                cells.append(fmt_ratio(o) if "error" in o else
+                o = r.get(fw)
+                cells.append("-" if o is None else fmt_ratio(o) if "error" in o else
                              f"{o['median_ms'] / 1e3:.2f} s, {o['peak_rss_kb'] / 1024:.0f} MiB")
             lines.append(f"| {r['workload']} | {r['threads']} | " + " | ".join(cells) + " |")
         lines.append("")
