@@ -15,7 +15,7 @@ namespace tapegrad {
 namespace {
 
 // 2: every field of nn/config.hpp (1: the GPT-2 model's fields only; still read).
-constexpr std::int64_t kFormat = 2;
+constexpr std::int64_t kFormat = 3;
 // A model of at most this many parameters is cheap enough to build just to report what a
 // file lacks.
 constexpr long double kAlwaysBuildable = 1 << 22;
@@ -55,13 +55,15 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
 long double expected_parameters(const TinyGPTConfig& c) {
   const ParameterCounts p = count_parameters(c);
   return static_cast<long double>(p.token_embedding) + p.position_embedding + p.attention_q +
-         p.attention_kv + p.attention_out + p.qk_norm + p.feed_forward + p.norms + p.unembedding;
+         p.attention_kv + p.attention_out + p.qk_norm + p.temperature + p.feed_forward + p.norms +
+         p.unembedding;
 }
 
 long double expected_tensors(const TinyGPTConfig& c) {
   const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
   const long double mlp = (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
-  const long double block = 2 * norm + 4 + (c.qk_norm ? 2 : 0) + mlp;
+  const long double block =
+      2 * norm + 4 + (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
   return 1 + (c.positions == PositionKind::learned) + static_cast<long double>(c.layers) * block +
          norm + (c.tie_embeddings ? 0 : 1);
 }
@@ -128,17 +130,24 @@ std::vector<NpzEntry> config_entries(const TinyGPTConfig& c) {
   return entries;
 }
 
+// Fields a format-2 file (before the learned temperature and the QK-norm gain's initial
+// value) does not have. Their defaults are the model it describes.
+bool added_in_format_3(std::string_view field) {
+  return field == "qk_norm_gain" || field == "learned_temperature";
+}
+
 // Format 1 (before the modern parts) wrote the GPT-2 model's fields only; every field it
-// lacks takes its default, which is that model's value. From format 2 on, every field must
-// be there.
+// lacks takes its default, which is that model's value. Format 2 lacks the fields of
+// added_in_format_3, which take their defaults too. In format 3 every field must be there.
 TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries, const std::string& label) {
   const std::int64_t format = read_scalar<std::int64_t>(entries, "format", label);
-  if (format != 1 && format != kFormat)
-    fail_checkpoint(label, fmt::format("format {} is not a supported format (1 or {})", format, kFormat));
+  if (format < 1 || format > kFormat)
+    fail_checkpoint(label, fmt::format("format {} is not a supported format (1 to {})", format, kFormat));
   TinyGPTConfig c;
   for (const FieldInfo& f : config_fields()) {
     const std::string name = kConfigPrefix + std::string(f.name);
-    if (format == 1 && !find_npz_entry(entries, name)) continue;
+    const bool may_lack = format == 1 || (format == 2 && added_in_format_3(f.name));
+    if (may_lack && !find_npz_entry(entries, name)) continue;
     try {
       if (field_is_real(f.name)) set_field_from_double(c, f.name, read_scalar<double>(entries, f.name, label));
       else set_field_from_int64(c, f.name, read_scalar<std::int64_t>(entries, f.name, label));

@@ -3,7 +3,7 @@
 # Idempotent and quick when nothing is missing. apt-get as root, sudo otherwise.
 #   scripts/install-deps.sh            what the library, the programs and the main command need
 #   scripts/install-deps.sh --test     also what only the test command needs
-#   scripts/install-deps.sh --bench    also libtorch-dev (the benchmark's reference)
+#   scripts/install-deps.sh --bench    also libtorch-dev and python3-torch (the benchmarks' references)
 set -euo pipefail
 
 packages=(
@@ -15,11 +15,13 @@ packages=(
 test_packages=(
   python3-numpy                       # tests: numpy reads the checkpoints we write
   clang libclang-rt-14-dev llvm       # fuzz/: libFuzzer + sanitizer runtimes, llvm-symbolizer
+  pybind11-dev python3-dev            # python/: the extension module
+  python3-pytest python3-venv python3-matplotlib  # tests/python, pip install . into a venv
 )
 for arg in "$@"; do
   case "$arg" in
     --test) packages+=("${test_packages[@]}") ;;
-    --bench) packages+=(libtorch-dev) ;;
+    --bench) packages+=(libtorch-dev python3-torch) ;;  # python3-torch: bench/python
     *) echo "install-deps: unknown option $arg (use --test or --bench)" >&2; exit 2 ;;
   esac
 done

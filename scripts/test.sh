@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command, and CI's (.ci/run). In order, stopping at the first failure:
-#   1. install what is missing, build (Release, build/) and run every test through CTest;
+#   1. install what is missing, build (Release, build/) and run every test through CTest,
+#      then the Python bindings' pytest suite against build/python;
+#   1b. `pip install .` into a fresh venv and the same pytest suite against that install;
 #   2. build the tests again with AddressSanitizer + UndefinedBehaviorSanitizer
 #      (TAPEGRAD_SANITIZE=ON, -O1, build-asan/) and run them all: any sanitizer report,
 #      LeakSanitizer's included, fails the run;
@@ -17,10 +19,24 @@ step "Release build and tests"
 "$root/scripts/install-deps.sh" --test
 "$root/scripts/build.sh"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
+
+step "Python bindings: pytest against the build tree"
+# The interpreter CMake built the module for (Debian's, where python3-numpy/-pytest live).
+py=$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "$root/build/CMakeCache.txt")
+PYTHONPATH="$root/build/python" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python"
 if [[ "${TAPEGRAD_TEST_QUICK:-0}" == 1 ]]; then
   echo "test.sh: TAPEGRAD_TEST_QUICK=1: sanitizers, RSS check and fuzzing skipped"
   exit 0
 fi
+
+step "Python bindings: pip install . into a fresh venv, pytest against it"
+# --system-site-packages: numpy and pytest from Debian; pip fetches scikit-build-core from
+# PyPI and rebuilds the library with the same CMake (docs/PYTHON.md has the time).
+venv=$(mktemp -d)
+"$py" -m venv --system-site-packages "$venv"
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q --disable-pip-version-check "$root"
+(cd "$venv" && TAPEGRAD_BUILD_DIR="$root/build" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python")
+rm -rf "$venv"
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # -O1 -g1 (line tables): lighter to compile than RelWithDebInfo, still readable reports.

@@ -147,6 +147,29 @@ TEST_CASE("config: checkpoint entries round-trip every field", "[config][checkpo
                       Catch::Contains("__config__.kv_heads") && Catch::Contains("missing"));
 }
 
+TEST_CASE("config: checkpoints of format 2 (before the temperature and the QK-norm gain) still load", "[config][checkpoint]") {
+  const auto format_entry = [](std::int64_t format) {
+    xt::xarray<std::int64_t> a = xt::xarray<std::int64_t>::from_shape(std::vector<std::size_t>{});
+    a.data()[0] = format;
+    return NpzEntry("__config__.format", std::move(a));
+  };
+  TransformerConfig c = sized(llama_preset());
+  c.qk_norm = true;
+  std::vector<NpzEntry> format2;
+  for (const NpzEntry& e : config_entries(c))
+    if (e.name != "__config__.qk_norm_gain" && e.name != "__config__.learned_temperature")
+      format2.push_back(e.name == "__config__.format" ? format_entry(2) : e);
+  const TransformerConfig read = config_from_entries(format2, "mem");
+  CHECK(read == c);
+  CHECK(read.qk_norm_gain == 1.0);
+  CHECK_FALSE(read.learned_temperature);
+  // the same entries claiming format 3 lack a field that format requires
+  for (NpzEntry& e : format2)
+    if (e.name == "__config__.format") e = format_entry(3);
+  REQUIRE_THROWS_WITH(config_from_entries(format2, "mem"),
+                      Catch::Contains("qk_norm_gain") && Catch::Contains("missing"));
+}
+
 TEST_CASE("config: checkpoints of format 1 (before the modern fields) still load", "[config][checkpoint]") {
   const std::string dir = std::string(TAPEGRAD_FIXTURES_DIR) + "/checkpoint_v1/";
   const TransformerConfig a = read_checkpoint_config(dir + "sort_gpt2.npz");

@@ -1,0 +1,108 @@
+// The engine's switches and tools: no_grad, anomaly mode, gradcheck, the tape printer,
+// the kernels' thread count.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "autograd/gradcheck.hpp"
+#include "autograd/tape.hpp"
+#include "bindings.hpp"
+#include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
+#include "py_tensor.hpp"
+
+namespace tapegrad::python {
+namespace {
+
+// A C++ RAII guard as a Python context manager: alive between __enter__ and __exit__.
+template <class Guard>
+struct GuardScope {
+  std::optional<Guard> guard;
+  void enter() {
+    if (guard) throw py::value_error("this context manager is already active; make a new one");
+    guard.emplace();
+  }
+  void exit(const py::args&) { guard.reset(); }
+};
+
+template <class Guard>
+void bind_guard(py::module_& m, const char* name, const char* doc) {
+  py::class_<GuardScope<Guard>>(m, name, doc)
+      .def(py::init<>())
+      .def("__enter__", [](GuardScope<Guard>& g) { g.enter(); return &g; },
+           py::return_value_policy::reference)
+      .def("__exit__", &GuardScope<Guard>::exit);
+}
+
+template <class T>
+GradcheckResult run_gradcheck(const py::function& f, const std::vector<PyTensor>& inputs,
+                              const GradcheckOptions& options) {
+  std::vector<Tensor<T>> ts;
+  for (const PyTensor& p : inputs) ts.push_back(p.get<T>());
+  TensorFunction<T> fn = [&f](const std::vector<Tensor<T>>& xs) {
+    py::list args;
+    for (const Tensor<T>& x : xs) args.append(PyTensor(x));
+    py::object out = f(args);
+    if (!py::isinstance<PyTensor>(out))
+      throw py::type_error("gradcheck: the function must return a tapegrad.Tensor, not " +
+                           py::repr(out).cast<std::string>());
+    const PyTensor& r = out.cast<const PyTensor&>();
+    if (r.is_double() != std::is_same_v<T, double>)
+      fail("gradcheck", "the function returned a {} tensor for {} inputs", r.dtype(),
+           std::is_same_v<T, double> ? "float64" : "float32");
+    return r.get<T>();
+  };
+  return gradcheck<T>(fn, ts, options);
+}
+
+void bind_gradcheck(py::module_& m) {
+  py::class_<InputCheck>(m, "InputCheck", "one row of a gradcheck: one input")
+      .def_readonly("shape", &InputCheck::shape)
+      .def_readonly("checked", &InputCheck::checked)
+      .def_readonly("max_abs_error", &InputCheck::max_abs_error)
+      .def_readonly("max_rel_error", &InputCheck::max_rel_error)
+      .def_readonly("passed", &InputCheck::passed);
+  py::class_<GradcheckResult>(m, "GradcheckResult")
+      .def_readonly("inputs", &GradcheckResult::inputs)
+      .def_readonly("passed", &GradcheckResult::passed)
+      .def("__bool__", [](const GradcheckResult& r) { return r.passed; })
+      .def("__str__", &GradcheckResult::to_string);
+  m.def("gradcheck", [](const py::function& f, const std::vector<PyTensor>& inputs, double eps,
+                        double atol, double rtol, std::size_t max_elements, std::uint64_t seed) {
+    if (inputs.empty()) fail("gradcheck", "no inputs");
+    for (const PyTensor& p : inputs) check_same_dtype("gradcheck", inputs[0], p);
+    const GradcheckOptions options{eps, atol, rtol, max_elements, seed};
+    return inputs[0].is_double() ? run_gradcheck<double>(f, inputs, options)
+                                 : run_gradcheck<float>(f, inputs, options);
+  }, py::arg("f"), py::arg("inputs"), py::arg("eps") = 1e-6, py::arg("atol") = 1e-5,
+  py::arg("rtol") = 1e-3, py::arg("max_elements") = 0, py::arg("seed") = 0,
+  "Central finite differences against backward for every input that requires grad. "
+  "f takes the list of inputs and returns a Tensor. Use float64 inputs (float32 needs "
+  "eps=1e-2, atol=1e-2, rtol=5e-2).");
+}
+
+}  // namespace
+
+void bind_autograd(py::module_& m) {
+  bind_guard<NoGradGuard>(m, "no_grad", "with tapegrad.no_grad(): ops record nothing");
+  bind_guard<AnomalyGuard>(m, "detect_anomaly",
+                           "with tapegrad.detect_anomaly(): the first NaN/Inf an op or a "
+                           "backward produces raises AnomalyError naming the op");
+  m.def("grad_enabled", &grad_enabled);
+  m.def("anomaly_mode", &anomaly_mode);
+  bind_gradcheck(m);
+  m.def("tape_string", [](const std::string& dtype) {
+    return dtype == "float64" ? tape_string<double>() : tape_string<float>();
+  }, py::arg("dtype") = "float32",
+  "This thread's tape of that dtype, one line per node: op, input shapes -> output shape");
+  m.def("tape_size", [](const std::string& dtype) {
+    return dtype == "float64" ? Tape<double>::active().size() : Tape<float>::active().size();
+  }, py::arg("dtype") = "float32");
+  m.def("clear_tape", []() {
+    Tape<float>::active().clear();
+    Tape<double>::active().clear();
+  }, "Drops every recorded node of this thread (a backward through one then raises GraphError)");
+  m.def("set_num_threads", &kernels::set_num_threads, py::arg("n"));
+}
+
+}  // namespace tapegrad::python

@@ -1,0 +1,28 @@
+// tapegrad's exceptions as Python exceptions, each keeping tapegrad's message:
+//   ShapeError (bad shapes, axes, arguments)        -> tapegrad.ShapeError(ValueError)
+//   GraphError (a freed or edited graph)            -> tapegrad.GraphError(RuntimeError)
+//   AnomalyError (a NaN/Inf under anomaly mode)     -> tapegrad.AnomalyError(FloatingPointError)
+//   CheckpointError (a file that does not fit)      -> tapegrad.CheckpointError(ValueError)
+//   NpzError (not a readable .npz, cannot write)    -> tapegrad.NpzError(OSError)
+#include <pybind11/pybind11.h>
+
+#include "autograd/errors.hpp"
+#include "autograd/tape.hpp"
+#include "bindings.hpp"
+#include "nn/checkpoint.hpp"
+#include "nn/npz.hpp"
+
+namespace tapegrad::python {
+
+void bind_errors(py::module_& m) {
+  // Each translator catches its own type (and subclasses); the standard exceptions the
+  // library throws otherwise keep pybind11's mapping (invalid_argument -> ValueError,
+  // runtime_error -> RuntimeError).
+  py::register_exception<ShapeError>(m, "ShapeError", PyExc_ValueError);
+  py::register_exception<GraphError>(m, "GraphError", PyExc_RuntimeError);
+  py::register_exception<AnomalyError>(m, "AnomalyError", PyExc_FloatingPointError);
+  py::register_exception<CheckpointError>(m, "CheckpointError", PyExc_ValueError);
+  py::register_exception<NpzError>(m, "NpzError", PyExc_OSError);
+}
+
+}  // namespace tapegrad::python

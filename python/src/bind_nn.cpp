@@ -1,0 +1,251 @@
+// nn/: the configuration (its fields read from the one list in nn/config.hpp, never named
+// here), the Transformer in float32 and float64, AdamW/SGD, clipping, the schedule,
+// checkpoints and generation.
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <limits>
+
+#include "bindings.hpp"
+#include "nn/checkpoint.hpp"
+#include "nn/config.hpp"
+#include "nn/generation.hpp"
+#include "nn/optim.hpp"
+#include "nn/schedule.hpp"
+#include "nn/transformer.hpp"
+#include "numpy_convert.hpp"
+
+namespace tapegrad::python {
+namespace {
+
+const FieldInfo* find_field(const std::string& name) {
+  for (const FieldInfo& f : config_fields())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+py::object get_field(const TransformerConfig& c, const std::string& name) {
+  const FieldInfo* f = find_field(name);
+  if (!f) throw py::attribute_error("Config has no field '" + name + "'");
+  switch (f->kind) {
+    case FieldInfo::Kind::size: return py::int_(field_to_int64(c, name));
+    case FieldInfo::Kind::seed: return py::int_(std::uint64_t(field_to_int64(c, name)));
+    case FieldInfo::Kind::flag: return py::bool_(field_to_int64(c, name) != 0);
+    case FieldInfo::Kind::real: return py::float_(field_to_double(c, name));
+    case FieldInfo::Kind::choice: return py::str(field_to_string(c, name));
+    case FieldInfo::Kind::optional_real: {
+      const double v = field_to_double(c, name);
+      return std::isnan(v) ? py::object(py::none()) : py::object(py::float_(v));
+    }
+  }
+  return py::none();
+}
+
+void set_field(TransformerConfig& c, const std::string& name, const py::object& value) {
+  const FieldInfo* f = find_field(name);
+  if (!f) throw py::attribute_error("Config has no field '" + name + "'");
+  switch (f->kind) {
+    case FieldInfo::Kind::size:
+    case FieldInfo::Kind::flag:
+      if (f->kind == FieldInfo::Kind::size && py::isinstance<py::bool_>(value))
+        fail("config", "{} takes an integer, not a bool", name);
+      return set_field_from_int64(c, name, value.cast<std::int64_t>());
+    case FieldInfo::Kind::seed:
+      return set_field_from_int64(c, name, std::int64_t(value.cast<std::uint64_t>()));
+    case FieldInfo::Kind::real: return set_field_from_double(c, name, value.cast<double>());
+    case FieldInfo::Kind::choice: return set_field_from_string(c, name, value.cast<std::string>());
+    case FieldInfo::Kind::optional_real:
+      return set_field_from_double(c, name, value.is_none() ? std::numeric_limits<double>::quiet_NaN()
+                                                            : value.cast<double>());
+  }
+}
+
+TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields) {
+  for (auto [k, v] : fields) set_field(c, k.cast<std::string>(), py::reinterpret_borrow<py::object>(v));
+  return c;
+}
+
+void bind_config(py::module_& m) {
+  py::class_<TransformerConfig> c(m, "Config",
+                                  "The model configuration: every field of nn/config.hpp as an "
+                                  "attribute (Config.fields() lists them); defaults are gpt2's.");
+  c.def(py::init([](const py::kwargs& kw) { return with_fields(gpt2_preset(), kw); }))
+      .def_static("preset", [](const std::string& name, const py::kwargs& kw) {
+        TransformerConfig cfg = with_fields(preset(name), kw);
+        finish_preset(name, cfg);
+        return cfg;
+      }, py::arg("name"), "'gpt2' or 'llama', then the given fields, then the preset's size rules")
+      .def_static("preset_names", &preset_names)
+      .def_static("fields", [] {
+        std::vector<std::string> names;
+        for (const FieldInfo& f : config_fields()) names.push_back(f.name);
+        return names;
+      })
+      .def_static("field_doc", [](const std::string& name) {
+        const FieldInfo* f = find_field(name);
+        if (!f) throw py::key_error(name);
+        return std::string(f->doc);
+      })
+      .def("__getattr__", &get_field)
+      .def("__setattr__", &set_field)
+      .def("validate", &TransformerConfig::validate)
+      .def("copy", [](const TransformerConfig& cfg) { return cfg; })
+      .def("count_parameters", [](const TransformerConfig& cfg) { return count_parameters(cfg).total(); })
+      .def("__eq__", [](const TransformerConfig& a, const TransformerConfig& b) { return a == b; })
+      .def("__repr__", [](const TransformerConfig& cfg) { return "Config(" + config_summary(cfg) + ")"; });
+}
+
+template <class T>
+std::vector<Tensor<T>> tensors_of(const char* op, const std::vector<PyTensor>& params) {
+  std::vector<Tensor<T>> out;
+  for (const PyTensor& p : params) {
+    if (p.is_double() != std::is_same_v<T, double>)
+      fail(op, "every parameter must have one dtype; got {} and {}", params[0].dtype(), p.dtype());
+    out.push_back(p.get<T>());
+  }
+  return out;
+}
+
+AtContext at_context_of(const std::string& s) {
+  if (s == "stop") return AtContext::stop;
+  if (s == "slide") return AtContext::slide;
+  fail("generate", "at_context must be 'stop' or 'slide', not '{}'", s);
+}
+
+template <class T>
+void bind_transformer(py::module_& m, const char* name) {
+  using Model = Transformer<T>;
+  py::class_<Model>(m, name)
+      .def(py::init<const TransformerConfig&>(), py::arg("config"))
+      .def("forward", [](Model& model, const py::object& tokens) {
+        const Indices ids = indices_from_numpy(tokens, "forward");
+        py::gil_scoped_release release;
+        return PyTensor(model.forward(ids));
+      }, py::arg("tokens"), "tokens (B, T) -> logits (B, T, vocab)")
+      .def("__call__", [](Model& model, const py::object& tokens) {
+        const Indices ids = indices_from_numpy(tokens, "forward");
+        py::gil_scoped_release release;
+        return PyTensor(model.forward(ids));
+      }, py::arg("tokens"))
+      .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore) {
+        const Indices ids = indices_from_numpy(tokens, "loss");
+        const Indices tg = indices_from_numpy(targets, "loss");
+        py::gil_scoped_release release;
+        return PyTensor(model.loss(ids, tg, ignore));
+      }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100)
+      .def("parameters", [](const Model& model) {
+        std::vector<PyTensor> out;
+        for (const auto& p : model.named_parameters()) out.emplace_back(p.tensor);
+        return out;
+      })
+      .def("named_parameters", [](const Model& model) {
+        std::vector<std::pair<std::string, PyTensor>> out;
+        for (const auto& p : model.named_parameters()) out.emplace_back(p.name, PyTensor(p.tensor));
+        return out;
+      })
+      .def("parameter_count", &Model::parameter_count)
+      .def("zero_grad", &Model::zero_grad)
+      .def_property_readonly("config", &Model::config)
+      .def_property_readonly("dtype", [](const Model&) {
+        return std::is_same_v<T, double> ? "float64" : "float32";
+      })
+      .def("keep_attention_weights", &Model::keep_attention_weights, py::arg("keep"))
+      .def("set_attention_path", [](Model& model, const std::string& path) {
+        if (path == "fused") return model.set_attention_path(AttentionPath::fused);
+        if (path == "composed") return model.set_attention_path(AttentionPath::composed);
+        if (path == "flash") return model.set_attention_path(AttentionPath::flash);
+        fail("set_attention_path", "path must be 'fused', 'composed' or 'flash', not '{}'", path);
+      }, py::arg("path"))
+      .def("save", [](const Model& model, const std::string& path) {
+        py::gil_scoped_release release;
+        save_checkpoint(path, model);
+      }, py::arg("path"))
+      .def("load", [](Model& model, const std::string& path) {
+        py::gil_scoped_release release;
+        load_checkpoint(path, model);
+      }, py::arg("path"), "Parameters from a checkpoint of the same architecture")
+      .def("generate", [](Model& model, const std::vector<std::int64_t>& prompt, std::size_t max_new,
+                          double temperature, std::size_t top_k, double top_p, Generator* gen,
+                          std::uint64_t seed, bool use_cache, const std::string& at_context) {
+        GenerateOptions o;
+        o.max_new_tokens = max_new;
+        o.at_context = at_context_of(at_context);
+        o.sampling = {temperature, top_k, top_p};
+        o.use_cache = use_cache;
+        Generator own(seed);
+        py::gil_scoped_release release;
+        return generate(model, prompt, o, gen ? *gen : own).tokens;
+      }, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 1.0,
+      py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("generator") = nullptr,
+      py::arg("seed") = 0, py::arg("use_cache") = true, py::arg("at_context") = "stop",
+      "The new tokens after prompt (temperature 0: greedy). Releases the GIL.");
+  m.def((std::string("load_checkpoint_") + (std::is_same_v<T, double> ? "float64" : "float32")).c_str(),
+        [](const std::string& path) {
+          py::gil_scoped_release release;
+          return load_checkpoint<T>(path);
+        }, py::arg("path"));
+}
+
+// One Python optimiser over float32 or float64 parameters.
+template <template <class> class Opt, class Options>
+struct Optimizer {
+  std::variant<Opt<float>, Opt<double>> opt;
+  static Optimizer make(const char* op, const std::vector<PyTensor>& params, const Options& o) {
+    if (!params.empty() && params[0].is_double())
+      return Optimizer{Opt<double>(tensors_of<double>(op, params), o)};
+    return Optimizer{Opt<float>(tensors_of<float>(op, params), o)};
+  }
+  void step() { std::visit([](auto& x) { x.step(); }, opt); }
+  void zero_grad() { std::visit([](auto& x) { x.zero_grad(); }, opt); }
+  double lr() const { return std::visit([](const auto& x) { return x.lr(); }, opt); }
+  void set_lr(double lr) { std::visit([&](auto& x) { x.set_lr(lr); }, opt); }
+};
+
+template <class O>
+void bind_optimizer_methods(py::class_<O>& c) {
+  c.def("step", [](O& o) {
+     py::gil_scoped_release release;
+     o.step();
+   })
+      .def("zero_grad", &O::zero_grad)
+      .def_property("lr", &O::lr, &O::set_lr);
+}
+
+void bind_optimizers(py::module_& m) {
+  using PyAdamW = Optimizer<AdamW, AdamWOptions>;
+  py::class_<PyAdamW> adamw(m, "AdamW", "torch.optim.AdamW's update (decoupled weight decay)");
+  adamw.def(py::init([](const std::vector<PyTensor>& params, double lr, std::pair<double, double> betas,
+                        double eps, double weight_decay) {
+    return PyAdamW::make("AdamW", params, {lr, betas.first, betas.second, eps, weight_decay});
+  }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
+  py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2);
+  bind_optimizer_methods(adamw);
+  using PySGD = Optimizer<SGD, SGDOptions>;
+  py::class_<PySGD> sgd(m, "SGD", "torch.optim.SGD's update");
+  sgd.def(py::init([](const std::vector<PyTensor>& params, double lr, double momentum, double wd) {
+    return PySGD::make("SGD", params, {lr, momentum, wd});
+  }), py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0);
+  bind_optimizer_methods(sgd);
+  m.def("clip_grad_norm", [](const std::vector<PyTensor>& params, double max_norm) {
+    if (!params.empty() && params[0].is_double())
+      return clip_grad_norm(tensors_of<double>("clip_grad_norm", params), max_norm);
+    return clip_grad_norm(tensors_of<float>("clip_grad_norm", params), max_norm);
+  }, py::arg("params"), py::arg("max_norm"), "Scales the gradients to a global norm of at most max_norm; returns the norm before");
+  py::class_<WarmupCosine>(m, "WarmupCosine", "linear warm-up, then cosine decay to min_lr")
+      .def(py::init<double, double, std::size_t, std::size_t>(), py::arg("lr"), py::arg("min_lr"),
+           py::arg("warmup_steps"), py::arg("total_steps"))
+      .def("__call__", &WarmupCosine::operator(), py::arg("step"));
+}
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  bind_config(m);
+  bind_transformer<float>(m, "Transformer_float32");
+  bind_transformer<double>(m, "Transformer_float64");
+  bind_optimizers(m);
+  m.def("read_checkpoint_config", &read_checkpoint_config, py::arg("path"));
+  m.def("past_context_ok", &past_context_ok, py::arg("config"));
+}
+
+}  // namespace tapegrad::python

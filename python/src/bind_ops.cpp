@@ -1,0 +1,282 @@
+// Every op of ops/ under its C++ name, with the C++ (and PyTorch) keyword arguments.
+// A Python number where the C++ API takes a scalar is a constant, never on the tape.
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "bindings.hpp"
+#include "numpy_convert.hpp"
+#include "ops/attention.hpp"
+#include "ops/cross_entropy.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/embedding.hpp"
+#include "ops/matmul.hpp"
+#include "ops/norm.hpp"
+#include "ops/reduce.hpp"
+#include "ops/rope.hpp"
+#include "ops/shape_ops.hpp"
+#include "ops/softmax.hpp"
+
+namespace tapegrad::python {
+namespace {
+
+#define TAPEGRAD_CALL(expr) [&](const auto& x) { return expr; }
+
+// op(a, b) where either side may be a Python number.
+template <class TT, class TS, class ST>
+PyTensor arith(const char* op, const py::object& a, const py::object& b, TT tt, TS ts, ST st) {
+  const bool ta = py::isinstance<PyTensor>(a), tb = py::isinstance<PyTensor>(b);
+  if (ta && tb) return binary(op, a.cast<PyTensor&>(), b.cast<PyTensor&>(), tt);
+  if (ta) {
+    const double s = b.cast<double>();
+    return unary(a.cast<PyTensor&>(), [&](const auto& x) { return ts(x, element_t<decltype(x)>(s)); });
+  }
+  if (tb) {
+    const double s = a.cast<double>();
+    return unary(b.cast<PyTensor&>(), [&](const auto& x) { return st(element_t<decltype(x)>(s), x); });
+  }
+  throw py::type_error(std::string(op) + ": at least one operand must be a tapegrad.Tensor");
+}
+
+void bind_elementwise(py::module_& m) {
+  m.def("add", [](const py::object& a, const py::object& b) {
+    return arith("add", a, b, [](const auto& x, const auto& y) { return add(x, y); },
+                 [](const auto& x, auto s) { return add(x, s); },
+                 [](auto s, const auto& y) { return add(y, s); });
+  }, py::arg("a"), py::arg("b"));
+  m.def("sub", [](const py::object& a, const py::object& b) {
+    return arith("sub", a, b, [](const auto& x, const auto& y) { return sub(x, y); },
+                 [](const auto& x, auto s) { return sub(x, s); },
+                 [](auto s, const auto& y) { return sub(s, y); });
+  }, py::arg("a"), py::arg("b"));
+  m.def("mul", [](const py::object& a, const py::object& b) {
+    return arith("mul", a, b, [](const auto& x, const auto& y) { return mul(x, y); },
+                 [](const auto& x, auto s) { return mul(x, s); },
+                 [](auto s, const auto& y) { return mul(y, s); });
+  }, py::arg("a"), py::arg("b"));
+  m.def("div", [](const py::object& a, const py::object& b) {
+    return arith("div", a, b, [](const auto& x, const auto& y) { return div(x, y); },
+                 [](const auto& x, auto s) { return div(x, s); },
+                 [](auto s, const auto& y) { return div(s, y); });
+  }, py::arg("a"), py::arg("b"));
+#define TAPEGRAD_UNARY(name)                                                             \
+  m.def(#name, [](const PyTensor& a) { return unary(a, TAPEGRAD_CALL(tapegrad::name(x))); }, \
+        py::arg("a"));
+  TAPEGRAD_UNARY(neg)
+  TAPEGRAD_UNARY(exp)
+  TAPEGRAD_UNARY(log)
+  TAPEGRAD_UNARY(sqrt)
+  TAPEGRAD_UNARY(tanh)
+  TAPEGRAD_UNARY(relu)
+  TAPEGRAD_UNARY(sigmoid)
+  TAPEGRAD_UNARY(silu)
+  TAPEGRAD_UNARY(gelu)
+#undef TAPEGRAD_UNARY
+  m.def("pow", [](const PyTensor& a, double e) {
+    return unary(a, TAPEGRAD_CALL(pow(x, element_t<decltype(x)>(e))));
+  }, py::arg("a"), py::arg("exponent"));
+}
+
+std::vector<long> axes_of(const py::object& axis) {
+  if (py::isinstance<py::int_>(axis)) return {axis.cast<long>()};
+  return axis.cast<std::vector<long>>();
+}
+
+void bind_shapes_and_reductions(py::module_& m) {
+  m.def("matmul", [](const PyTensor& a, const PyTensor& b) {
+    return binary("matmul", a, b, [](const auto& x, const auto& y) { return matmul(x, y); });
+  }, py::arg("a"), py::arg("b"));
+  m.def("matmul_nt", [](const PyTensor& a, const PyTensor& b) {
+    return binary("matmul_nt", a, b, [](const auto& x, const auto& y) { return matmul_nt(x, y); });
+  }, py::arg("a"), py::arg("b"), "a @ swapaxes(b, -1, -2) without forming the transpose");
+  m.def("reshape", [](const PyTensor& a, const Shape& shape) {
+    return unary(a, TAPEGRAD_CALL(reshape(x, shape)));
+  }, py::arg("a"), py::arg("shape"));
+  m.def("transpose", [](const PyTensor& a, std::optional<std::vector<std::size_t>> perm) {
+    return unary(a, [&](const auto& x) {
+      std::vector<std::size_t> p = perm.value_or(std::vector<std::size_t>{});
+      if (!perm)  // NumPy's default: reverse the axes
+        for (std::size_t i = x.dim(); i-- > 0;) p.push_back(i);
+      return transpose(x, p);
+    });
+  }, py::arg("a"), py::arg("axes") = py::none());
+  m.def("swapaxes", [](const PyTensor& a, long a1, long a2) {
+    return unary(a, TAPEGRAD_CALL(swapaxes(x, a1, a2)));
+  }, py::arg("a"), py::arg("axis1"), py::arg("axis2"));
+  m.def("concatenate", [](const std::vector<PyTensor>& parts, long axis) {
+    if (parts.empty()) fail("concatenate", "no tensors to join");
+    for (const PyTensor& p : parts) check_same_dtype("concatenate", parts[0], p);
+    return unary(parts[0], [&](const auto& first) {
+      using T = element_t<decltype(first)>;
+      std::vector<Tensor<T>> ts;
+      for (const PyTensor& p : parts) ts.push_back(p.get<T>());
+      return concatenate(ts, axis);
+    });
+  }, py::arg("tensors"), py::arg("axis") = 0);
+  m.def("slice", [](const PyTensor& a, long axis, std::size_t start, std::size_t stop) {
+    return unary(a, TAPEGRAD_CALL(slice(x, axis, start, stop)));
+  }, py::arg("a"), py::arg("axis"), py::arg("start"), py::arg("stop"));
+  m.def("repeat_interleave", [](const PyTensor& a, std::size_t repeats, long axis) {
+    return unary(a, TAPEGRAD_CALL(repeat_interleave(x, repeats, axis)));
+  }, py::arg("a"), py::arg("repeats"), py::arg("axis"));
+  m.def("sum", [](const PyTensor& a, const py::object& axis, bool keepdims) {
+    if (axis.is_none()) return unary(a, TAPEGRAD_CALL(sum(x)));
+    return unary(a, TAPEGRAD_CALL(sum(x, axes_of(axis), keepdims)));
+  }, py::arg("a"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
+  m.def("mean", [](const PyTensor& a, const py::object& axis, bool keepdims) {
+    if (axis.is_none()) return unary(a, TAPEGRAD_CALL(mean(x)));
+    return unary(a, TAPEGRAD_CALL(mean(x, axes_of(axis), keepdims)));
+  }, py::arg("a"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
+  m.def("max", [](const PyTensor& a, long axis, bool keepdims) {
+    return unary(a, TAPEGRAD_CALL(max(x, axis, keepdims)));
+  }, py::arg("a"), py::arg("axis") = -1, py::arg("keepdims") = false);
+  m.def("softmax", [](const PyTensor& a, long axis) {
+    return unary(a, TAPEGRAD_CALL(softmax(x, axis)));
+  }, py::arg("x"), py::arg("axis") = -1);
+  m.def("log_softmax", [](const PyTensor& a, long axis) {
+    return unary(a, TAPEGRAD_CALL(log_softmax(x, axis)));
+  }, py::arg("x"), py::arg("axis") = -1);
+  m.def("masked_softmax", [](const PyTensor& a, const py::object& mask) {
+    const Mask m = mask_from_numpy(mask, "masked_softmax");
+    return unary(a, TAPEGRAD_CALL(masked_softmax(x, m)));
+  }, py::arg("x"), py::arg("mask"));
+}
+
+AttentionPath path_of(const std::string& name) {
+  if (name == "fused") return AttentionPath::fused;
+  if (name == "composed") return AttentionPath::composed;
+  if (name == "flash") return AttentionPath::flash;
+  fail("attention", "path must be 'fused', 'composed' or 'flash', not '{}'", name);
+}
+
+py::tuple result_tuple(const PyTensor& out, const std::optional<PyTensor>& weights) {
+  if (!weights) return py::make_tuple(out, py::none());
+  return py::make_tuple(out, *weights);
+}
+
+template <class T>
+py::tuple result_tuple(const AttentionResult<T>& r) {
+  return result_tuple(PyTensor(r.out), r.weights.defined() ? std::optional<PyTensor>(PyTensor(r.weights))
+                                                           : std::nullopt);
+}
+
+void bind_attention(py::module_& m) {
+  m.def("causal_mask", [](std::size_t tq, std::optional<std::size_t> tk) {
+    return mask_to_numpy(causal_mask(tq, tk.value_or(tq)));
+  }, py::arg("T"), py::arg("Tk") = py::none(),
+  "(T, Tk) bool, True where query i may see key j (bottom-right aligned when Tk > T)");
+  m.def("sliding_window_mask", [](std::size_t tq, std::size_t tk, std::size_t window) {
+    return mask_to_numpy(sliding_window_mask(tq, tk, window));
+  }, py::arg("Tq"), py::arg("Tk"), py::arg("window"));
+  m.def("scaled_dot_product_attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v,
+                                           const py::object& mask, std::optional<double> scale) {
+    const char* op = "scaled_dot_product_attention";
+    check_same_dtype(op, q, k);
+    check_same_dtype(op, q, v);
+    std::optional<Mask> msk;
+    if (!mask.is_none()) msk = mask_from_numpy(mask, op);
+    return std::visit([&](const auto& Q) {
+      using T = element_t<decltype(Q)>;
+      return result_tuple(scaled_dot_product_attention(Q, k.get<T>(), v.get<T>(), msk, scale));
+    }, q.v);
+  }, py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("mask") = py::none(),
+  py::arg("scale") = py::none(), "-> (out, weights); scale defaults to 1/sqrt(d_k)");
+  m.def("attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v, std::size_t heads,
+                        std::size_t kv_heads, std::size_t head_dim, std::optional<double> scale,
+                        bool causal, std::size_t window, const std::string& path) {
+    check_same_dtype("attention", q, k);
+    check_same_dtype("attention", q, v);
+    const AttentionSpec spec{heads, kv_heads, head_dim, scale, causal, window};
+    const AttentionPath p = path_of(path);
+    return std::visit([&](const auto& Q) {
+      using T = element_t<decltype(Q)>;
+      return result_tuple(attention(Q, k.get<T>(), v.get<T>(), spec, p));
+    }, q.v);
+  }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("heads"), py::arg("kv_heads") = 0,
+  py::arg("head_dim") = 0, py::arg("scale") = py::none(), py::arg("causal") = false,
+  py::arg("window") = 0, py::arg("path") = "fused",
+  "q (B,Tq,heads*hd), k/v (B,Tk,kv_heads*hd) -> (out (B,Tq,heads*hd), weights or None for flash)");
+  auto mha_inputs = [](const PyTensor& x, const std::vector<const PyTensor*>& ws) {
+    for (const PyTensor* w : ws) check_same_dtype("multi_head_attention", x, *w);
+  };
+  m.def("multi_head_attention", [mha_inputs](const PyTensor& x, const PyTensor& wq, const PyTensor& wk,
+                                             const PyTensor& wv, const PyTensor& wo, std::size_t heads,
+                                             bool causal) {
+    mha_inputs(x, {&wq, &wk, &wv, &wo});
+    return unary(x, [&](const auto& X) {
+      using T = element_t<decltype(X)>;
+      return multi_head_attention(X, wq.get<T>(), wk.get<T>(), wv.get<T>(), wo.get<T>(), heads, causal);
+    });
+  }, py::arg("x"), py::arg("Wq"), py::arg("Wk"), py::arg("Wv"), py::arg("Wo"), py::arg("heads"),
+  py::arg("causal") = false);
+  m.def("multi_head_attention_with_weights", [mha_inputs](const PyTensor& x, const PyTensor& wq,
+        const PyTensor& wk, const PyTensor& wv, const PyTensor& wo, std::size_t heads, bool causal,
+        std::optional<double> scale, bool fused) {
+    mha_inputs(x, {&wq, &wk, &wv, &wo});
+    return std::visit([&](const auto& X) {
+      using T = element_t<decltype(X)>;
+      return result_tuple(multi_head_attention_with_weights(
+          X, wq.get<T>(), wk.get<T>(), wv.get<T>(), wo.get<T>(), heads, {causal, scale, fused}));
+    }, x.v);
+  }, py::arg("x"), py::arg("Wq"), py::arg("Wk"), py::arg("Wv"), py::arg("Wo"), py::arg("heads"),
+  py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("fused") = true);
+}
+
+RopeSpec rope_spec(double theta, const std::string& style, const std::string& scaling, double factor,
+                   double low_freq_factor, double high_freq_factor, std::size_t original_context,
+                   double beta_fast, double beta_slow) {
+  return RopeSpec{theta, parse_rope_style(style), parse_rope_scaling(scaling), factor,
+                  low_freq_factor, high_freq_factor, original_context, beta_fast, beta_slow};
+}
+
+void bind_model_ops(py::module_& m) {
+  m.def("cross_entropy", [](const PyTensor& logits, const py::object& targets, std::int64_t ignore) {
+    const Indices t = indices_from_numpy(targets, "cross_entropy");
+    return unary(logits, TAPEGRAD_CALL(cross_entropy(x, t, ignore)));
+  }, py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -100);
+  m.def("embedding", [](const PyTensor& weight, const py::object& ids) {
+    const Indices i = indices_from_numpy(ids, "embedding");
+    return unary(weight, TAPEGRAD_CALL(embedding(x, i)));
+  }, py::arg("weight"), py::arg("ids"));
+  m.def("layer_norm", [](const PyTensor& x, const PyTensor& gamma, const PyTensor& beta, double eps) {
+    check_same_dtype("layer_norm", x, gamma);
+    check_same_dtype("layer_norm", x, beta);
+    return unary(x, [&](const auto& X) {
+      using T = element_t<decltype(X)>;
+      return layer_norm(X, gamma.get<T>(), beta.get<T>(), T(eps));
+    });
+  }, py::arg("x"), py::arg("gamma"), py::arg("beta"), py::arg("eps") = 1e-5);
+  m.def("rms_norm", [](const PyTensor& x, const PyTensor& gamma, double eps) {
+    return binary("rms_norm", x, gamma, [&](const auto& X, const auto& g) {
+      return rms_norm(X, g, element_t<decltype(X)>(eps));
+    });
+  }, py::arg("x"), py::arg("gamma"), py::arg("eps") = 1e-5);
+  m.def("rope", [](const PyTensor& x, std::size_t offset, double theta, const std::string& style,
+                   const std::string& scaling, double factor, double lo, double hi, std::size_t orig,
+                   double bf, double bs) {
+    const RopeSpec spec = rope_spec(theta, style, scaling, factor, lo, hi, orig, bf, bs);
+    return unary(x, TAPEGRAD_CALL(rope(x, offset, spec)));
+  }, py::arg("x"), py::arg("offset") = 0, py::arg("theta") = 10000.0, py::arg("style") = "half",
+  py::arg("scaling") = "none", py::arg("factor") = 1.0, py::arg("low_freq_factor") = 1.0,
+  py::arg("high_freq_factor") = 4.0, py::arg("original_context") = 0, py::arg("beta_fast") = 32.0,
+  py::arg("beta_slow") = 1.0);
+  m.def("rope_heads", [](const PyTensor& x, std::size_t heads, std::size_t offset, double theta,
+                         const std::string& style, const std::string& scaling, double factor) {
+    const RopeSpec spec = rope_spec(theta, style, scaling, factor, 1.0, 4.0, 0, 32.0, 1.0);
+    return unary(x, TAPEGRAD_CALL(rope_heads(x, heads, offset, spec)));
+  }, py::arg("x"), py::arg("heads"), py::arg("offset") = 0, py::arg("theta") = 10000.0,
+  py::arg("style") = "half", py::arg("scaling") = "none", py::arg("factor") = 1.0);
+}
+
+#undef TAPEGRAD_CALL
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  bind_elementwise(m);
+  bind_shapes_and_reductions(m);
+  bind_attention(m);
+  bind_model_ops(m);
+}
+
+}  // namespace tapegrad::python

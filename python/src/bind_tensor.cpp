@@ -1,0 +1,240 @@
+// tapegrad.Tensor (float32 or float64), its constructors from NumPy and Generators, and
+// the Python operators.
+#include <pybind11/numpy.h>
+#include <pybind11/operators.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "bindings.hpp"
+#include "numpy_convert.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/matmul.hpp"
+#include "ops/shape_ops.hpp"
+
+namespace tapegrad::python {
+namespace {
+
+py::tuple shape_tuple(const PyTensor& t) {
+  Shape s = std::visit([](const auto& x) { return x.shape(); }, t.v);
+  py::tuple out(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) out[i] = s[i];
+  return out;
+}
+
+// "float32" | "float64" | anything else refused.
+bool wants_double(const std::string& dtype, const char* op) {
+  if (dtype == "float64") return true;
+  if (dtype == "float32") return false;
+  fail(op, "dtype must be 'float32' or 'float64', not '{}'", dtype);
+}
+
+template <class Make>
+PyTensor make(const std::string& dtype, const char* op, Make&& make_as) {
+  if (wants_double(dtype, op)) return PyTensor(make_as(double{}));
+  return PyTensor(make_as(float{}));
+}
+
+// t[a:b], t[:, a:b], ...: the C++ API slices one axis at a time, step 1.
+PyTensor getitem(const PyTensor& t, const py::object& key) {
+  py::tuple keys = py::isinstance<py::tuple>(key) ? key.cast<py::tuple>() : py::make_tuple(key);
+  Shape shape = std::visit([](const auto& x) { return x.shape(); }, t.v);
+  if (keys.size() > shape.size())
+    fail("slice", "{} indices for a tensor of shape {}", keys.size(), shape_str(shape));
+  PyTensor out = t;
+  for (std::size_t axis = 0; axis < keys.size(); ++axis) {
+    if (!py::isinstance<py::slice>(keys[axis]))
+      throw py::type_error("slice: only slices (a:b) index a tensor, not " +
+                           py::repr(keys[axis]).cast<std::string>() +
+                           "; take t[i:i+1] and reshape to drop the axis");
+    py::ssize_t start = 0, stop = 0, step = 0, length = 0;
+    if (!keys[axis].cast<py::slice>().compute(py::ssize_t(shape[axis]), &start, &stop, &step, &length))
+      throw py::error_already_set();
+    if (step != 1) fail("slice", "step {} along axis {}: only step 1 is supported", step, axis);
+    if (start == 0 && std::size_t(stop) == shape[axis]) continue;
+    const std::size_t begin = std::size_t(start), end = std::size_t(std::max(start, stop));
+    out = unary(out, [&](const auto& x) { return slice(x, long(axis), begin, end); });
+  }
+  return out;
+}
+
+std::string repr(const PyTensor& t) {
+  return std::visit(
+      [&](const auto& x) {
+        std::ostringstream s;
+        s << "tapegrad.Tensor(shape=" << x.shape_string() << ", dtype=" << t.dtype()
+          << (x.requires_grad() ? ", requires_grad=True" : "") << ")";
+        return s.str();
+      },
+      t.v);
+}
+
+void backward(const PyTensor& t, const py::object& grad, bool retain_graph) {
+  if (grad.is_none()) {
+    py::gil_scoped_release release;
+    std::visit([&](const auto& x) { x.backward(retain_graph); }, t.v);
+    return;
+  }
+  PyTensor seed = tensor_from_numpy(grad, false, t.dtype());
+  py::gil_scoped_release release;
+  std::visit(
+      [&](const auto& x) {
+        using T = element_t<decltype(x)>;
+        x.backward(seed.get<T>().value(), retain_graph);
+      },
+      t.v);
+}
+
+void bind_generator(py::module_& m) {
+  py::class_<Generator>(m, "Generator",
+                        "The seeded source of every random draw (std::mt19937_64): the same "
+                        "seed gives the same numbers as the C++ programs.")
+      .def(py::init<std::uint64_t>(), py::arg("seed") = 0)
+      .def("normal", &Generator::normal, py::arg("mean") = 0.0, py::arg("stddev") = 1.0)
+      .def("uniform", &Generator::uniform, py::arg("low") = 0.0, py::arg("high") = 1.0)
+      .def("integer", &Generator::integer, py::arg("below"));
+}
+
+void bind_constructors(py::module_& m) {
+  m.def("tensor", &tensor_from_numpy, py::arg("data"), py::arg("requires_grad") = false,
+        py::arg("dtype") = "",
+        "A tensor copied from a float32 or float64 array (dtype kept). Other dtypes are "
+        "refused unless dtype='float32' or 'float64' asks for the conversion.");
+  m.def("zeros", [](const Shape& shape, const std::string& dtype, bool rg) {
+        return make(dtype, "zeros", [&](auto v) { return Tensor<decltype(v)>::zeros(shape, rg); });
+      }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
+  m.def("ones", [](const Shape& shape, const std::string& dtype, bool rg) {
+        return make(dtype, "ones", [&](auto v) { return Tensor<decltype(v)>::ones(shape, rg); });
+      }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
+  m.def("full", [](const Shape& shape, double value, const std::string& dtype, bool rg) {
+        return make(dtype, "full", [&](auto v) {
+          return Tensor<decltype(v)>::full(shape, decltype(v)(value), rg);
+        });
+      }, py::arg("shape"), py::arg("value"), py::arg("dtype") = "float32",
+      py::arg("requires_grad") = false);
+  m.def("randn", [](const Shape& shape, Generator& gen, double mean, double std,
+                    const std::string& dtype, bool rg) {
+        return make(dtype, "randn", [&](auto v) {
+          using T = decltype(v);
+          return Tensor<T>::randn(shape, gen, T(mean), T(std), rg);
+        });
+      }, py::arg("shape"), py::arg("generator"), py::arg("mean") = 0.0, py::arg("std") = 1.0,
+      py::arg("dtype") = "float32", py::arg("requires_grad") = false,
+      "Normal draws from the Generator, in the order and with the values of C++'s "
+      "Tensor<T>::randn.");
+  m.def("uniform", [](const Shape& shape, Generator& gen, double low, double high,
+                      const std::string& dtype, bool rg) {
+        return make(dtype, "uniform", [&](auto v) {
+          using T = decltype(v);
+          return Tensor<T>::uniform(shape, gen, T(low), T(high), rg);
+        });
+      }, py::arg("shape"), py::arg("generator"), py::arg("low") = 0.0, py::arg("high") = 1.0,
+      py::arg("dtype") = "float32", py::arg("requires_grad") = false);
+  m.def("live_tensors", [](const std::string& dtype) {
+        return wants_double(dtype, "live_tensors") ? live_tensors<double>() : live_tensors<float>();
+      }, py::arg("dtype") = "float32", "Tensors of this dtype alive in the process (leak checks).");
+}
+
+void bind_operators(py::class_<PyTensor>& c) {
+  // a (op) b for tensors, and for a Python number (a constant, never on the tape).
+  auto tt = [](const char* op, auto f) {
+    return [op, f](const PyTensor& a, const PyTensor& b) { return binary(op, a, b, f); };
+  };
+  auto ts = [](auto f) {
+    return [f](const PyTensor& a, double s) {
+      return unary(a, [&](const auto& x) { return f(x, element_t<decltype(x)>(s)); });
+    };
+  };
+  auto st = [](auto f) {
+    return [f](const PyTensor& a, double s) {
+      return unary(a, [&](const auto& x) { return f(element_t<decltype(x)>(s), x); });
+    };
+  };
+  auto add_ = [](const auto& a, const auto& b) { return add(a, b); };
+  auto sub_ = [](const auto& a, const auto& b) { return sub(a, b); };
+  auto mul_ = [](const auto& a, const auto& b) { return mul(a, b); };
+  auto div_ = [](const auto& a, const auto& b) { return div(a, b); };
+  auto radd = [](auto s, const auto& b) { return add(b, s); };
+  auto rmul = [](auto s, const auto& b) { return mul(b, s); };
+  c.def("__add__", tt("add", add_), py::is_operator())
+      .def("__add__", ts(add_), py::is_operator())
+      .def("__radd__", st(radd), py::is_operator())
+      .def("__sub__", tt("sub", sub_), py::is_operator())
+      .def("__sub__", ts(sub_), py::is_operator())
+      .def("__rsub__", st(sub_), py::is_operator())
+      .def("__mul__", tt("mul", mul_), py::is_operator())
+      .def("__mul__", ts(mul_), py::is_operator())
+      .def("__rmul__", st(rmul), py::is_operator())
+      .def("__truediv__", tt("div", div_), py::is_operator())
+      .def("__truediv__", ts(div_), py::is_operator())
+      .def("__rtruediv__", st(div_), py::is_operator())
+      .def("__matmul__", tt("matmul", [](const auto& a, const auto& b) { return matmul(a, b); }),
+           py::is_operator())
+      .def("__pow__", ts([](const auto& a, auto e) { return pow(a, e); }), py::is_operator())
+      .def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
+}
+
+}  // namespace
+
+void bind_tensor(py::module_& m) {
+  bind_generator(m);
+  py::class_<PyTensor> c(m, "Tensor",
+                         "A float32 or float64 tensor on tapegrad's tape. Made by "
+                         "tapegrad.tensor(numpy_array), zeros, randn, or any op.");
+  c.def_property_readonly("shape", &shape_tuple)
+      .def_property_readonly("dtype", &PyTensor::dtype)
+      .def_property_readonly("ndim", [](const PyTensor& t) {
+        return std::visit([](const auto& x) { return x.dim(); }, t.v);
+      })
+      .def_property_readonly("size", [](const PyTensor& t) {
+        return std::visit([](const auto& x) { return x.size(); }, t.v);
+      })
+      .def("__len__", [](const PyTensor& t) {
+        Shape s = std::visit([](const auto& x) { return x.shape(); }, t.v);
+        if (s.empty()) throw py::type_error("len() of a 0-d tensor");
+        return s[0];
+      })
+      .def_property("requires_grad",
+                    [](const PyTensor& t) {
+                      return std::visit([](const auto& x) { return x.requires_grad(); }, t.v);
+                    },
+                    [](PyTensor& t, bool r) {
+                      std::visit([&](auto& x) { x.set_requires_grad(r); }, t.v);
+                    })
+      .def_property_readonly("is_leaf", [](const PyTensor& t) {
+        return std::visit([](const auto& x) { return x.is_leaf(); }, t.v);
+      })
+      .def_property_readonly("grad", [](const PyTensor& t) -> py::object {
+        return std::visit([](const auto& x) -> py::object {
+          if (!x.has_grad()) return py::none();
+          return array_to_numpy(x.grad());
+        }, t.v);
+      }, "d(loss)/d(this) as a NumPy array (a copy), or None before a backward reached it")
+      .def("zero_grad", [](PyTensor& t) { std::visit([](auto& x) { x.zero_grad(); }, t.v); })
+      .def("retain_grad", [](PyTensor& t) {
+        std::visit([](auto& x) { x.retain_grad(); }, t.v);
+        return t;
+      })
+      .def("backward", &backward, py::arg("grad") = py::none(), py::arg("retain_graph") = false,
+           "Reverse sweep from this tensor (one element, or seeded with grad). Releases the GIL.")
+      .def("item", [](const PyTensor& t) {
+        return std::visit([](const auto& x) { return double(x.item()); }, t.v);
+      })
+      .def("numpy", &tensor_to_numpy, py::arg("copy") = true,
+           "A copy (default), or with copy=False a read-only view that keeps the tensor alive")
+      .def("__array__", [](const PyTensor& t, const py::object& dtype) {
+        py::array a = tensor_to_numpy(t, true);
+        return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+      }, py::arg("dtype") = py::none())
+      .def("detach", [](const PyTensor& t) { return unary(t, [](const auto& x) { return x.detach(); }); })
+      .def("astype", [](const PyTensor& t, const std::string& dtype) {
+        return tensor_from_numpy(tensor_to_numpy(t, true), false, dtype);
+      }, py::arg("dtype"), "A copy of the value in another dtype (a new leaf, no history)")
+      .def("__getitem__", &getitem)
+      .def("__repr__", &repr);
+  bind_operators(c);
+  bind_constructors(m);
+}
+
+}  // namespace tapegrad::python

@@ -1,0 +1,16 @@
+#pragma once
+// The parts of the module, one file each; module.cpp calls them in this order.
+#include <pybind11/pybind11.h>
+
+namespace tapegrad::python {
+
+namespace py = pybind11;
+
+void bind_errors(py::module_& m);
+void bind_tensor(py::module_& m);    // Tensor, tensor(), Generator, operators
+void bind_ops(py::module_& m);       // every op of ops/ under its C++ name
+void bind_autograd(py::module_& m);  // no_grad, anomaly mode, gradcheck, the tape
+void bind_nn(py::module_& m);        // config, Transformer, optimisers, schedule, checkpoints
+void bind_tasks(py::module_& m);     // the built-in tasks and their evaluation
+
+}  // namespace tapegrad::python

@@ -1,0 +1,62 @@
+#pragma once
+// PyTensor: the one Python type `tapegrad.Tensor`, holding a float32 or a float64 tensor.
+// One type rather than one per dtype, so that isinstance() and every op work on both and a
+// mix of the two is refused with a message instead of a pybind11 overload error.
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "autograd/errors.hpp"
+#include "autograd/tensor.hpp"
+
+namespace tapegrad::python {
+
+struct PyTensor {
+  std::variant<Tensor<float>, Tensor<double>> v;
+
+  PyTensor(Tensor<float> t) : v(std::move(t)) {}
+  PyTensor(Tensor<double> t) : v(std::move(t)) {}
+
+  bool is_double() const { return v.index() == 1; }
+  const char* dtype() const { return is_double() ? "float64" : "float32"; }
+  std::string shape_string() const {
+    return std::visit([](const auto& t) { return t.shape_string(); }, v);
+  }
+  template <class T>
+  const Tensor<T>& get() const {
+    return std::get<Tensor<T>>(v);
+  }
+};
+
+// f(tensor) for whichever dtype `a` holds.
+template <class X>
+struct element;
+template <class T>
+struct element<Tensor<T>> {
+  using type = T;
+};
+// The element type of a Tensor<T> a generic lambda received.
+template <class X>
+using element_t = typename element<std::decay_t<X>>::type;
+
+template <class F>
+PyTensor unary(const PyTensor& a, F&& f) {
+  return std::visit([&](const auto& t) { return PyTensor(f(t)); }, a.v);
+}
+
+// Both operands must have one dtype: mixing them would need a silent conversion, which
+// would either lose float64's digits or hide a float32 model behind a float64 result.
+inline void check_same_dtype(const char* op, const PyTensor& a, const PyTensor& b) {
+  if (a.v.index() != b.v.index())
+    fail(op, "a {} tensor {} and a {} tensor {} do not mix; convert one with .astype()",
+         a.dtype(), a.shape_string(), b.dtype(), b.shape_string());
+}
+
+template <class F>
+PyTensor binary(const char* op, const PyTensor& a, const PyTensor& b, F&& f) {
+  check_same_dtype(op, a, b);
+  if (a.is_double()) return PyTensor(f(a.get<double>(), b.get<double>()));
+  return PyTensor(f(a.get<float>(), b.get<float>()));
+}
+
+}  // namespace tapegrad::python

@@ -1,0 +1,140 @@
+"""nn from Python: config and presets, the model, optimisers, schedule, checkpoints,
+generation, and the GIL released in long calls."""
+import threading
+import time
+
+import numpy as np
+import pytest
+import tapegrad as tg
+from tapegrad import nn
+
+
+def small(**kw):
+    return nn.Config(vocab=11, context=8, d_model=16, heads=2, layers=1, **kw)
+
+
+def test_config_fields_come_from_the_one_list():
+    c = nn.Config()
+    assert "kv_heads" in nn.Config.fields() and "qk_norm" in nn.Config.fields()
+    assert c.norm == "layer" and c.attention_scale is None and c.qk_norm is False
+    c.attention_scale = 1.0
+    c.norm = "rms"
+    assert c.attention_scale == 1.0 and c.norm == "rms"
+    llama = nn.Config.preset("llama", vocab=10, context=8, d_model=32, heads=4)
+    assert llama.mlp == "swiglu" and llama.positions == "rope" and llama.kv_heads == 2
+    assert sorted(nn.Config.preset_names()) == ["gpt2", "llama"]
+    with pytest.raises(tg.ShapeError, match="norm"):
+        c.norm = "batch"
+
+
+def test_count_parameters_matches_the_model():
+    for cfg in (small(), nn.Config.preset("llama", vocab=11, context=8, d_model=16, heads=2, layers=1)):
+        model = nn.Transformer(cfg)
+        assert cfg.count_parameters() == model.parameter_count() == sum(p.size for p in model.parameters())
+
+
+def test_model_forward_loss_and_gradcheck_in_float64():
+    model = nn.Transformer(small(), dtype="float64")
+    tokens = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
+    logits = model(tokens)
+    assert logits.shape == (2, 4, 11) and logits.dtype == "float64"
+    targets = np.array([[2, 3, 4, -100], [6, 7, 8, 9]])
+    loss = model.loss(tokens, targets)
+    ref = tg.cross_entropy(logits, targets).item()
+    assert abs(loss.item() - ref) < 1e-12
+    params = model.parameters()
+    r = tg.gradcheck(lambda _: model.loss(tokens, targets), params, max_elements=3)
+    assert r.passed, str(r)
+
+
+def test_adamw_matches_the_formula():
+    p0 = np.array([1.0, -2.0])
+    p = tg.tensor(p0, requires_grad=True)
+    opt = nn.AdamW([p], lr=0.1, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    tg.sum(p * p).backward()
+    g = 2 * p0
+    opt.step()
+    m, v = 0.1 * g, 0.001 * g * g
+    expect = p0 * (1 - 0.1 * 0.01) - 0.1 / 0.1 * m / (np.sqrt(v) / np.sqrt(0.001) + 1e-8)
+    np.testing.assert_allclose(p.numpy(), expect, rtol=1e-12)
+
+
+def test_clip_and_schedule():
+    p = tg.tensor(np.array([3.0, 4.0]), requires_grad=True)
+    tg.sum(p * tg.tensor(np.array([3.0, 4.0]))).backward()
+    assert abs(nn.clip_grad_norm([p], 1.0) - 5.0) < 1e-12
+    np.testing.assert_allclose(np.linalg.norm(p.grad), 1.0, rtol=1e-5)
+    s = nn.WarmupCosine(1.0, 0.1, 10, 110)
+    assert s(0) == pytest.approx(0.1) and s(9) == pytest.approx(1.0)
+    assert s(60) == pytest.approx(0.55) and s(200) == pytest.approx(0.1)
+    with pytest.raises(tg.ShapeError):
+        nn.WarmupCosine(0.1, 1.0, 10, 100)
+
+
+def test_checkpoint_round_trip_and_architecture_check(tmp_path):
+    model = nn.Transformer(small(seed=3))
+    path = str(tmp_path / "m.npz")
+    model.save(path)
+    back = nn.load_checkpoint(path)
+    assert back.config == model.config
+    tokens = np.array([[1, 2, 3]])
+    np.testing.assert_array_equal(back(tokens).numpy(), model(tokens).numpy())
+    loaded = np.load(path)
+    assert loaded["tok_emb.weight"].shape == (11, 16)
+    other = nn.Transformer(nn.Config(vocab=11, context=8, d_model=32, heads=2, layers=1))
+    with pytest.raises(tg.CheckpointError, match="d_model"):
+        other.load(path)
+    with pytest.raises(tg.CheckpointError):
+        nn.load_checkpoint(path, dtype="float64")  # float32 file into a float64 model
+
+
+def test_generate_greedy_is_argmax_and_sampling_is_seeded():
+    model = nn.Transformer(small(seed=1))
+    prompt = [1, 2, 3]
+    out = model.generate(prompt, max_new_tokens=3, temperature=0)
+    seq = list(prompt)
+    for _ in range(3):
+        seq.append(int(np.argmax(model(np.array([seq])).numpy()[0, -1])))
+    assert out == seq[3:]
+    a = model.generate(prompt, 4, temperature=1.0, top_k=5, top_p=0.9, seed=7)
+    b = model.generate(prompt, 4, temperature=1.0, top_k=5, top_p=0.9, generator=tg.Generator(7))
+    assert a == b and len(a) == 4
+    # Stops when the sequence fills the context of 8: the last token is drawn from the
+    # logits at position 8 and never fed back, so 8 - 3 + 1 new tokens.
+    assert len(model.generate(prompt, 20, temperature=0)) == 6
+    with pytest.raises(tg.ShapeError, match="top-p"):
+        model.generate(prompt, 2, top_p=0.0)
+
+
+def ticks_during(call):
+    """How often a Python thread advanced while `call` ran on this one."""
+    ticks, stop = [0], threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0)
+
+    th = threading.Thread(target=count)
+    th.start()
+    time.sleep(0.05)
+    start = ticks[0]
+    call()
+    during = ticks[0] - start
+    stop.set()
+    th.join()
+    return during
+
+
+def test_long_calls_release_the_gil():
+    x = tg.tensor(np.random.default_rng(0).standard_normal((384, 384)), requires_grad=True)
+    y = x
+    for _ in range(30):
+        y = tg.tanh(y @ x) * 0.5
+    loss = tg.sum(y)
+    during = ticks_during(loss.backward)
+    assert during > 50, f"the counting thread advanced {during} times during backward"
+    # The contrast: one op holds the GIL (too short to be worth releasing it), so a long one
+    # blocks the thread completely; the count above is not an artefact of the measurement.
+    big = tg.tensor(np.ones((1500, 1500)))
+    assert ticks_during(lambda: tg.matmul(big, big)) <= 2
