@@ -58,12 +58,21 @@ struct ToyGptShape {
   double lr = 3e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
+// Long-context attention alone: (B, T, heads * head_dim) q, k, v leaves, causal, forward and
+// backward with an upstream gradient dO of the output's shape.
+struct FlashShape {
+  std::size_t B = 1, H = 8, dh = 32, T = 0;
+  std::size_t width() const { return H * dh; }
+  std::size_t size() const { return B * T * H * dh; }
+};
+constexpr std::size_t kFlashLengths[] = {2048, 8192, 32768};
+
 constexpr std::size_t kChainOps = 1000, kChainLen = 16;
 constexpr std::size_t kGemmPeakN = 1024;  // the "one large gemm" ceiling
 
 // Every workload name, identical in both programs:
 //   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, gqa_fwdbwd_f32_S3, toygpt_step, llama_step,
-//   decode_ctx{256,1024},
+//   decode_ctx{256,1024}, flash_fwdbwd_f32_T{2048,8192,32768},
 //   chain1000, bmm_S{1..4}, gemm_peak_{f32,f64}.
 inline std::vector<std::string> workload_names() {
   std::vector<std::string> w;
@@ -75,6 +84,7 @@ inline std::vector<std::string> workload_names() {
   w.push_back("toygpt_step");
   w.push_back("llama_step");
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
+  for (std::size_t T : kFlashLengths) w.push_back("flash_fwdbwd_f32_T" + std::to_string(T));
   w.push_back("chain1000");
   for (const auto& s : mha_shapes()) w.push_back(std::string("bmm_") + s.name);
   w.push_back("gemm_peak_f32");
@@ -104,6 +114,20 @@ inline bool parse_gqa(const std::string& w, MhaWorkload& out) {
   if (w.rfind("gqa_", 0) != 0 || !parse_mha("mha_" + w.substr(4), out)) return false;
   out.shape = gqa_shape(out.shape.name);
   return true;
+}
+
+// "flash_fwdbwd_f32_T8192" -> its shape; T = 0 when the name is not a flash workload
+inline FlashShape parse_flash(const std::string& w) {
+  FlashShape s;
+  for (std::size_t T : kFlashLengths)
+    if (w == "flash_fwdbwd_f32_T" + std::to_string(T)) s.T = T;
+  return s;
+}
+// Useful FLOPs of one causal fwd+bwd: the standard path's six products (q k^T and P V
+// forward; dP, dV, dQ, dK backward), 2 T^2 dh each per head, over the causal half only.
+// What a kernel recomputes (flash does q k^T and dO V^T again) is not useful work.
+inline double flash_useful_flops(const FlashShape& s) {
+  return 6.0 * 2.0 * double(s.B * s.H) * double(s.T) * double(s.T) * double(s.dh) / 2.0;
 }
 
 // FLOPs of the matrix products (2 per multiply-add): the projections 2*B*T*D*(2D + 2*kv_width)
@@ -143,12 +167,15 @@ struct Args {
   // Skips the start-up check of the attention workloads (seconds at S4): the driver checks
   // each (workload, framework, threads) in its first process and skips it in the others.
   bool skip_check = false;
+  // Writes the workload's inputs and tapegrad's answer for them to this .npz and exits: the
+  // reference the Python peers check themselves against at start-up.
+  std::string dump;
 };
 
 inline void usage(const char* prog, const std::string& error) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s --workload NAME [--threads N] [--repeats R] [--warmup W]"
-               " [--skip-check]\n       %s --list | --info\n",
+               " [--skip-check] [--dump FILE.npz]\n       %s --list | --info\n",
                prog, error.c_str(), prog, prog);
   std::exit(2);
 }
@@ -181,6 +208,9 @@ inline Args parse_args(int argc, char** argv) {
       a.info = true;
     } else if (f == "--skip-check") {
       a.skip_check = true;
+    } else if (f == "--dump") {
+      if (i + 1 >= argc) usage(argv[0], "--dump needs a file name");
+      a.dump = argv[++i];
     } else {
       usage(argv[0], "unknown option '" + f + "'");
     }
@@ -544,6 +574,111 @@ inline ChainReference naive_chain(const std::vector<double>& x, const std::vecto
     ref.dx[e] = g;
   }
   return ref;
+}
+
+// ---------------------------------------------------------------- long-context attention
+
+// q, k, v and the upstream gradient dO, each (B, T, H * dh) ~ N(0, 1): with the 1/sqrt(dh)
+// scale the scores are of unit variance, so the softmax is neither flat nor saturated.
+struct FlashInputs {
+  std::vector<double> q, k, v, dO;
+};
+inline FlashInputs make_flash_inputs(const FlashShape& s) {
+  Rng r(43);
+  FlashInputs in;
+  in.q = r.normals(s.size(), 1.0);
+  in.k = r.normals(s.size(), 1.0);
+  in.v = r.normals(s.size(), 1.0);
+  in.dO = r.normals(s.size(), 1.0);
+  return in;
+}
+
+// One query row of causal attention in double: the weights P over keys 0..i, the output o,
+// and the row's score gradient dS = P * (dO v^T - rowsum(dO * o)) (the standard backward).
+struct FlashRow {
+  std::vector<double> P, o, dS;
+};
+inline FlashRow naive_flash_row(const FlashShape& s, const FlashInputs& in, std::size_t b,
+                                std::size_t h, std::size_t i) {
+  const std::size_t W = s.width(), dh = s.dh;
+  auto at = [&](const std::vector<double>& x, std::size_t t) { return &x[(b * s.T + t) * W + h * dh]; };
+  const double scale = 1.0 / std::sqrt(double(dh));
+  FlashRow r;
+  r.P.resize(i + 1);
+  double m = -INFINITY, z = 0;
+  for (std::size_t j = 0; j <= i; ++j) {
+    double d = 0;
+    for (std::size_t c = 0; c < dh; ++c) d += at(in.q, i)[c] * at(in.k, j)[c];
+    m = std::max(m, r.P[j] = scale * d);
+  }
+  for (double& p : r.P) z += (p = std::exp(p - m));
+  for (double& p : r.P) p /= z;
+  r.o.assign(dh, 0.0);
+  for (std::size_t j = 0; j <= i; ++j)
+    for (std::size_t c = 0; c < dh; ++c) r.o[c] += r.P[j] * at(in.v, j)[c];
+  double D = 0;
+  for (std::size_t c = 0; c < dh; ++c) D += at(in.dO, i)[c] * r.o[c];
+  r.dS.resize(i + 1);
+  for (std::size_t j = 0; j <= i; ++j) {
+    double dp = 0;
+    for (std::size_t c = 0; c < dh; ++c) dp += at(in.dO, i)[c] * at(in.v, j)[c];
+    r.dS[j] = r.P[j] * (dp - D);
+  }
+  return r;
+}
+
+// Checks a framework's causal fwd+bwd (out, dq, dk, dv, each (B, T, H * dh)) against the
+// naive rows in double, in the last batch item and every head: the output and dq of query
+// rows 0, T/3 and T-1, and dk, dv of key rows T-1, T-64 and T-129 (block edges of any
+// power-of-two blocking), which sum over every later query row.
+template <class R>
+void check_flash(const FlashShape& s, const FlashInputs& in, const std::vector<R>& out,
+                 const std::vector<R>& dq, const std::vector<R>& dk, const std::vector<R>& dv,
+                 Result& r) {
+  const std::size_t W = s.width(), dh = s.dh, b = s.B - 1, T = s.T;
+  const double scale = 1.0 / std::sqrt(double(dh));
+  require(out.size() == s.size() && dq.size() == s.size() && dk.size() == s.size() && dv.size() == s.size(),
+          "flash: output or gradient of the wrong size");
+  auto idx = [&](std::size_t t, std::size_t h) { return (b * T + t) * W + h * dh; };
+  std::vector<double> want_o, want_dq, want_dk, want_dv;
+  std::vector<R> got_o, got_dq, got_dk, got_dv;
+  const std::vector<std::size_t> keys = {T - 1, T >= 64 ? T - 64 : 0, T >= 129 ? T - 129 : 0};
+  const std::size_t first = *std::min_element(keys.begin(), keys.end());
+  for (std::size_t h = 0; h < s.H; ++h) {
+    for (std::size_t i : {std::size_t(0), T / 3, T - 1}) {
+      const FlashRow row = naive_flash_row(s, in, b, h, i);
+      for (std::size_t c = 0; c < dh; ++c) {
+        double g = 0;
+        for (std::size_t j = 0; j <= i; ++j) g += scale * row.dS[j] * in.k[idx(j, h) + c];
+        want_o.push_back(row.o[c]), want_dq.push_back(g);
+        got_o.push_back(out[idx(i, h) + c]), got_dq.push_back(dq[idx(i, h) + c]);
+      }
+    }
+    std::vector<double> dkh(keys.size() * dh, 0.0), dvh(keys.size() * dh, 0.0);
+    for (std::size_t i = first; i < T; ++i) {
+      const FlashRow row = naive_flash_row(s, in, b, h, i);
+      for (std::size_t n = 0; n < keys.size(); ++n) {
+        const std::size_t j = keys[n];
+        if (j > i) continue;
+        for (std::size_t c = 0; c < dh; ++c) {
+          dkh[n * dh + c] += scale * row.dS[j] * in.q[idx(i, h) + c];
+          dvh[n * dh + c] += row.P[j] * in.dO[idx(i, h) + c];
+        }
+      }
+    }
+    for (std::size_t n = 0; n < keys.size(); ++n)
+      for (std::size_t c = 0; c < dh; ++c) {
+        want_dk.push_back(dkh[n * dh + c]), want_dv.push_back(dvh[n * dh + c]);
+        got_dk.push_back(dk[idx(keys[n], h) + c]), got_dv.push_back(dv[idx(keys[n], h) + c]);
+      }
+  }
+  const double fwd_err = max_rel_error(got_o, want_o);
+  const double bwd_err = std::max({max_rel_error(got_dq, want_dq), max_rel_error(got_dk, want_dk),
+                                   max_rel_error(got_dv, want_dv)});
+  r.add("check_fwd_rel_err", fwd_err);
+  r.add("check_bwd_rel_err", bwd_err);
+  require(fwd_err < 1e-4, "flash output differs from the naive rows by " + std::to_string(fwd_err));
+  require(bwd_err < 1e-3, "flash gradients differ from the naive rows by " + std::to_string(bwd_err));
 }
 
 }  // namespace bench

@@ -145,6 +145,14 @@ def plan(workload, quick):
                                                          "gemm_peak_f64") else (3, 20, 2)
     if workload.startswith("mha_fwdbwd_f64_S4"):
         return (1, 2, 2)
+    # long-context attention: one step is seconds (T 8192) to minutes (T 32768); the start-up
+    # check's step is untimed, so these need no warm-up beyond it
+    if workload == "flash_fwdbwd_f32_T32768":
+        return (0, 1, 1)
+    if workload == "flash_fwdbwd_f32_T8192":
+        return (0, 2, 2)
+    if workload == "flash_fwdbwd_f32_T2048":
+        return (1, 3, 2)
     if size == "S4":
         return (1, 3, 2)
     if size == "S3":

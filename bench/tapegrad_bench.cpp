@@ -9,6 +9,7 @@
 #include "ops/attention.hpp"
 #include "nn/config.hpp"
 #include "nn/kv_cache.hpp"
+#include "nn/npz.hpp"
 #include "nn/optim.hpp"
 #include "nn/tinygpt.hpp"
 #include "ops/kernels/gemm.hpp"
@@ -167,8 +168,7 @@ Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
 // ------------------------------------------------------------ TOY-GPT training step
 
 // One step = zero_grad, forward + cross-entropy, backward, AdamW, as a training loop runs.
-Result run_toygpt(const Args& a) {
-  const bench::ToyGptShape g;
+TinyGPTConfig toygpt_config(const bench::ToyGptShape& g) {
   TinyGPTConfig c;
   c.vocab = g.vocab;
   c.context = g.context;
@@ -178,7 +178,12 @@ Result run_toygpt(const Args& a) {
   c.mlp_ratio = g.mlp_ratio;
   c.norm = NormKind::layer_norm;
   c.seed = 1;
-  TinyGPT<float> model(c);
+  return c;
+}
+
+Result run_toygpt(const Args& a) {
+  const bench::ToyGptShape g;
+  TinyGPT<float> model(toygpt_config(g));
   AdamWOptions o;
   o.lr = g.lr;
   o.beta1 = g.beta1;
@@ -365,6 +370,50 @@ Result run_decode(const Args& a, std::size_t context) {
   return r;
 }
 
+// ------------------------------------------------------------ long-context flash attention
+
+// The model's path for long sequences: attention() on the flash kernels, q, k, v leaves of
+// (B, T, heads * head_dim), causal; one step = forward and backward with the upstream dO.
+struct FlashTensors {
+  Tensor<float> q, k, v;
+  Array<float> dO;
+  AttentionSpec spec;
+  FlashTensors(const bench::FlashShape& s, const bench::FlashInputs& in)
+      : q(tensor_of<float>(in.q, {s.B, s.T, s.width()}, true)),
+        k(tensor_of<float>(in.k, {s.B, s.T, s.width()}, true)),
+        v(tensor_of<float>(in.v, {s.B, s.T, s.width()}, true)),
+        dO(tensor_of<float>(in.dO, {s.B, s.T, s.width()}, false).value()) {
+    spec.heads = s.H;
+    spec.kv_heads = s.H;
+    spec.head_dim = s.dh;
+    spec.causal = true;
+  }
+  Tensor<float> step() {
+    for (Tensor<float>* t : {&q, &k, &v}) t->zero_grad();
+    Tensor<float> out = attention(q, k, v, spec, AttentionPath::flash).out;
+    out.backward(dO);
+    return out;
+  }
+};
+
+Result run_flash(const Args& a, const bench::FlashShape& s) {
+  const bench::FlashInputs in = bench::make_flash_inputs(s);
+  FlashTensors t(s, in);
+  Result r;
+  if (!a.skip_check) {
+    const Tensor<float> out = t.step();
+    bench::check_flash<float>(s, in, values(out.value()), values(t.q.grad()), values(t.k.grad()),
+                              values(t.v.grad()), r);
+  }
+  r.time_steps(a.warmup, a.repeats, [&] {
+    t.step();
+    g_sink = g_sink + double(t.q.grad()(0));
+  });
+  r.add("T", double(s.T));
+  r.add("gflops", bench::flash_useful_flops(s) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
 // ------------------------------------------------------------ 1,000-op chain
 
 Result run_chain(const Args& a) {
@@ -496,6 +545,105 @@ Result run_gemm_peak(const Args& a) {
   return r;
 }
 
+// ------------------------------------------------------------ the peers' reference
+
+// An npz entry of `shape` holding v converted to R.
+template <class R, class V>
+NpzEntry entry(const std::string& name, const Shape& shape, const V& v) {
+  xt::xarray<R> a = xt::xarray<R>::from_shape(shape);
+  std::transform(v.begin(), v.end(), a.begin(), [](auto x) { return static_cast<R>(x); });
+  return NpzEntry(name, std::move(a));
+}
+
+// The inputs of an MHA/GQA workload and tapegrad's output y (and gradients for <y, G>).
+template <class R>
+std::vector<NpzEntry> mha_reference(const bench::MhaWorkload& w) {
+  const MhaShape& s = w.shape;
+  const MhaInputs in = bench::make_mha_inputs(s);
+  MhaTensors<R> t(in, s, w.backward);
+  const Shape xs{s.B, s.T, s.D}, sq{s.D, s.D}, skv{s.D, s.kv_width()};
+  std::vector<NpzEntry> e = {entry<R>("x", xs, in.x),   entry<R>("Wq", sq, in.Wq),
+                             entry<R>("Wk", skv, in.Wk), entry<R>("Wv", skv, in.Wv),
+                             entry<R>("Wo", sq, in.Wo),  entry<R>("G", xs, in.G)};
+  Tensor<R> y = forward_of(t, s);
+  e.push_back(entry<R>("y", xs, y.value()));
+  if (!w.backward) return e;
+  y.backward(tensor_of<R>(in.G, xs, false).value());
+  e.push_back(entry<R>("dx", xs, t.x.grad()));
+  e.push_back(entry<R>("dWq", sq, t.Wq.grad()));
+  e.push_back(entry<R>("dWk", skv, t.Wk.grad()));
+  e.push_back(entry<R>("dWv", skv, t.Wv.grad()));
+  e.push_back(entry<R>("dWo", sq, t.Wo.grad()));
+  return e;
+}
+
+// The batch (B, T+1), TinyGPT's initial parameters ("param.<name>", Linear weights (in, out)),
+// and the first step's loss and gradients ("grad.<name>") on the whole batch.
+std::vector<NpzEntry> toygpt_reference() {
+  const bench::ToyGptShape g;
+  TinyGPT<float> model(toygpt_config(g));
+  const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
+  std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.batch, g.context + 1}, seq)};
+  for (const auto& p : model.named_parameters())
+    e.push_back(entry<float>("param." + p.name, p.tensor.shape(), p.tensor.value()));
+  const auto [tokens, targets] = next_token_batch(seq, g.batch, g.context);
+  Tensor<float> loss = model.loss(tokens, targets);
+  loss.backward();
+  e.push_back(entry<double>("loss", {}, std::vector<double>{double(loss.item())}));
+  for (const auto& p : model.named_parameters())
+    e.push_back(entry<float>("grad." + p.name, p.tensor.shape(), p.tensor.grad()));
+  return e;
+}
+
+// The batch, the timed weights ("train.<name>"), the check weights ("check.<name>") and
+// tapegrad's loss and gradients at the check weights on the first two sequences.
+std::vector<NpzEntry> llama_reference() {
+  const bench::LlamaShape g;
+  const std::vector<bench::LlamaParam> ps = bench::llama_parameters(g);
+  const bench::LlamaWeights train = bench::llama_train_weights(g, ps), check = bench::llama_check_weights(ps);
+  const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
+  std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.batch, g.context + 1}, seq)};
+  const auto [loss, grads] = llama_loss_and_grads(g, check, seq, 2);
+  e.push_back(entry<double>("check_loss", {}, std::vector<double>{loss}));
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const Shape shape(ps[i].shape.begin(), ps[i].shape.end());
+    e.push_back(entry<float>("train." + ps[i].name, shape, train[i]));
+    e.push_back(entry<float>("check." + ps[i].name, shape, check[i]));
+    e.push_back(entry<float>("check_grad." + ps[i].name, shape, grads[i]));
+  }
+  return e;
+}
+
+// q, k, v, dO and tapegrad's flash output and gradients.
+std::vector<NpzEntry> flash_reference(const bench::FlashShape& s) {
+  const bench::FlashInputs in = bench::make_flash_inputs(s);
+  FlashTensors t(s, in);
+  const Tensor<float> out = t.step();
+  const Shape xs{s.B, s.T, s.width()};
+  return {entry<float>("q", xs, in.q),          entry<float>("k", xs, in.k),
+          entry<float>("v", xs, in.v),          entry<float>("dO", xs, in.dO),
+          entry<float>("out", xs, out.value()), entry<float>("dq", xs, t.q.grad()),
+          entry<float>("dk", xs, t.k.grad()),   entry<float>("dv", xs, t.v.grad())};
+}
+
+// The reference of a.workload written to a.dump; false for a workload the peers do not run.
+bool dump_reference(const Args& a) {
+  bench::MhaWorkload w;
+  std::vector<NpzEntry> e;
+  if (bench::parse_mha(a.workload, w) || bench::parse_gqa(a.workload, w))
+    e = w.is_double ? mha_reference<double>(w) : mha_reference<float>(w);
+  else if (a.workload == "toygpt_step")
+    e = toygpt_reference();
+  else if (a.workload == "llama_step")
+    e = llama_reference();
+  else if (const bench::FlashShape fs = bench::parse_flash(a.workload); fs.T != 0)
+    e = flash_reference(fs);
+  else
+    return false;
+  save_npz(a.dump, e);
+  return true;
+}
+
 void print_info() {
   auto env = [](const char* k) {
     const char* v = std::getenv(k);
@@ -523,6 +671,11 @@ int main(int argc, char** argv) {
     print_info();
     return 0;
   }
+  if (!a.dump.empty()) {
+    if (dump_reference(a)) return 0;
+    std::fprintf(stderr, "tapegrad_bench: --dump: no reference for workload %s\n", a.workload.c_str());
+    return 2;
+  }
   Result r;
   bench::MhaWorkload mha;
   if (bench::parse_mha(a.workload, mha)) {
@@ -535,6 +688,8 @@ int main(int argc, char** argv) {
     r = run_llama(a);
   } else if (const std::size_t ctx = bench::parse_decode(a.workload)) {
     r = run_decode(a, ctx);
+  } else if (const bench::FlashShape fs = bench::parse_flash(a.workload); fs.T != 0) {
+    r = run_flash(a, fs);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {

@@ -3,6 +3,7 @@
 // them in C++. One workload per process, one JSON line out.
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -496,6 +497,55 @@ Result run_decode(const Args& a, std::size_t context) {
   return r;
 }
 
+// ------------------------------------------------------------ long-context attention
+
+// libtorch 1.13 has no flash kernel and no scaled_dot_product_attention: causal attention is
+// the composition a 1.13 user writes (the scores and weights materialised as (B, H, T, T)),
+// on q, k, v leaves of (B, T, H * dh) as tapegrad's.
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               int64_t heads, const torch::Tensor& blocked) {
+  const int64_t B = q.size(0), T = q.size(1), dh = q.size(2) / heads;
+  auto split = [&](const torch::Tensor& p) { return p.reshape({B, T, heads, dh}).transpose(1, 2); };
+  torch::Tensor scores = torch::matmul(split(q), split(k).transpose(-2, -1)) / std::sqrt(double(dh));
+  scores = scores.masked_fill(blocked, -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::softmax(scores, -1), split(v)).transpose(1, 2).reshape({B, T, heads * dh});
+}
+
+Result run_flash(const Args& a, const bench::FlashShape& s) {
+  // forward keeps the scores, the masked scores and the weights, (B, H, T, T) floats each
+  const double need = 3.0 * double(s.B * s.H) * double(s.T) * double(s.T) * 4.0;
+  const double have = double(sysconf(_SC_PAGE_SIZE)) * double(sysconf(_SC_PHYS_PAGES));
+  if (need > 0.75 * have) {
+    std::fprintf(stderr, "torch_reference: %s does not fit: its (B, H, T, T) tensors need %.0f GiB, "
+                 "the machine has %.0f GiB\n", a.workload.c_str(), need / 1073741824.0, have / 1073741824.0);
+    std::exit(5);
+  }
+  const bench::FlashInputs in = bench::make_flash_inputs(s);
+  const std::vector<int64_t> shape = {int64_t(s.B), int64_t(s.T), int64_t(s.width())};
+  torch::Tensor q = tensor_of<float>(in.q, shape, true), k = tensor_of<float>(in.k, shape, true),
+                v = tensor_of<float>(in.v, shape, true);
+  const torch::Tensor dO = tensor_of<float>(in.dO, shape, false), blocked = blocked_mask(int64_t(s.T));
+  auto step = [&] {
+    for (torch::Tensor* t : {&q, &k, &v}) t->mutable_grad() = torch::Tensor();
+    torch::Tensor out = causal_attention(q, k, v, int64_t(s.H), blocked);
+    out.backward(dO);
+    return out;
+  };
+  Result r;
+  if (!a.skip_check) {
+    const torch::Tensor out = step();
+    bench::check_flash<float>(s, in, values<float>(out), values<float>(q.grad()), values<float>(k.grad()),
+                              values<float>(v.grad()), r);
+  }
+  r.time_steps(a.warmup, a.repeats, [&] {
+    step();
+    g_sink = g_sink + q.grad().data_ptr<float>()[0];
+  });
+  r.add("T", double(s.T));
+  r.add("gflops", bench::flash_useful_flops(s) / (bench::median(r.samples_ms) * 1e6));
+  return r;
+}
+
 // ------------------------------------------------------------ 1,000-op chain
 
 Result run_chain(const Args& a) {
@@ -682,6 +732,8 @@ int main(int argc, char** argv) {
     r = run_llama(a);
   } else if (const std::size_t ctx = bench::parse_decode(a.workload)) {
     r = run_decode(a, ctx);
+  } else if (const bench::FlashShape fs = bench::parse_flash(a.workload); fs.T != 0) {
+    r = run_flash(a, fs);
   } else if (a.workload == "chain1000") {
     r = run_chain(a);
   } else if (a.workload.rfind("bmm_", 0) == 0) {

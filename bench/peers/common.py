@@ -1,0 +1,198 @@
+"""What every peer program shares with the C++ programs of bench/: the command line, the
+workloads' shapes (bench/harness.hpp and bench/llama_reference.hpp), the timing loop, peak
+RSS, the JSON line, and the start-up check against tapegrad's answer for the same inputs,
+read from the .npz that `tapegrad_bench --workload W --dump FILE` writes.
+
+A peer program calls parse_args() before importing its framework (thread settings are
+environment variables that must be set first), then run(name, args, build, info).
+build(workload, ref, args) returns a Workload: step() runs one timed step and waits for its
+result; check() compares against ref and returns named errors; losses, when set, are the
+training workloads' per-step losses, checked as the C++ programs check theirs.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import resource
+import statistics
+import sys
+import time
+
+import numpy as np
+
+SHAPES = {"S1": (1, 16, 32, 4), "S2": (8, 128, 128, 8), "S3": (4, 512, 256, 8),
+          "S4": (1, 2048, 256, 8)}  # (B, T, D, heads)
+TOYGPT = dict(vocab=65, context=64, d_model=128, heads=4, layers=2, mlp_ratio=4, batch=32,
+              lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
+# TOY-GPT's size with the llama preset: hidden = 2/3 * 4 * 128 rounded up to 32
+LLAMA = dict(TOYGPT, kv_heads=2, hidden=352, rope_theta=10000.0, norm_eps=1e-5)
+FLASH = dict(B=1, H=8, dh=32)
+FLASH_LENGTHS = (2048, 8192, 32768)
+
+
+class CheckFailed(Exception):
+    pass
+
+
+class DoesNotFit(Exception):
+    """The peer's way of running the workload needs more memory than the machine has."""
+
+
+def workload(name):
+    """'mha_fwdbwd_f32_S3' -> dict(kind, backward, dtype, B, T, D, H, KV, ...)."""
+    m = re.fullmatch(r"(mha|gqa)_(fwd|fwdbwd)_(f32|f64)_(S[1-4])", name)
+    if m:
+        B, T, D, H = SHAPES[m.group(4)]
+        kv = H // 4 if m.group(1) == "gqa" else H
+        return dict(kind="mha", name=name, backward=m.group(2) == "fwdbwd",
+                    dtype="float64" if m.group(3) == "f64" else "float32",
+                    B=B, T=T, D=D, H=H, KV=kv)
+    if name == "toygpt_step":
+        return dict(TOYGPT, kind="toygpt", name=name)
+    if name == "llama_step":
+        return dict(LLAMA, kind="llama", name=name)
+    m = re.fullmatch(r"flash_fwdbwd_f32_T(\d+)", name)
+    if m and int(m.group(1)) in FLASH_LENGTHS:
+        return dict(FLASH, kind="flash", name=name, T=int(m.group(1)), dtype="float32")
+    return None
+
+
+def require_scores_fit(w, who):
+    """For a peer whose attention forms the (B, H, T, T) scores: DoesNotFit unless three of
+    them (scores, weights and their gradient) fit in three quarters of the memory."""
+    need = 3.0 * w["B"] * w["H"] * w["T"] ** 2 * 4
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > 0.75 * have:
+        raise DoesNotFit(f"{who} forms (B, H, T, T) scores: three of them need {need / 2**30:.0f} GiB, "
+                         f"the machine has {have / 2**30:.0f} GiB")
+
+
+def parse_args(prog):
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("--workload")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--ref", help="tapegrad's reference .npz for the workload")
+    p.add_argument("--skip-check", action="store_true")
+    p.add_argument("--info", action="store_true")
+    a = p.parse_args()
+    if a.info:
+        return a
+    if not a.workload or workload(a.workload) is None:
+        p.error(f"unknown or missing --workload {a.workload!r}")
+    if a.threads < 1 or a.repeats < 1 or a.warmup < 0:
+        p.error("--threads and --repeats must be >= 1, --warmup >= 0")
+    if not a.ref:
+        p.error("--ref FILE.npz is required (the inputs come from it)")
+    return a
+
+
+def rel_error(got, want):
+    """max |got - want| over max |want|, in double."""
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        raise CheckFailed(f"shape {got.shape} is not tapegrad's {want.shape}")
+    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-300))
+
+
+def compare(errors, key, pairs, tol):
+    """errors[key] = the worst rel_error over (label, got, want); CheckFailed above tol."""
+    worst, where = 0.0, ""
+    for label, got, want in pairs:
+        e = rel_error(got, want)
+        if e > worst or not math.isfinite(e):
+            worst, where = e, label
+    errors[key] = worst
+    if not worst <= tol:
+        raise CheckFailed(f"{where} differs from tapegrad's by {worst:.3g} (tolerance {tol:g})")
+
+
+def check_losses(w, losses):
+    """As bench::check_toygpt_losses: the first loss near ln(vocab), then falling."""
+    first, last, uniform = losses[0], losses[-1], math.log(w["vocab"])
+    if abs(first - uniform) >= 0.3:
+        raise CheckFailed(f"first loss {first} is not near ln(vocab) = {uniform:.4f}")
+    if len(losses) >= 5 and not last < first - 0.05:
+        raise CheckFailed(f"loss did not fall on a fixed batch: {first} -> {last}")
+    return {"first_loss": first, "last_loss": last}
+
+
+def flops(w):
+    """The C++ programs' GFLOP counts (harness.hpp), so the columns compare."""
+    if w["kind"] == "mha":
+        B, T, D, KVW = w["B"], w["T"], w["D"], w["KV"] * (w["D"] // w["H"])
+        fwd = 2 * B * T * D * (2 * D + 2 * KVW) + 4 * B * T * T * D
+        return 3 * fwd if w["backward"] else fwd
+    if w["kind"] == "flash":
+        return 6.0 * 2.0 * w["B"] * w["H"] * w["T"] ** 2 * w["dh"] / 2.0
+    tokens, D, L, C, V = w["batch"] * w["context"], w["d_model"], w["layers"], w["context"], w["vocab"]
+    if w["kind"] == "toygpt":
+        per = 2.0 * (L * (4 + 2 * w["mlp_ratio"]) * D * D + D * V) + L * 4.0 * C * D
+        return 3.0 * tokens * per
+    dh = D // w["heads"]
+    Q, KV = w["heads"] * dh, w["kv_heads"] * dh
+    per_layer = D * (2 * Q + 2 * KV) + 3 * D * w["hidden"] + 2.0 * C * Q
+    return 3.0 * tokens * 2.0 * (L * per_layer + D * V)
+
+
+def _rusage():
+    return resource.getrusage(resource.RUSAGE_SELF)
+
+
+def run(framework, args, build, info):
+    """Builds the workload, checks it, times it, prints one JSON line (exit 3 on a failed
+    check, as the C++ programs)."""
+    if args.info:
+        print(json.dumps(dict(framework=framework, **info())))
+        return 0
+    start_rss = _rusage().ru_maxrss
+    w = workload(args.workload)
+    ref = np.load(args.ref)
+    try:
+        t0 = time.perf_counter()
+        wl = build(w, ref, args)
+        build_ms = (time.perf_counter() - t0) * 1e3
+        # The first call traces and compiles (jit, torch.compile, mx.compile, TinyJit): its
+        # wall time is compile_ms, never one of the samples. It is the check's step (the
+        # same function on the same inputs), or, when the check is skipped, the first
+        # warm-up step (none with --warmup 0: an eager peer at a minute per step).
+        t0 = time.perf_counter()
+        errors = {}
+        if not args.skip_check:
+            errors = wl.check()
+        elif args.warmup > 0:
+            wl.step()
+            args.warmup -= 1
+        compile_ms = (time.perf_counter() - t0) * 1e3
+        for _ in range(args.warmup):
+            wl.step()
+        samples, cpu, faults = [], [], 0
+        for _ in range(args.repeats):
+            f0, c0, t0 = _rusage().ru_minflt, time.process_time(), time.perf_counter()
+            wl.step()
+            t1, c1 = time.perf_counter(), time.process_time()
+            faults += _rusage().ru_minflt - f0
+            samples.append((t1 - t0) * 1e3)
+            cpu.append((c1 - c0) * 1e3)
+        if getattr(wl, "losses", None) is not None:
+            errors.update(check_losses(w, wl.losses))
+    except CheckFailed as e:
+        print(f"CORRECTNESS CHECK FAILED: {framework} {args.workload}: {e}", file=sys.stderr)
+        return 3
+    except DoesNotFit as e:
+        print(f"{framework}: {args.workload} does not fit: {e}", file=sys.stderr)
+        return 5
+    med = statistics.median(samples)
+    out = dict(framework=framework, workload=args.workload, threads=args.threads,
+               repeats=args.repeats, warmup=args.warmup, median_ms=round(med, 6),
+               min_ms=round(min(samples), 6), peak_rss_kb=_rusage().ru_maxrss,
+               start_rss_kb=start_rss, faults_per_step=faults / len(samples),
+               samples_ms=[round(s, 6) for s in samples], cpu_samples_ms=[round(c, 6) for c in cpu],
+               compile_ms=round(compile_ms, 3), build_ms=round(build_ms, 3))
+    out.update(errors)
+    out["gflops"] = flops(w) / (med * 1e6)
+    print(json.dumps(out), flush=True)
+    return 0

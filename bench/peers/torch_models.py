@@ -1,0 +1,236 @@
+"""The workloads written as a PyTorch 2.x user writes them: F.scaled_dot_product_attention
+with is_causal (its fused CPU kernel; enable_gqa for shared K/V heads), F.rms_norm,
+torch.optim.AdamW with its defaults. Shared by torch_eager.py and torch_compile.py, which
+differ only in whether the model function goes through torch.compile."""
+import re
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import common
+
+
+def info():
+    cfg = torch.__config__.show()
+    keep = [l.strip() for l in cfg.splitlines()
+            if any(k in l for k in ("CPU capability", "MKL-DNN", "OpenMP")) and "Build settings" not in l]
+    keep += re.findall(r"BLAS_INFO=[^,]+", cfg)
+    return dict(version=torch.__version__, threads=torch.get_num_threads(),
+                interop_threads=torch.get_num_interop_threads(), config=keep[:8],
+                parallel=torch.__config__.parallel_info().splitlines()[:6])
+
+
+def _t(ref, key, dtype=None, grad=False):
+    a = np.asarray(ref[key])
+    t = torch.from_numpy(a.copy())
+    if dtype is not None:
+        t = t.to(dtype)
+    return t.requires_grad_(grad)
+
+
+def _heads(x, B, T, H):
+    return x.view(B, T, H, -1).transpose(1, 2)
+
+
+def mha(x, Wq, Wk, Wv, Wo, H, KV):
+    """(B, T, D) -> (B, T, D): project, causal SDPA over H query and KV key/value heads."""
+    B, T, D = x.shape
+    q, k, v = _heads(x @ Wq, B, T, H), _heads(x @ Wk, B, T, KV), _heads(x @ Wv, B, T, KV)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=KV != H)
+    return o.transpose(1, 2).reshape(B, T, D) @ Wo
+
+
+class Mha:
+    def __init__(self, w, ref, compile_fn):
+        dt = torch.float64 if w["dtype"] == "float64" else torch.float32
+        self.w, self.ref, self.bw = w, ref, w["backward"]
+        self.p = [_t(ref, k, dt, self.bw) for k in ("x", "Wq", "Wk", "Wv", "Wo")]
+        self.G = _t(ref, "G", dt)
+        self.f = compile_fn(lambda x, a, b, c, d: mha(x, a, b, c, d, w["H"], w["KV"]))
+
+    def _run(self):
+        if not self.bw:
+            with torch.no_grad():
+                return self.f(*self.p)
+        for t in self.p:
+            t.grad = None
+        y = self.f(*self.p)
+        y.backward(self.G)
+        return y
+
+    def step(self):
+        self._run()
+
+    def check(self):
+        y = self._run().detach().numpy()
+        tol = (1e-10, 1e-9) if self.w["dtype"] == "float64" else (1e-4, 1e-3)
+        err = {}
+        common.compare(err, "check_fwd_rel_err", [("y", y, self.ref["y"])], tol[0])
+        if self.bw:
+            names = ("dx", "dWq", "dWk", "dWv", "dWo")
+            common.compare(err, "check_bwd_rel_err",
+                           [(n, t.grad.numpy(), self.ref[n]) for n, t in zip(names, self.p)], tol[1])
+        return err
+
+
+class ToyGpt(torch.nn.Module):
+    """tapegrad's TinyGPT (gpt2 preset): token + learned positions, pre-norm blocks with
+    bias-free attention and a GELU(tanh) MLP, final LayerNorm, untied head; weights in
+    tapegrad's (in, out) layout, loaded by name from the reference."""
+
+    def __init__(self, w, ref):
+        super().__init__()
+        self.w = w
+        names = [k[len("param."):] for k in ref.files if k.startswith("param.")]
+        self.names = names
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(_t(ref, "param." + n)) for n in names])
+        self.P = dict(zip(names, self.ps))
+
+    def forward(self, tokens, targets):
+        w, P = self.w, self.P
+        D, H, T = w["d_model"], w["heads"], tokens.shape[1]
+        x = P["tok_emb.weight"][tokens] + P["pos_emb.weight"][:T]
+        for l in range(w["layers"]):
+            b = f"blocks.{l}."
+            h = F.layer_norm(x, (D,), P[b + "norm1.weight"], P[b + "norm1.bias"], 1e-5)
+            x = x + mha(h, P[b + "attn.Wq"], P[b + "attn.Wk"], P[b + "attn.Wv"], P[b + "attn.Wo"], H, H)
+            h = F.layer_norm(x, (D,), P[b + "norm2.weight"], P[b + "norm2.bias"], 1e-5)
+            h = F.gelu(h @ P[b + "mlp.fc.weight"] + P[b + "mlp.fc.bias"], approximate="tanh")
+            x = x + h @ P[b + "mlp.proj.weight"] + P[b + "mlp.proj.bias"]
+        x = F.layer_norm(x, (D,), P["norm_f.weight"], P["norm_f.bias"], 1e-5)
+        logits = x @ P["head.weight"]
+        return F.cross_entropy(logits.reshape(-1, w["vocab"]), targets.reshape(-1))
+
+
+def _rope_tables(w):
+    dh = w["d_model"] // w["heads"]
+    inv = w["rope_theta"] ** (-torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+    ang = torch.outer(torch.arange(w["context"], dtype=torch.float64), inv)
+    ang = torch.cat([ang, ang], -1)
+    return ang.cos().float(), ang.sin().float()
+
+
+class Llama(torch.nn.Module):
+    """The llama preset: RMSNorm, rotate_half RoPE, GQA through SDPA's enable_gqa, SwiGLU,
+    no biases, untied head; parameters in bench::llama_parameters' order and layout."""
+
+    def __init__(self, w, ref, prefix):
+        super().__init__()
+        self.w = w
+        names = [k[len("train."):] for k in ref.files if k.startswith("train.")]
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(_t(ref, prefix + n)) for n in names])
+        self.P = dict(zip(names, self.ps))
+        self.cos, self.sin = _rope_tables(w)
+
+    def rope(self, x):
+        T, half = x.shape[2], x.shape[3] // 2
+        rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * self.cos[:T] + rot * self.sin[:T]
+
+    def forward(self, tokens, targets):
+        w, P = self.w, self.P
+        D, H, KV, eps = w["d_model"], w["heads"], w["kv_heads"], w["norm_eps"]
+        B, T = tokens.shape
+        x = P["tok_emb.weight"][tokens]
+        for l in range(w["layers"]):
+            b = f"blocks.{l}."
+            h = F.rms_norm(x, (D,), P[b + "norm1.weight"], eps)
+            q = self.rope(_heads(h @ P[b + "attn.Wq"], B, T, H))
+            k = self.rope(_heads(h @ P[b + "attn.Wk"], B, T, KV))
+            v = _heads(h @ P[b + "attn.Wv"], B, T, KV)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            x = x + o.transpose(1, 2).reshape(B, T, D) @ P[b + "attn.Wo"]
+            h = F.rms_norm(x, (D,), P[b + "norm2.weight"], eps)
+            x = x + (F.silu(h @ P[b + "mlp.gate.weight"]) * (h @ P[b + "mlp.up.weight"])) @ P[b + "mlp.down.weight"]
+        logits = F.rms_norm(x, (D,), P["norm_f.weight"], eps) @ P["head.weight"]
+        return F.cross_entropy(logits.reshape(-1, w["vocab"]), targets.reshape(-1))
+
+
+class Train:
+    """One step = zero_grad, forward + cross-entropy, backward, AdamW (as the C++ programs)."""
+
+    def __init__(self, w, ref, compile_fn):
+        self.w, self.ref = w, ref
+        seq = torch.from_numpy(np.asarray(ref["tokens"]).copy())
+        self.tokens, self.targets = seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+        self.compile_fn = compile_fn
+        self.model = self.make("train.")
+        self.f = compile_fn(self.model)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=w["lr"], betas=(w["beta1"], w["beta2"]),
+                                     eps=w["eps"], weight_decay=w["weight_decay"])
+        self.losses = []
+
+    def make(self, prefix):
+        return ToyGpt(self.w, self.ref) if self.w["kind"] == "toygpt" else Llama(self.w, self.ref, prefix)
+
+    def step(self):
+        self.opt.zero_grad()
+        loss = self.f(self.tokens, self.targets)
+        loss.backward()
+        self.opt.step()
+        self.losses.append(loss.item())
+
+    def check(self):
+        """TOY-GPT: the timed model's first loss and gradients on the whole batch; llama:
+        the check weights on the first two sequences (tapegrad_bench's start-up check)."""
+        err = {}
+        if self.w["kind"] == "toygpt":
+            m, f, n, prefix, key = self.model, self.f, None, "grad.", "loss"
+        else:
+            m = self.make("check.")
+            f, n, prefix, key = self.compile_fn(m), 2, "check_grad.", "check_loss"
+        names = [k[len("param."):] for k in self.ref.files if k.startswith("param.")] \
+            if self.w["kind"] == "toygpt" else [k[len("train."):] for k in self.ref.files if k.startswith("train.")]
+        loss = f(self.tokens[:n], self.targets[:n])
+        loss.backward()
+        common.compare(err, "check_loss_rel_err", [("loss", loss.item(), float(self.ref[key]))], 1e-4)
+        common.compare(err, "check_grad_rel_err",
+                       [(nm, p.grad.numpy(), self.ref[prefix + nm]) for nm, p in zip(names, m.parameters())],
+                       2e-3)
+        m.zero_grad(set_to_none=True)
+        return err
+
+
+class Flash:
+    """Long-context causal attention alone: q, k, v leaves (B, T, H*dh), SDPA is_causal."""
+
+    def __init__(self, w, ref, compile_fn):
+        self.w, self.ref = w, ref
+        self.p = [_t(ref, k, None, True) for k in ("q", "k", "v")]
+        self.dO = _t(ref, "dO")
+        H = w["H"]
+
+        def attn(q, k, v):
+            B, T, W = q.shape
+            o = F.scaled_dot_product_attention(_heads(q, B, T, H), _heads(k, B, T, H), _heads(v, B, T, H),
+                                               is_causal=True)
+            return o.transpose(1, 2).reshape(B, T, W)
+        self.f = compile_fn(attn)
+
+    def _run(self):
+        for t in self.p:
+            t.grad = None
+        out = self.f(*self.p)
+        out.backward(self.dO)
+        return out
+
+    def step(self):
+        self._run()
+
+    def check(self):
+        out = self._run().detach().numpy()
+        err = {}
+        common.compare(err, "check_fwd_rel_err", [("out", out, self.ref["out"])], 1e-4)
+        common.compare(err, "check_bwd_rel_err",
+                       [(n, t.grad.numpy(), self.ref[n]) for n, t in zip(("dq", "dk", "dv"), self.p)], 1e-3)
+        return err
+
+
+def build(w, ref, compile_fn):
+    kind = w["kind"]
+    if kind == "mha":
+        return Mha(w, ref, compile_fn)
+    if kind in ("toygpt", "llama"):
+        return Train(w, ref, compile_fn)
+    return Flash(w, ref, compile_fn)
