@@ -91,6 +91,12 @@ const Array<T>& BackwardContext<T>::output() const {
 }
 
 template <class T>
+void BackwardContext<T>::read_after_take() const {
+  fail_with<GraphError>(node_.op, "its backward read the output's gradient after take_grad(), "
+                        "which may have moved it away; call take_grad() last");
+}
+
+template <class T>
 bool BackwardContext<T>::wants(std::size_t i) const {
   return node_.inputs.at(i).tensor->requires_grad;
 }

@@ -74,11 +74,19 @@ class BackwardContext {
   BackwardContext(Array<T>& grad, bool grad_spent, const TensorImpl<T>& output,
                   const Node<T>& node)
       : grad_(grad), grad_spent_(grad_spent), output_(output), node_(node) {}
-  const Array<T>& grad() const { return grad_; }      // d(loss)/d(output)
+  const Array<T>& grad() const {  // d(loss)/d(output)
+    if (grad_taken_) read_after_take();
+    return grad_;
+  }
   // The output's gradient as an array of one's own, for an input that receives it
-  // unchanged (add, reshape): moved out when it is spent, copied otherwise. Call it after
-  // the last use of grad(), which may be empty afterwards.
-  Array<T> take_grad() { return grad_spent_ ? std::move(grad_) : grad_; }
+  // unchanged (add, reshape): moved out when it is spent, copied otherwise. It may leave
+  // grad() empty, so it is the last read: a grad() or take_grad() after it throws
+  // GraphError instead of handing out a moved-from array.
+  Array<T> take_grad() {
+    if (grad_taken_) read_after_take();
+    grad_taken_ = true;
+    return grad_spent_ ? std::move(grad_) : grad_;
+  }
   const Array<T>& output() const;                     // the forward result
   const Array<T>& input(std::size_t i) const;         // the forward inputs' values
   bool wants(std::size_t i) const;                    // does input i require grad?
@@ -87,8 +95,10 @@ class BackwardContext {
   const char* op() const { return node_.op; }
 
  private:
+  [[noreturn]] void read_after_take() const;
   Array<T>& grad_;
   bool grad_spent_;
+  bool grad_taken_ = false;
   const TensorImpl<T>& output_;
   const Node<T>& node_;
 };

@@ -1,96 +1,17 @@
 #pragma once
-// The transformer's repeated unit: causal self-attention as a module (multi-head, grouped-
-// query or multi-query; optional RoPE, QK-norm and sliding window), and the pre-norm
-// residual Block  x + attn(norm1(x)),  then  x + mlp(norm2(x)).
+// The transformer's repeated unit: the pre-norm residual Block
+// x + attn(norm1(x)),  then  x + mlp(norm2(x)).
 #include <cstddef>
 #include <optional>
 
 #include "autograd/tensor.hpp"
+#include "nn/attention.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
-#include "ops/attention.hpp"  // AttentionPath, AttentionSpec
-#include "ops/rope.hpp"       // RopeSpec
+#include "ops/rope.hpp"  // RopeSpec
 
 namespace tapegrad {
-
-template <class T>
-class KVCache;  // nn/kv_cache.hpp
-
-struct AttentionConfig {
-  std::size_t d_model = 0;
-  std::size_t heads = 1;
-  std::size_t kv_heads = 0;             // 0: = heads
-  std::size_t head_dim = 0;             // 0: d_model / heads
-  std::optional<double> scale;          // default 1/sqrt(head_dim); 1.0 = unscaled
-  std::size_t window = 0;               // 0: full causal
-  bool qk_norm = false;                 // RMSNorm (gain head_dim) on each head's q and k
-  double norm_eps = 1e-5;
-  std::optional<RopeSpec> rope;         // rotary positions on q and k, none when empty
-  double qkv_std = init::gpt2_std;      // Wq, Wk, Wv
-  double out_std = init::gpt2_std;      // Wo
-};
-
-// Causal self-attention over x (B, T, D). Parameters, in order: Wq (D, heads*head_dim),
-// Wk and Wv (D, kv_heads*head_dim), Wo (heads*head_dim, D), no biases; then, with qk_norm,
-// q_norm.weight and k_norm.weight (head_dim, 1). Query head h reads K/V head
-// h / (heads/kv_heads).
-template <class T>
-class MultiHeadAttention : public Module<T> {
- public:
-  MultiHeadAttention(const AttentionConfig& config, Generator& gen);
-  // Multi-head attention of today's GPT-2 model: heads = kv_heads, head_dim = D / heads.
-  MultiHeadAttention(std::size_t d_model, std::size_t heads, Generator& gen,
-                     double qkv_std = init::gpt2_std, double out_std = init::gpt2_std,
-                     std::optional<double> scale = std::nullopt);
-  Tensor<T> forward(const Tensor<T>& x);  // (B, T, D) -> (B, T, D)
-  Tensor<T> operator()(const Tensor<T>& x) { return forward(x); }
-  // The same over new tokens at absolute positions cache->length() .. + T - 1, reading the
-  // keys and values of the positions before them from `cache` and appending their own
-  // (cache null: forward(x), positions from 0). One token under no-grad takes the decode
-  // path (ops/attention_decode.hpp); a chunk attends to the held keys followed by its own
-  // with attention()'s bottom-right mask. The held keys are constants: a gradient reaches
-  // only the chunk's own. keep_weights is ignored with a cache.
-  Tensor<T> forward(const Tensor<T>& x, KVCache<T>* cache);
-
-  // When on, every forward keeps a detached copy of its weights (B, heads, T, T), for
-  // inspection (entropy, saturation); off by default because it costs a copy.
-  void keep_weights(bool keep) { keep_ = keep; }
-  // The weights of the last forward while keep_weights was on; undefined before.
-  const Tensor<T>& last_weights() const { return last_weights_; }
-  // Forces one path (composed, fused or flash: the same attention, tested equal), for
-  // comparisons and studies. Unforced (the default), the path follows what is asked for:
-  // the fused kernels when keep_weights is on (only they return the weights) or when
-  // there are fewer than kFlashFromKeys keys, flash from there on, where its memory,
-  // linear in T, and its speed both win.
-  void set_path(AttentionPath path) { path_ = path; }
-  AttentionPath path(std::size_t keys = kFlashFromKeys) const {
-    if (path_) return *path_;
-    return keep_ || keys < kFlashFromKeys ? AttentionPath::fused : AttentionPath::flash;
-  }
-  // fwd+bwd, 1 thread, 8 heads of 32, causal (tools/flash_bench): fused took 0.6x flash's
-  // time at 64 and 256 keys; flash took 0.6x fused's at 512.
-  static constexpr std::size_t kFlashFromKeys = 512;
-
-  std::size_t heads() const { return spec_.heads; }
-  std::size_t kv_heads() const { return spec_.kv_heads; }
-  const std::optional<double>& scale() const { return spec_.scale; }
-  const AttentionSpec& spec() const { return spec_; }
-  const Tensor<T>& Wq() const { return Wq_; }
-  const Tensor<T>& Wk() const { return Wk_; }
-  const Tensor<T>& Wv() const { return Wv_; }
-  const Tensor<T>& Wo() const { return Wo_; }
-
- private:
-  std::size_t d_model_;
-  AttentionSpec spec_;
-  std::optional<RopeSpec> rope_;
-  std::optional<AttentionPath> path_;  // unset: chosen by path()
-  bool keep_ = false;
-  Tensor<T> Wq_, Wk_, Wv_, Wo_;
-  std::optional<Norm<T>> q_norm_, k_norm_;
-  Tensor<T> last_weights_;
-};
 
 struct BlockConfig {
   std::size_t d_model = 0;
@@ -105,6 +26,8 @@ struct BlockConfig {
   std::optional<double> attention_scale;  // default 1/sqrt(head_dim)
   std::size_t window = 0;
   bool qk_norm = false;
+  double qk_norm_gain = 1.0;
+  bool learned_temperature = false;
   std::optional<RopeSpec> rope;
   double std = init::gpt2_std;            // the feed-forward's input weights
   double attention_std = init::gpt2_std;  // Wq, Wk, Wv
@@ -130,8 +53,6 @@ class Block : public Module<T> {
   std::optional<SwiGLU<T>> swiglu_;
 };
 
-extern template class MultiHeadAttention<float>;
-extern template class MultiHeadAttention<double>;
 extern template class Block<float>;
 extern template class Block<double>;
 

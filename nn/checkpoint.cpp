@@ -57,13 +57,15 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
 long double expected_parameters(const TinyGPTConfig& c) {
   const ParameterCounts p = count_parameters(c);
   return static_cast<long double>(p.token_embedding) + p.position_embedding + p.attention_q +
-         p.attention_kv + p.attention_out + p.qk_norm + p.feed_forward + p.norms + p.unembedding;
+         p.attention_kv + p.attention_out + p.qk_norm + p.temperature + p.feed_forward + p.norms +
+         p.unembedding;
 }
 
 long double expected_tensors(const TinyGPTConfig& c) {
   const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
   const long double mlp = (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
-  const long double block = 2 * norm + 4 + (c.qk_norm ? 2 : 0) + mlp;
+  const long double block =
+      2 * norm + 4 + (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
   return 1 + (c.positions == PositionKind::learned) + static_cast<long double>(c.layers) * block +
          norm + (c.tie_embeddings ? 0 : 1);
 }

@@ -359,7 +359,7 @@ std::string config_summary(const TransformerConfig& c) {
 
 std::uint64_t ParameterCounts::total() const {
   return token_embedding + position_embedding + attention_q + attention_kv + attention_out +
-         qk_norm + feed_forward + norms + unembedding;
+         qk_norm + temperature + feed_forward + norms + unembedding;
 }
 
 ParameterCounts count_parameters(const TransformerConfig& c) {
@@ -374,6 +374,7 @@ ParameterCounts count_parameters(const TransformerConfig& c) {
   p.attention_kv = L * 2 * D * KV * dh;
   p.attention_out = L * H * dh * D;
   p.qk_norm = c.qk_norm ? L * 2 * dh : 0;
+  p.temperature = c.learned_temperature ? L * H : 0;
   const U matrices = c.mlp == MlpKind::swiglu ? 3 : 2;
   const U biases = c.mlp_bias ? (matrices - 1) * F + D : 0;
   p.feed_forward = L * (matrices * D * F + biases);

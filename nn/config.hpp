@@ -83,6 +83,10 @@ inline constexpr double kUnbounded = 1e300;
     "sliding window: each query sees this many keys, itself included (0: full causal)")        \
   X(architecture, bool, qk_norm, false, 0, 0,                                                  \
     "RMSNorm with a learned gain over each head's q and k, before RoPE")                       \
+  X(initialisation, double, qk_norm_gain, 1.0, 1e-6, 1e6,                                      \
+    "initial value of every QK-norm gain: the scores start at gain^2 x q.k of unit-RMS heads") \
+  X(architecture, bool, learned_temperature, false, 0, 0,                                      \
+    "a learned scalar per head multiplies q.k on top of attention_scale, from 1/sqrt(head_dim)") \
   X(architecture, bool, tie_embeddings, false, 0, 0,                                           \
     "the head reuses the token embedding's matrix, transposed")                                \
   X(architecture, std::optional<double>, attention_scale, std::nullopt, 1e-300, kUnbounded,     \
@@ -156,6 +160,7 @@ std::string config_summary(const TransformerConfig& c);
 struct ParameterCounts {
   std::uint64_t token_embedding = 0, position_embedding = 0;
   std::uint64_t attention_q = 0, attention_kv = 0, attention_out = 0, qk_norm = 0;
+  std::uint64_t temperature = 0;
   std::uint64_t feed_forward = 0, norms = 0, unembedding = 0;
   std::uint64_t total() const;
 };

@@ -30,6 +30,8 @@ BlockConfig block_config(const TransformerConfig& c) {
   b.attention_scale = c.attention_scale;
   b.window = c.window;
   b.qk_norm = c.qk_norm;
+  b.qk_norm_gain = c.qk_norm_gain;
+  b.learned_temperature = c.learned_temperature;
   if (c.positions == PositionKind::rope) b.rope = c.rope();
   b.std = init::gpt2_std;
   b.attention_std = init::attention_std(c.attention_init, c.d_model);
@@ -163,6 +165,30 @@ void Transformer<T>::keep_attention_weights(bool keep) {
 template <class T>
 void Transformer<T>::set_attention_path(AttentionPath path) {
   for (Block<T>& block : blocks_) block.attention().set_path(path);
+}
+
+template <class T>
+void Transformer<T>::set_head_mask(std::size_t layer, const std::vector<bool>& keep) {
+  if (layer >= blocks_.size())
+    fail("Transformer::set_head_mask", "layer {} does not exist (the model has {} layers)", layer,
+         blocks_.size());
+  blocks_[layer].attention().set_head_mask(keep);
+}
+
+template <class T>
+void Transformer<T>::ablate_head(std::size_t layer, std::size_t head) {
+  if (head >= config_.heads)
+    fail("Transformer::ablate_head", "head {} does not exist (the model has {} heads per layer)",
+         head, config_.heads);
+  clear_head_masks();
+  std::vector<bool> keep(config_.heads, true);
+  keep[head] = false;
+  set_head_mask(layer, keep);
+}
+
+template <class T>
+void Transformer<T>::clear_head_masks() {
+  for (Block<T>& block : blocks_) block.attention().set_head_mask({});
 }
 
 template class Transformer<float>;

@@ -56,6 +56,12 @@ class Transformer : public Module<T> {
   void keep_attention_weights(bool keep);
   // Every block's attention takes this path (fused by default; composed is the reference).
   void set_attention_path(AttentionPath path);
+  // Head ablation, on any model (a trained or a loaded one): the heads of `layer` whose
+  // entry is false contribute nothing (their output is zeroed before Wo); empty keeps all.
+  void set_head_mask(std::size_t layer, const std::vector<bool>& keep);
+  // Exactly one head of the whole model silenced: every other mask is cleared first.
+  void ablate_head(std::size_t layer, std::size_t head);
+  void clear_head_masks();
 
  private:
   Transformer(const TransformerConfig& config, Generator&& gen);

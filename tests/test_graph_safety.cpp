@@ -247,3 +247,31 @@ TEST_CASE("graph: 1,000 steps with no_grad evaluation in between keep the tape a
   CHECK(tape == 0);
   CHECK(differ == 0);
 }
+
+TEST_CASE("graph: a backward that reads the gradient after take_grad() throws, naming its op", "[graph]") {
+  // y = x + x with a backward handing the gradient to x twice: once read, once taken.
+  // take_grad() may move the gradient away (here it does: y is an intermediate nothing
+  // else reads), so a grad() after it would see an empty array, not the gradient.
+  const auto twice = [](const Tensor<double>& x, bool take_last) {
+    const Tensor<double>& in = x;
+    return record<double>("twice", {x}, Array<double>(in.value() * 2.0),
+                          [take_last](BackwardContext<double>& c) {
+                            if (take_last) {
+                              Array<double> read = c.grad();
+                              c.accumulate(0, read + c.take_grad());
+                            } else {
+                              Array<double> taken = c.take_grad();
+                              c.accumulate(0, taken + c.grad());
+                            }
+                          });
+  };
+  Tensor<double> x = vec({1.0, 2.0});
+  Tensor<double> good = sum(twice(x, true) * 3.0);
+  good.backward();
+  CHECK(x.grad()(0) == 6.0);
+  CHECK(x.grad()(1) == 6.0);
+  Tensor<double> bad = sum(twice(x, false) * 3.0);
+  CHECK_THAT(graph_error([&] { bad.backward(); }),
+             Contains("twice") && Contains("after take_grad()"));
+  Tape<double>::active().clear();
+}

@@ -1,5 +1,5 @@
-// examples/saturation: the study's sweep run in-process at Tk = 16 (the first two findings
-// of issue 5, so a regression in scaling or softmax shows up here), exact cases of the
+// examples/saturation: the study's sweep run in-process at Tk = 16 (its first two findings,
+// so a regression in scaling or softmax shows up here), exact cases of the
 // measurement, the verdict logic, one tiny training run, and the binary's CLI.
 #if defined(TAPEGRAD_WITH_SATURATION)
 #include <sys/wait.h>
@@ -185,7 +185,7 @@ TEST_CASE("saturation CLI: quick mode writes the report the tables and the plots
   fs::create_directories(root);
   fs::path dir = root / "saturation";
   // A few d_k only: the sweep itself is tested in-process above; this checks the program.
-  Run r = run_binary("--quick --threads 1 --d-k 4,256,1024 --out '" + dir.string() + "' --doc '" +
+  Run r = run_binary("--quick --threads 2 --d-k 4,256,1024 --out '" + dir.string() + "' --doc '" +
                          (root / "SATURATION.md").string() + "'",
                      "quick");
   REQUIRE(r.code == 0);
@@ -214,6 +214,31 @@ TEST_CASE("saturation CLI: quick mode writes the report the tables and the plots
   CHECK(first.substr(first.size() - 5) == ",held");
   CHECK(second.substr(second.size() - 5) == ",held");
   CHECK(slurp(dir / "sweep_score_std.svg").find("<svg") != std::string::npos);
+  // What a quick run can decide of the later parts: every arm's initial score spread (wrong
+  // when QK-norm is silently off or the scale is lost), the temperature arm starting as the
+  // scaled model, the vanished gradient of the saturated arms, and the position checks.
+  for (const char* claim : {"d_head 256, scaled: initial score spread",
+                            "d_head 256, unscaled: initial score spread",
+                            "d_head 256, unscaled + QK-norm (gain 1): initial score spread",
+                            "d_head 256, unscaled + QK-norm (gain 0.25): initial score spread",
+                            "d_head 256, scaled + QK-norm (gain 1): initial score spread",
+                            "d_head 256, unscaled + learned temperature: initial score spread",
+                            "unscaled + learned temperature starts with the scaled model",
+                            "at initialisation the median gradient at the scores",
+                            "without positions, shuffling the tokens", "with RoPE, shifting",
+                            "with residuals (RMSNorm"}) {
+    INFO(claim);
+    const std::size_t at = csv.find(claim);
+    REQUIRE(at != std::string::npos);
+    const std::string line = csv.substr(at, csv.find('\n', at) - at);
+    CHECK(line.substr(line.size() - 5) == ",held");
+  }
+  for (const char* f : {"remedies_spread.svg", "lr_final_loss.svg", "lr_max_logit.svg", "ablation.svg",
+                        "lr_sweep.csv", "ablation.csv"}) {
+    INFO(f);
+    CHECK(fs::exists(dir / f));
+  }
+  CHECK(report.find("## What this study does not show") != std::string::npos);
 }
 #endif
 

@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "examples/saturation/ablation.hpp"
+#include "examples/saturation/lr_sweep.hpp"
+#include "examples/saturation/positions.hpp"
 #include "examples/saturation/sweep.hpp"
 #include "examples/saturation/training.hpp"
 
@@ -35,8 +38,14 @@ struct ReportInputs {
   SweepOptions sweep;
   TrainingOptions training;
   std::vector<SweepPoint> points;  // empty when the sweep was skipped
-  std::vector<RunResult> runs;     // empty when training was skipped
+  std::vector<RunResult> runs;     // empty when training was skipped (remedy arms included)
+  LrSweepOptions lr;
+  std::vector<LrRun> lr_runs;      // empty when the learning-rate sweep was skipped
+  std::optional<PositionResults> positions;
+  AblationOptions ablation_options;
+  AblationResult ablation;         // rows empty when skipped
   double sweep_seconds = 0, training_seconds = 0, total_seconds = 0;
+  double lr_seconds = 0, ablation_seconds = 0;
   double cpu_seconds = 0;     // user + system time of the process
   std::string machine_load;   // e.g. "load average 0.4 at start, 2.1 at end" (other programs)
   // Put before every link of the report: "" for REPORT.md inside the output directory,
@@ -50,5 +59,8 @@ std::vector<std::string> write_outputs(const std::string& dir, const ReportInput
 
 // REPORT.md alone (write_outputs calls it with in.link_prefix cleared).
 std::string report_markdown(const ReportInputs& in);
+
+// Every expectation of every part that ran, in the report's order.
+std::vector<Check> all_checks(const ReportInputs& in);
 
 }  // namespace tapegrad::saturation

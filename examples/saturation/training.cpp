@@ -1,6 +1,6 @@
 #include "examples/saturation/training.hpp"
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "autograd/tape.hpp"
+#include "examples/saturation/parallel.hpp"
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
 #include "nn/optim.hpp"
@@ -60,7 +61,7 @@ double mean_row_entropy(const Tensor<float>& weights, std::size_t first_row) {
 }
 
 EvalPoint evaluate_at(TinyGPT<float>& model, const SequenceTask& task,
-                      const std::vector<Batch>& batches, std::size_t step) {
+                      const std::vector<Batch>& batches, const Batch& probe, std::size_t step) {
   model.keep_attention_weights(true);
   tasks::EvalResult r = tasks::evaluate(model, batches);
   EvalPoint e;
@@ -76,6 +77,7 @@ EvalPoint evaluate_at(TinyGPT<float>& model, const SequenceTask& task,
   e.entropy_all = all / double(model.blocks().size());
   e.entropy_answer = answer / double(model.blocks().size());
   model.keep_attention_weights(false);
+  e.probe = probe_attention(model, probe, task.first_answer_position());
   return e;
 }
 
@@ -87,7 +89,7 @@ std::string fmt(double v) {
 
 std::string spec_fields(const RunSpec& s, const TrainingOptions& o) {
   return (s.is_control() ? s.task : o.task) + "," + std::to_string(s.d_head) + "," + (s.scaled ? "scaled" : "unscaled") + "," +
-         to_string(s.init) + "," + std::to_string(s.seed);
+         to_string(s.init) + "," + std::to_string(s.seed) + "," + to_string(s.remedy);
 }
 
 }  // namespace
@@ -101,18 +103,38 @@ std::vector<RunSpec> training_specs(const TrainingOptions& o) {
   if (!o.control_task.empty() && !o.d_heads.empty() && !o.seeds.empty())
     specs.push_back({o.d_heads[o.d_heads.size() / 2], true, AttentionInit::gpt2, o.seeds.front(),
                      o.control_task});
+  for (const RunSpec& r : remedy_specs(o))
+    if (std::find(specs.begin(), specs.end(), r) == specs.end()) specs.push_back(r);
   return specs;
 }
 
-RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
-  auto start = std::chrono::steady_clock::now();
-  // Anomaly mode is per thread: each worker checks the runs it trains.
-  std::optional<AnomalyGuard> anomaly;
-  if (o.detect_anomaly) anomaly.emplace();
-  const SequenceTask task = SequenceTask::make(spec.is_control() ? spec.task : o.task);
-  if (o.steps == 0 || o.batch == 0 || o.eval_every == 0 || o.curve_every == 0 || o.eval_size == 0)
-    throw std::invalid_argument("training: steps, batch, eval_every, curve_every and eval_size must be positive");
+std::vector<RunSpec> remedy_specs(const TrainingOptions& o) {
+  std::vector<RunSpec> specs;
+  if (o.remedy_d_head == 0) return specs;
+  const std::pair<bool, Remedy> arms[] = {
+      {true, Remedy::none},     {false, Remedy::none},
+      {false, Remedy::qk_norm}, {false, Remedy::qk_norm_unit_spread},
+      {true, Remedy::qk_norm},  {false, Remedy::temperature}};
+  for (std::uint64_t seed : o.seeds)
+    for (const auto& [scaled, remedy] : arms)
+      specs.push_back({o.remedy_d_head, scaled, AttentionInit::variance_preserving, seed, "", remedy});
+  return specs;
+}
 
+std::string to_string(Remedy r) {
+  switch (r) {
+    case Remedy::none: return "none";
+    case Remedy::qk_norm: return "qk_norm";
+    case Remedy::qk_norm_unit_spread: return "qk_norm_unit_spread";
+    case Remedy::temperature: return "temperature";
+  }
+  return "?";
+}
+
+double unit_spread_qk_gain(std::size_t d_head) { return std::pow(double(d_head), -0.25); }
+
+TransformerConfig run_config(const TrainingOptions& o, const RunSpec& spec) {
+  const SequenceTask task = SequenceTask::make(spec.is_control() ? spec.task : o.task);
   TinyGPTConfig config;
   config.vocab = task.vocab_size();
   config.context = task.context();
@@ -123,41 +145,66 @@ RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
   if (!spec.scaled) config.attention_scale = 1.0;
   config.attention_init = spec.init;
   config.seed = spec.seed;
-  TinyGPT<float> model(config);
+  config.qk_norm = spec.remedy == Remedy::qk_norm || spec.remedy == Remedy::qk_norm_unit_spread;
+  if (spec.remedy == Remedy::qk_norm_unit_spread) config.qk_norm_gain = unit_spread_qk_gain(spec.d_head);
+  config.learned_temperature = spec.remedy == Remedy::temperature;
+  return config;
+}
 
-  RunResult result;
-  result.spec = spec;
-  result.d_model = config.d_model;
-
+std::vector<Batch> eval_batches(const TrainingOptions& o, const SequenceTask& task) {
   Generator eval_gen(kEvalSeed);
-  std::vector<Example> eval_examples;
-  for (std::size_t i = 0; i < o.eval_size; ++i) eval_examples.push_back(task.sample_eval(eval_gen));
-  const std::vector<Batch> eval_batches = tasks::batch_examples(task, eval_examples, 250);
-  // The same data stream for the scaled and the unscaled run of a seed.
-  Generator data_gen(spec.seed * 0x9e3779b97f4a7c15ULL + 1);
+  std::vector<Example> examples;
+  for (std::size_t i = 0; i < o.eval_size; ++i) examples.push_back(task.sample_eval(eval_gen));
+  return tasks::batch_examples(task, examples, 250);
+}
 
+// The first 64 held-out sequences: enough rows for the probe's medians, and a forward and
+// backward of this size at every evaluation costs a few training steps, not dozens.
+Batch probe_batch(const TrainingOptions& o, const SequenceTask& task) {
+  Generator eval_gen(kEvalSeed);
+  std::vector<Example> examples;
+  for (std::size_t i = 0; i < std::min<std::size_t>(64, o.eval_size); ++i)
+    examples.push_back(task.sample_eval(eval_gen));
+  return tasks::batch_examples(task, examples, 64).front();
+}
+
+RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
+  const SequenceTask task = SequenceTask::make(spec.is_control() ? spec.task : o.task);
+  TinyGPT<float> model(run_config(o, spec));
+  // The same data stream for every arm of a seed.
+  RunResult result = train_model(o, model, task, spec.seed * 0x9e3779b97f4a7c15ULL + 1);
+  result.spec = spec;
+  return result;
+}
+
+namespace {
+
+// One optimiser step on a batch: returns the loss and adds the Wq, Wk gradient norms
+// (before clipping) to `window`; false (nothing stepped) when the loss is not finite.
+struct Trainer {
+  const TrainingOptions& o;
+  TinyGPT<float>& model;
+  std::vector<Tensor<float>> all;
+  AdamW<float> decay, plain;
+
+  static std::vector<Tensor<float>> params(TinyGPT<float>& m, bool matrices) {
+    std::vector<Tensor<float>> out;
+    for (const auto& p : m.named_parameters())
+      if ((p.tensor.dim() >= 2) == matrices) out.push_back(p.tensor);
+    return out;
+  }
   // Weight decay on matrices only, as train_tiny_transformer does.
-  std::vector<Tensor<float>> decayed, plain;
-  for (const auto& p : model.named_parameters()) (p.tensor.dim() >= 2 ? decayed : plain).push_back(p.tensor);
-  AdamW<float> opt_decay(decayed, {o.lr, o.beta1, o.beta2, 1e-8, o.weight_decay});
-  AdamW<float> opt_plain(plain, {o.lr, o.beta1, o.beta2, 1e-8, 0.0});
-  const std::vector<Tensor<float>> all = model.parameters();
-  WarmupCosine schedule(o.lr, std::min(o.min_lr, o.lr), std::min(o.warmup, o.steps), o.steps);
+  Trainer(const TrainingOptions& opt, TinyGPT<float>& m)
+      : o(opt), model(m), all(m.parameters()),
+        decay(params(m, true), {opt.lr, opt.beta1, opt.beta2, 1e-8, opt.weight_decay}),
+        plain(params(m, false), {opt.lr, opt.beta1, opt.beta2, 1e-8, 0.0}) {}
 
-  result.evals.push_back(evaluate_at(model, task, eval_batches, 0));
-  CurvePoint window;
-  std::size_t in_window = 0;
-  for (std::size_t step = 0; step < o.steps; ++step) {
-    double lr = schedule(step);
-    opt_decay.set_lr(lr);
-    opt_plain.set_lr(lr);
-    Batch batch = task.train_batch(o.batch, data_gen);
+  bool step(const Batch& batch, double lr, CurvePoint& window) {
+    decay.set_lr(lr);
+    plain.set_lr(lr);
     Tensor<float> loss = model.loss(batch.tokens, batch.targets, tasks::kIgnore);
-    double value = loss.item();
-    if (!std::isfinite(value)) {
-      result.diverged = true;
-      break;
-    }
+    const double value = loss.item();
+    if (!std::isfinite(value)) return false;
     loss.backward();
     double wq = 0, wk = 0;
     for (const Block<float>& b : model.blocks()) {
@@ -165,30 +212,61 @@ RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
       wk += frobenius(b.attention().Wk());
     }
     if (o.clip > 0) clip_grad_norm(all, o.clip);
-    opt_decay.step();
-    opt_plain.step();
+    decay.step();
+    plain.step();
     model.zero_grad();
-
     window.loss += value;
     window.grad_wq += std::sqrt(wq);
     window.grad_wk += std::sqrt(wk);
-    ++in_window;
-    if (in_window == o.curve_every || step + 1 == o.steps) {
-      window.step = step + 1;
-      window.loss /= double(in_window);
-      window.grad_wq /= double(in_window);
-      window.grad_wk /= double(in_window);
-      result.curve.push_back(window);
-      window = CurvePoint{};
-      in_window = 0;
+    return true;
+  }
+};
+
+void close_window(CurvePoint& window, std::size_t& count, std::size_t step, RunResult& r) {
+  window.step = step;
+  window.loss /= double(count);
+  window.grad_wq /= double(count);
+  window.grad_wk /= double(count);
+  r.curve.push_back(window);
+  window = CurvePoint{};
+  count = 0;
+}
+
+}  // namespace
+
+RunResult train_model(const TrainingOptions& o, TinyGPT<float>& model, const SequenceTask& task,
+                      std::uint64_t data_seed) {
+  auto start = std::chrono::steady_clock::now();
+  // Anomaly mode is per thread: each worker checks the runs it trains.
+  std::optional<AnomalyGuard> anomaly;
+  if (o.detect_anomaly) anomaly.emplace();
+  if (o.steps == 0 || o.batch == 0 || o.eval_every == 0 || o.curve_every == 0 || o.eval_size == 0)
+    throw std::invalid_argument("training: steps, batch, eval_every, curve_every and eval_size must be positive");
+  RunResult result;
+  result.d_model = model.config().d_model;
+  const std::vector<Batch> batches = eval_batches(o, task);
+  const Batch probe = probe_batch(o, task);
+  Generator data_gen(data_seed);
+  Trainer trainer(o, model);
+  WarmupCosine schedule(o.lr, std::min(o.min_lr, o.lr), std::min(o.warmup, o.steps), o.steps);
+
+  result.evals.push_back(evaluate_at(model, task, batches, probe, 0));
+  CurvePoint window;
+  std::size_t in_window = 0;
+  for (std::size_t step = 0; step < o.steps; ++step) {
+    if (!trainer.step(task.train_batch(o.batch, data_gen), schedule(step), window)) {
+      result.diverged = true;
+      break;
     }
+    ++in_window;
+    if (in_window == o.curve_every || step + 1 == o.steps) close_window(window, in_window, step + 1, result);
     if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
-      result.evals.push_back(evaluate_at(model, task, eval_batches, step + 1));
+      result.evals.push_back(evaluate_at(model, task, batches, probe, step + 1));
       if (!result.step_to_90 && result.evals.back().accuracy >= 0.9) result.step_to_90 = step + 1;
     }
   }
   if (result.diverged) {
-    EvalPoint e = evaluate_at(model, task, eval_batches, result.curve.empty() ? 0 : result.curve.back().step);
+    EvalPoint e = evaluate_at(model, task, batches, probe, result.curve.empty() ? 0 : result.curve.back().step);
     e.loss = std::nan("");
     result.evals.push_back(e);
   }
@@ -204,36 +282,12 @@ std::vector<RunResult> run_training(const TrainingOptions& o, TrainingProgress p
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return specs[a].d_head > specs[b].d_head; });
-  std::atomic<std::size_t> next{0};
   std::size_t done = 0;
-  std::mutex mutex;
-  std::exception_ptr error;
-  auto worker = [&] {
-    for (;;) {
-      std::size_t k = next.fetch_add(1);
-      if (k >= order.size()) return;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (error) return;
-      }
-      try {
-        RunResult r = train_one(o, specs[order[k]]);
-        std::lock_guard<std::mutex> lock(mutex);
-        results[order[k]] = std::move(r);
-        ++done;
-        if (progress) progress(done, specs.size(), results[order[k]]);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!error) error = std::current_exception();
-      }
-    }
-  };
-  const int n = std::max(1, std::min<int>(o.workers, int(specs.size())));
-  std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+  run_parallel(specs.size(), o.workers, order,
+               [&](std::size_t i) { results[i] = train_one(o, specs[i]); },
+               [&](std::size_t i) {
+                 if (progress) progress(++done, specs.size(), results[i]);
+               });
   return results;
 }
 
@@ -245,8 +299,23 @@ double causal_uniform_entropy(std::size_t T, std::size_t first_row) {
 
 std::string run_label(const RunSpec& s) {
   return (s.is_control() ? "control " + s.task + ": " : std::string()) + "d_head " +
-         std::to_string(s.d_head) + ", " + (s.scaled ? "scaled" : "unscaled") + ", " +
-         to_string(s.init) + ", seed " + std::to_string(s.seed);
+         std::to_string(s.d_head) + ", " + arm_label(s) + ", " + to_string(s.init) + ", seed " +
+         std::to_string(s.seed);
+}
+
+std::string arm_label(const RunSpec& s) {
+  std::string a = s.scaled ? "scaled" : "unscaled";
+  switch (s.remedy) {
+    case Remedy::none: return a;
+    case Remedy::qk_norm: return a + " + QK-norm (gain 1)";
+    case Remedy::qk_norm_unit_spread: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " + QK-norm (gain %.3g)", unit_spread_qk_gain(s.d_head));
+      return a + buf;
+    }
+    case Remedy::temperature: return a + " + learned temperature";
+  }
+  return a;
 }
 
 double mean_grad(const RunResult& run, bool wq, double from, double to) {
@@ -268,7 +337,7 @@ double mean_grad(const RunResult& run, bool wq, double from, double to) {
 
 std::string training_runs_csv(const std::vector<RunResult>& runs, const TrainingOptions& o) {
   std::string s =
-      "task,d_head,scaling,init,seed,d_model,final_accuracy,final_eval_loss,step_to_0.9,diverged,"
+      "task,d_head,scaling,init,seed,remedy,d_model,final_accuracy,final_eval_loss,step_to_0.9,diverged,"
       "final_entropy_all,final_entropy_answer,initial_entropy_all,initial_entropy_answer,"
       "grad_wq_first_tenth,grad_wq_last_tenth,grad_wk_first_tenth,grad_wk_last_tenth,"
       "final_train_loss,seconds\n";
@@ -287,7 +356,7 @@ std::string training_runs_csv(const std::vector<RunResult>& runs, const Training
 }
 
 std::string training_curves_csv(const std::vector<RunResult>& runs, const TrainingOptions& o) {
-  std::string s = "task,d_head,scaling,init,seed,step,loss,grad_wq,grad_wk\n";
+  std::string s = "task,d_head,scaling,init,seed,remedy,step,loss,grad_wq,grad_wk\n";
   for (const RunResult& r : runs)
     for (const CurvePoint& c : r.curve)
       s += spec_fields(r.spec, o) + "," + std::to_string(c.step) + "," + fmt(c.loss) + "," +
@@ -296,11 +365,13 @@ std::string training_curves_csv(const std::vector<RunResult>& runs, const Traini
 }
 
 std::string training_evals_csv(const std::vector<RunResult>& runs, const TrainingOptions& o) {
-  std::string s = "task,d_head,scaling,init,seed,step,eval_loss,accuracy,entropy_all,entropy_answer\n";
+  std::string s = "task,d_head,scaling,init,seed,remedy,step,eval_loss,accuracy,entropy_all,entropy_answer,score_spread,mean_max_weight,max_score,median_grad_scores\n";
   for (const RunResult& r : runs)
     for (const EvalPoint& e : r.evals)
       s += spec_fields(r.spec, o) + "," + std::to_string(e.step) + "," + fmt(e.loss) + "," +
-           fmt(e.accuracy) + "," + fmt(e.entropy_all) + "," + fmt(e.entropy_answer) + "\n";
+           fmt(e.accuracy) + "," + fmt(e.entropy_all) + "," + fmt(e.entropy_answer) + "," +
+           fmt(e.probe.score_spread) + "," + fmt(e.probe.mean_max_weight) + "," +
+           fmt(e.probe.max_score) + "," + fmt(e.probe.median_grad_scores) + "\n";
   return s;
 }
 

@@ -16,7 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "examples/saturation/probe.hpp"
 #include "nn/init.hpp"
+#include "nn/tinygpt.hpp"
+#include "tasks/tasks.hpp"
 
 namespace tapegrad::saturation {
 
@@ -40,7 +43,25 @@ struct TrainingOptions {
   std::size_t curve_every = 10; // loss and gradient norms averaged over windows of this many
   int workers = 2;              // runs trained at once, one thread each
   bool detect_anomaly = false;  // every op's value and gradient checked for NaN/Inf
+  // The remedies against saturation, each trained at this d_head under the
+  // variance-preserving init for every seed (0: none).
+  std::size_t remedy_d_head = 256;
 };
+
+// What a run changes in the attention besides the fixed scale.
+enum class Remedy {
+  none,
+  qk_norm,             // RMSNorm on q and k, gains initialised to 1
+  qk_norm_unit_spread, // the same, gains initialised to d_head^(-1/4) (unscaled spread 1)
+  temperature,         // a learned scalar per head, initialised to 1/sqrt(d_head)
+};
+std::string to_string(Remedy r);
+
+// RMSNorm gives every head's q and k the norm sqrt(d_head); for directions that are
+// independent at initialisation q.k then has std sqrt(d_head). The gain g multiplies both
+// q and k, so the unscaled scores have std g^2 sqrt(d_head): g = d_head^(-1/4) makes it 1
+// (0.25 at d_head 256).
+double unit_spread_qk_gain(std::size_t d_head);
 
 struct RunSpec {
   std::size_t d_head = 0;
@@ -48,7 +69,12 @@ struct RunSpec {
   AttentionInit init = AttentionInit::gpt2;
   std::uint64_t seed = 0;
   std::string task;  // empty: TrainingOptions::task; else a control run on this task
+  Remedy remedy = Remedy::none;
   bool is_control() const { return !task.empty(); }
+  bool operator==(const RunSpec& o) const {
+    return d_head == o.d_head && scaled == o.scaled && init == o.init && seed == o.seed &&
+           task == o.task && remedy == o.remedy;
+  }
 };
 
 // Averages over one window of curve_every steps (the last window may be shorter).
@@ -68,6 +94,8 @@ struct EvalPoint {
   // token, where attention has to find the right input).
   double entropy_all = 0;
   double entropy_answer = 0;
+  // The answer rows of the probe batch through forward and backward (probe.hpp).
+  AttentionProbe probe;
 };
 
 struct RunResult {
@@ -82,11 +110,27 @@ struct RunResult {
 };
 
 // The specs of the options in a fixed order: d_head, init, seed, scaled before unscaled;
-// then the control run (scaled, gpt2, the middle d_head, the first seed) if any.
+// then the control run (scaled, gpt2, the middle d_head, the first seed) if any; then the
+// remedy arms (remedy_specs) that the list does not hold already.
 std::vector<RunSpec> training_specs(const TrainingOptions& options);
+// At remedy_d_head, variance-preserving init, per seed: scaled; unscaled; unscaled +
+// QK-norm; unscaled + QK-norm at unit spread; scaled + QK-norm; unscaled + temperature.
+std::vector<RunSpec> remedy_specs(const TrainingOptions& options);
+
+// The model of a spec (TinyGPT on the task, d_model = heads x d_head, the spec's scale,
+// init and remedy).
+TransformerConfig run_config(const TrainingOptions& options, const RunSpec& spec);
 
 // One run, single-threaded kernels are the caller's choice (kernels::set_num_threads).
 RunResult train_one(const TrainingOptions& options, const RunSpec& spec);
+// Trains `model` in place on `task` with the options' optimiser and schedule; the data
+// stream is seeded by data_seed. The result's spec is left for the caller to fill.
+RunResult train_model(const TrainingOptions& options, TinyGPT<float>& model,
+                      const tasks::SequenceTask& task, std::uint64_t data_seed);
+// The held-out set every run evaluates on, in batches.
+std::vector<tasks::Batch> eval_batches(const TrainingOptions& options, const tasks::SequenceTask& task);
+// Its first sequences, the batch the attention probe runs forward and backward.
+tasks::Batch probe_batch(const TrainingOptions& options, const tasks::SequenceTask& task);
 
 // Every spec, `options.workers` at a time; results in the order of training_specs.
 // `progress` (may be null) is called from the worker threads, serialised, after each run.
@@ -99,6 +143,8 @@ std::vector<RunResult> run_training(const TrainingOptions& options,
 double causal_uniform_entropy(std::size_t T, std::size_t first_row = 0);
 
 std::string run_label(const RunSpec& spec);  // "d_head 64, scaled, gpt2, seed 2"
+// "scaled", "unscaled + QK-norm (gain 0.25)", ...: the arm of a remedy spec.
+std::string arm_label(const RunSpec& spec);
 
 // training_runs.csv: one row per run (final accuracy, step to 0.9, entropies, mean
 // gradient norms of the first and last tenth of training, seconds).

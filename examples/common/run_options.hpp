@@ -1,0 +1,82 @@
+#pragma once
+// What the training programs share on their command line: the optimiser's options (one
+// definition of their names, ranges and help), the checks between them, and the output
+// directory proven writable before any work. Errors here are usage errors (exit 2).
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "examples/common/cli.hpp"
+
+namespace tapegrad::examples {
+
+// A mistake in the command line found after parsing: the program prints it on one line
+// and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The settings the options write into, owned by the program.
+struct OptimiserSettings {
+  std::size_t& steps;
+  std::size_t& batch;
+  std::size_t& warmup;
+  double& lr;
+  double& min_lr;
+  double& weight_decay;
+  double& clip;
+};
+
+// --steps, --batch, --lr, --min-lr, --warmup, --weight-decay, --clip in `group`; a program
+// that accepts 0 steps (evaluate only) passes min_steps 0.
+inline void add_optimiser_options(CLI::App& app, const OptimiserSettings& s, const std::string& group,
+                                  std::size_t min_steps = 1) {
+  app.add_option("--steps", s.steps, "optimiser steps")
+      ->check(CLI::Range(min_steps, std::size_t(100000000)))->group(group);
+  app.add_option("--batch", s.batch, "sequences per step")
+      ->check(CLI::Range(std::size_t(1), std::size_t(65536)))->group(group);
+  app.add_option("--lr", s.lr, "peak learning rate (AdamW)")->check(finite_range(1e-8, 10.0))->group(group);
+  app.add_option("--min-lr", s.min_lr, "final learning rate of the cosine decay")
+      ->check(finite_range(0.0, 10.0))->group(group);
+  app.add_option("--warmup", s.warmup, "linear warm-up steps")
+      ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
+  app.add_option("--weight-decay", s.weight_decay, "AdamW decoupled weight decay (matrices only)")
+      ->check(finite_range(0.0, 10.0))->group(group);
+  app.add_option("--clip", s.clip, "clip the global gradient norm to this (0: off)")
+      ->check(finite_range(0.0, 1e6))->group(group);
+}
+
+// The rules between the optimiser's options, as UsageError.
+inline void check_optimiser_settings(const OptimiserSettings& s) {
+  if (s.warmup > s.steps)
+    throw UsageError("--warmup " + std::to_string(s.warmup) + " exceeds --steps " + std::to_string(s.steps));
+  if (s.min_lr > s.lr) throw UsageError("--min-lr must not exceed --lr");
+}
+
+// Creates `dir` and proves it writable before any work, so a bad directory costs nothing
+// and leaves nothing behind; `option` names it in the message ("--out").
+inline void prepare_out_dir(const std::string& dir, const std::string& option = "--out") {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw UsageError("cannot create " + option + " directory " + dir +
+                     (ec ? ": " + ec.message() : std::string(": not a directory")));
+  const std::string probe = (fs::path(dir) / (".write-test." + std::to_string(::getpid()))).string();
+  bool ok;
+  {
+    std::ofstream f(probe);
+    ok = f && (f << "x") && f.flush();
+  }
+  std::remove(probe.c_str());
+  if (!ok) throw UsageError("cannot write to " + option + " directory " + dir);
+}
+
+}  // namespace tapegrad::examples

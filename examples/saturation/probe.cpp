@@ -1,0 +1,95 @@
+#include "examples/saturation/probe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tapegrad::saturation {
+
+double softmax_row_gradient_norm(const float* w, const float* g, std::size_t n) {
+  double wg = 0;
+  for (std::size_t j = 0; j < n; ++j) wg += double(w[j]) * double(g[j]);
+  double s = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const double d = double(w[j]) * (double(g[j]) - wg);
+    s += d * d;
+  }
+  return std::sqrt(s);
+}
+
+namespace {
+
+// The std of the finite scores of one row (the visible keys), and their maximum.
+void row_spread(const float* s, std::size_t n, double& spread, double& top) {
+  double sum = 0, sq = 0;
+  std::size_t k = 0;
+  for (std::size_t j = 0; j < n; ++j)
+    if (std::isfinite(s[j])) {
+      sum += s[j];
+      ++k;
+      top = std::max(top, double(s[j]));
+    }
+  const double mean = k ? sum / double(k) : 0;
+  for (std::size_t j = 0; j < n; ++j)
+    if (std::isfinite(s[j])) sq += (s[j] - mean) * (s[j] - mean);
+  spread = k > 1 ? std::sqrt(sq / double(k)) : 0;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  return v[mid];
+}
+
+}  // namespace
+
+AttentionProbe probe_statistics(const std::vector<ProbeLayer>& layers, std::size_t first_row) {
+  AttentionProbe p;
+  p.max_score = -std::numeric_limits<double>::infinity();
+  std::vector<double> grads;
+  std::size_t rows = 0;
+  for (const ProbeLayer& l : layers)
+    for (std::size_t m = 0; m < l.mats; ++m)
+      for (std::size_t i = first_row; i < l.T; ++i) {
+        const std::size_t at = (m * l.T + i) * l.T;
+        double spread = 0;
+        row_spread(l.scores + at, l.T, spread, p.max_score);
+        p.score_spread += spread;
+        p.mean_max_weight += *std::max_element(l.weights + at, l.weights + at + l.T);
+        if (l.grad) grads.push_back(softmax_row_gradient_norm(l.weights + at, l.grad + at, l.T));
+        ++rows;
+      }
+  if (rows) {
+    p.score_spread /= double(rows);
+    p.mean_max_weight /= double(rows);
+  }
+  p.median_grad_scores = median(grads);
+  return p;
+}
+
+AttentionProbe probe_attention(TinyGPT<float>& model, const tasks::Batch& batch,
+                               std::size_t first_row) {
+  for (Block<float>& b : model.blocks()) {
+    b.attention().keep_weights(true);
+    b.attention().keep_weight_gradients(true);
+  }
+  model.zero_grad();
+  model.loss(batch.tokens, batch.targets, tasks::kIgnore).backward();
+  std::vector<ProbeLayer> layers;
+  for (const Block<float>& b : model.blocks()) {
+    const Tensor<float>& w = b.attention().last_weights();
+    const Shape s = w.shape();
+    layers.push_back({w.data(), b.attention().last_scores().data(),
+                      w.has_grad() ? w.grad().data() : nullptr, s[0] * s[1], s[3]});
+  }
+  const AttentionProbe p = probe_statistics(layers, first_row);
+  model.zero_grad();
+  for (Block<float>& b : model.blocks()) {
+    b.attention().keep_weight_gradients(false);
+    b.attention().keep_weights(false);
+  }
+  return p;
+}
+
+}  // namespace tapegrad::saturation

@@ -1,0 +1,121 @@
+#pragma once
+// Causal self-attention as a module: multi-head, grouped-query or multi-query; optional
+// RoPE, QK-norm and sliding window.
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "autograd/tensor.hpp"
+#include "nn/init.hpp"
+#include "nn/layers.hpp"
+#include "nn/module.hpp"
+#include "ops/attention.hpp"  // AttentionPath, AttentionSpec
+#include "ops/rope.hpp"       // RopeSpec
+
+namespace tapegrad {
+
+template <class T>
+class KVCache;  // nn/kv_cache.hpp
+
+struct AttentionConfig {
+  std::size_t d_model = 0;
+  std::size_t heads = 1;
+  std::size_t kv_heads = 0;             // 0: = heads
+  std::size_t head_dim = 0;             // 0: d_model / heads
+  std::optional<double> scale;          // default 1/sqrt(head_dim); 1.0 = unscaled
+  std::size_t window = 0;               // 0: full causal
+  bool qk_norm = false;                 // RMSNorm (gain head_dim) on each head's q and k
+  double qk_norm_gain = 1.0;            // the gains' initial value (scores start at gain^2 q.k)
+  bool learned_temperature = false;     // a learned scalar per head on q.k, from 1/sqrt(head_dim)
+  double norm_eps = 1e-5;
+  std::optional<RopeSpec> rope;         // rotary positions on q and k, none when empty
+  double qkv_std = init::gpt2_std;      // Wq, Wk, Wv
+  double out_std = init::gpt2_std;      // Wo
+};
+
+// Causal self-attention over x (B, T, D). Parameters, in order: Wq (D, heads*head_dim),
+// Wk and Wv (D, kv_heads*head_dim), Wo (heads*head_dim, D), no biases; then, with qk_norm,
+// q_norm.weight and k_norm.weight (head_dim); then, with learned_temperature, temperature
+// (heads, 1), which multiplies each query head (and so its scores) on top of the fixed
+// scale. Query head h reads K/V head h / (heads/kv_heads).
+template <class T>
+class MultiHeadAttention : public Module<T> {
+ public:
+  MultiHeadAttention(const AttentionConfig& config, Generator& gen);
+  // Multi-head attention of today's GPT-2 model: heads = kv_heads, head_dim = D / heads.
+  MultiHeadAttention(std::size_t d_model, std::size_t heads, Generator& gen,
+                     double qkv_std = init::gpt2_std, double out_std = init::gpt2_std,
+                     std::optional<double> scale = std::nullopt);
+  Tensor<T> forward(const Tensor<T>& x);  // (B, T, D) -> (B, T, D)
+  Tensor<T> operator()(const Tensor<T>& x) { return forward(x); }
+  // The same over new tokens at absolute positions cache->length() .. + T - 1, reading the
+  // keys and values of the positions before them from `cache` and appending their own
+  // (cache null: forward(x), positions from 0). One token under no-grad takes the decode
+  // path (ops/attention_decode.hpp); a chunk attends to the held keys followed by its own
+  // with attention()'s bottom-right mask. The held keys are constants: a gradient reaches
+  // only the chunk's own. keep_weights is ignored with a cache.
+  Tensor<T> forward(const Tensor<T>& x, KVCache<T>* cache);
+
+  // When on, every forward keeps a detached copy of its weights (B, heads, T, T), for
+  // inspection (entropy, saturation); off by default because it costs a copy.
+  void keep_weights(bool keep) { keep_ = keep; }
+  // The weights of the last forward while keep_weights was on; undefined before.
+  const Tensor<T>& last_weights() const { return last_weights_; }
+  // The scores the softmax saw in that forward (B, heads, T, T): q.k times the scale and
+  // the temperature, -inf where the mask hides a key.
+  const Tensor<T>& last_scores() const { return last_scores_; }
+  // When on (with keep_weights), the kept weights are the ones on the tape, keeping their
+  // gradient: after a backward, last_weights().grad() is d loss / d weights, from which the
+  // gradient at the scores follows (softmax_row_gradient in the study).
+  void keep_weight_gradients(bool keep) { keep_grad_ = keep; }
+
+  // Head ablation: heads whose entry is false have their output zeroed before Wo, as if
+  // they were removed (empty: every head kept). For inspecting any trained model.
+  void set_head_mask(const std::vector<bool>& keep);
+  const std::vector<bool>& head_mask() const { return head_keep_; }
+  // Forces one path (composed, fused or flash: the same attention, tested equal), for
+  // comparisons and studies. Unforced (the default), the path follows what is asked for:
+  // the fused kernels when keep_weights is on (only they return the weights) or when
+  // there are fewer than kFlashFromKeys keys, flash from there on, where its memory,
+  // linear in T, and its speed both win.
+  void set_path(AttentionPath path) { path_ = path; }
+  AttentionPath path(std::size_t keys = kFlashFromKeys) const {
+    if (path_) return *path_;
+    return keep_ || keys < kFlashFromKeys ? AttentionPath::fused : AttentionPath::flash;
+  }
+  // fwd+bwd, 1 thread, 8 heads of 32, causal (tools/flash_bench): fused took 0.6x flash's
+  // time at 64 and 256 keys; flash took 0.6x fused's at 512.
+  static constexpr std::size_t kFlashFromKeys = 512;
+
+  std::size_t heads() const { return spec_.heads; }
+  std::size_t kv_heads() const { return spec_.kv_heads; }
+  const std::optional<double>& scale() const { return spec_.scale; }
+  const AttentionSpec& spec() const { return spec_; }
+  const Tensor<T>& Wq() const { return Wq_; }
+  const Tensor<T>& Wk() const { return Wk_; }
+  const Tensor<T>& Wv() const { return Wv_; }
+  const Tensor<T>& Wo() const { return Wo_; }
+  // (heads, 1) with learned_temperature; undefined otherwise.
+  const Tensor<T>& temperature() const { return temperature_; }
+
+ private:
+  std::size_t d_model_;
+  AttentionSpec spec_;
+  std::optional<RopeSpec> rope_;
+  std::optional<AttentionPath> path_;  // unset: chosen by path()
+  bool keep_ = false, keep_grad_ = false;
+  Tensor<T> Wq_, Wk_, Wv_, Wo_;
+  std::optional<Norm<T>> q_norm_, k_norm_;
+  Tensor<T> temperature_;
+  std::vector<bool> head_keep_;
+  Tensor<T> head_mask_;  // (heads * head_dim) of 0 and 1; undefined when every head is kept
+  Tensor<T> last_weights_, last_scores_;
+
+  Tensor<T> attend_full(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v);
+  Tensor<T> output(const Tensor<T>& merged) const;  // [head mask], then @ Wo
+};
+
+extern template class MultiHeadAttention<float>;
+extern template class MultiHeadAttention<double>;
+
+}  // namespace tapegrad

@@ -1,0 +1,206 @@
+// The widened saturation study: the attention probe against autograd, the remedy arms'
+// models and verdicts (failing when QK-norm is silently off or the scale is wrong), the
+// learning-rate sensitivity number, the position checks, and --ablate on a checkpoint.
+#if defined(TAPEGRAD_WITH_SATURATION)
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "autograd/tape.hpp"
+#include "examples/saturation/lr_sweep.hpp"
+#include "examples/saturation/position_report.hpp"
+#include "examples/saturation/positions.hpp"
+#include "examples/saturation/probe.hpp"
+#include "examples/saturation/remedies_report.hpp"
+#include "examples/saturation/training.hpp"
+#include "nn/checkpoint.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/reduce.hpp"
+#include "ops/softmax.hpp"
+#include "run_program.hpp"
+
+namespace fs = std::filesystem;
+using namespace tapegrad;
+using namespace tapegrad::saturation;
+
+TEST_CASE("saturation probe: the gradient at the scores equals autograd's through softmax", "[saturation]") {
+  Generator gen(4);
+  Tensor<float> scores = Tensor<float>::randn({1, 7}, gen, 0, 3, true);
+  const Tensor<float> G = Tensor<float>::randn({1, 7}, gen);
+  Tensor<float> w = softmax(scores, -1);
+  w.retain_grad();
+  sum(w * G).backward();
+  double expected = 0;
+  for (std::size_t j = 0; j < 7; ++j) expected += double(scores.grad().data()[j]) * scores.grad().data()[j];
+  const double got = softmax_row_gradient_norm(w.data(), w.grad().data(), 7);
+  CHECK(got == Approx(std::sqrt(expected)).epsilon(1e-5));
+  // the trap: d loss / d w itself is not the gradient at the scores
+  double naive = 0;
+  for (std::size_t j = 0; j < 7; ++j) naive += double(G.data()[j]) * G.data()[j];
+  CHECK(std::abs(std::sqrt(naive) - got) > 0.1 * got);
+}
+
+namespace {
+
+TrainingOptions remedy_options() {
+  TrainingOptions o;
+  o.heads = 1;
+  o.layers = 2;
+  o.remedy_d_head = 256;
+  o.seeds = {1};
+  o.eval_size = 64;
+  return o;
+}
+
+// The initial probe of the model of one arm.
+AttentionProbe initial_probe(const TransformerConfig& c) {
+  TinyGPT<float> model(c);
+  const TrainingOptions o = remedy_options();
+  const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
+  return probe_attention(model, probe_batch(o, task), task.first_answer_position());
+}
+
+}  // namespace
+
+TEST_CASE("saturation remedies: each arm's model starts with the score spread its verdict expects", "[saturation]") {
+  const TrainingOptions o = remedy_options();
+  const std::vector<RunSpec> specs = remedy_specs(o);
+  REQUIRE(specs.size() == 6);
+  CHECK(unit_spread_qk_gain(256) == Approx(0.25));
+  const RunSpec unit = specs[3];
+  REQUIRE(unit.remedy == Remedy::qk_norm_unit_spread);
+  const TransformerConfig c = run_config(o, unit);
+  CHECK(c.qk_norm);
+  CHECK(c.qk_norm_gain == Approx(0.25));
+  CHECK(c.attention_scale == std::optional<double>(1.0));
+  const double spread = initial_probe(c).score_spread;
+  CHECK(spread > 0.7);
+  CHECK(spread < 1.4);
+  // the trap: QK-norm silently off leaves the unscaled spread near sqrt(256) = 16
+  TransformerConfig off = c;
+  off.qk_norm = false;
+  CHECK(initial_probe(off).score_spread > 8);
+  // and the scaled arm with its scale lost is the unscaled model
+  const TransformerConfig scaled = run_config(o, specs[0]);
+  TransformerConfig lost = scaled;
+  lost.attention_scale = 1.0;
+  CHECK(initial_probe(scaled).score_spread < 1.4);
+  CHECK(initial_probe(lost).score_spread > 8);
+}
+
+namespace {
+
+// A run whose initial probe has this spread and that reaches 0.9 (or not).
+RunResult fake_run(const RunSpec& spec, double spread, bool reaches) {
+  RunResult r;
+  r.spec = spec;
+  EvalPoint e;
+  e.probe.score_spread = spread;
+  e.probe.median_grad_scores = spread > 4 ? 1e-6 : 1e-4;
+  r.evals = {e, e};
+  r.evals.back().accuracy = reaches ? 0.95 : 0.05;
+  if (reaches) r.step_to_90 = 300;
+  return r;
+}
+
+std::vector<RunResult> fake_runs(double unit_spread, double scaled_spread) {
+  std::vector<RunResult> runs;
+  const std::vector<RunSpec> specs = remedy_specs(remedy_options());
+  const double spreads[] = {scaled_spread, 16, 16, unit_spread, 1, scaled_spread};
+  const bool reach[] = {true, false, false, true, true, true};
+  for (std::size_t i = 0; i < specs.size(); ++i) runs.push_back(fake_run(specs[i], spreads[i], reach[i]));
+  return runs;
+}
+
+std::size_t failed(const std::vector<Check>& checks) {
+  return std::count_if(checks.begin(), checks.end(), [](const Check& c) { return c.verdict == Check::failed; });
+}
+
+}  // namespace
+
+TEST_CASE("saturation remedies: verdicts follow the numbers", "[saturation]") {
+  const TrainingOptions o = remedy_options();
+  const std::vector<RunResult> good = fake_runs(1.0, 1.0);
+  const std::vector<Check> checks = remedy_checks(remedy_findings(good, o, false));
+  REQUIRE(checks.size() == 14);
+  CHECK(failed(checks) == 0);
+  // QK-norm silently off: the unit-spread arm starts at 16
+  const std::vector<RunResult> no_norm = fake_runs(16, 1.0);
+  CHECK(failed(remedy_checks(remedy_findings(no_norm, o, false))) == 1);
+  // the scale wrong: the scaled arms (and the temperature arm, which copies them) start at 16
+  const std::vector<RunResult> no_scale = fake_runs(1.0, 16);
+  CHECK(failed(remedy_checks(remedy_findings(no_scale, o, false))) >= 2);
+  // a quick run does not decide the steps-to-0.9 rows
+  const std::vector<Check> quick = remedy_checks(remedy_findings(good, o, true));
+  CHECK(std::count_if(quick.begin(), quick.end(), [](const Check& c) { return c.verdict == Check::not_measured; }) == 6);
+}
+
+TEST_CASE("saturation learning rates: the sensitivity number as Wortsman et al. define it", "[saturation]") {
+  std::vector<LrRun> runs;
+  auto run = [](bool qk, double lr, double initial, double final_loss, bool diverged) {
+    LrRun r;
+    r.qk_norm = qk;
+    r.lr = lr;
+    EvalPoint a, b;
+    a.loss = initial;
+    b.loss = final_loss;
+    r.result.evals = {a, b};
+    r.result.diverged = diverged;
+    return r;
+  };
+  runs.push_back(run(false, 1e-3, 2.3, 1.0, false));
+  runs.push_back(run(false, 1e-2, 2.3, 0.5, false));
+  runs.push_back(run(false, 1e-1, 2.3, std::nan(""), true));  // diverged: counts as 2.3
+  runs.push_back(run(true, 1e-3, 2.3, 0.9, false));
+  runs.push_back(run(true, 1e-2, 2.3, 0.6, false));
+  runs.push_back(run(true, 1e-1, 2.3, 3.0, false));  // worse than at the start: counts as 2.3
+  const std::vector<LrPoint> plain = lr_points(runs, false), qk = lr_points(runs, true);
+  REQUIRE(plain.size() == 3);
+  CHECK(plain[2].mean_final == Approx(2.3));
+  CHECK(plain[2].diverged == 1);
+  CHECK(lr_sensitivity(plain) == Approx((1.0 + 0.5 + 2.3) / 3 - 0.5));
+  CHECK(lr_sensitivity(qk) == Approx((0.9 + 0.6 + 2.3) / 3 - 0.6));
+}
+
+TEST_CASE("saturation positions: the identities hold to round-off and the breaks are large", "[saturation]") {
+  const PositionResults p = run_position_checks();
+  CHECK(p.no_position_gap < 1e-12);
+  CHECK(p.learned_gap > 0.1);
+  CHECK(p.rope_shift_gap < 1e-9);
+  CHECK(p.learned_shift_gap > 0.1);
+  REQUIRE(p.residual.size() == 6);
+  CHECK(p.residual.back().layer == 32);
+  for (const Check& c : position_checks(p)) {
+    INFO(c.claim << ": " << c.measured);
+    CHECK(c.verdict == Check::held);
+  }
+  // the checks can fail: a "residual" stream that never grows
+  PositionResults flat = p;
+  for (ResidualRow& r : flat.residual) r.residual_norm = p.input_norm;
+  CHECK(position_checks(flat).back().verdict == Check::failed);
+}
+
+#if defined(TAPEGRAD_SATURATION_BIN)
+TEST_CASE("saturation CLI: --ablate prints accuracy and margin per head of any checkpoint", "[saturation]") {
+  const fs::path dir = tapegrad::test::scratch_dir("test_saturation", "ablate");
+  const tasks::SequenceTask task = tasks::SequenceTask::make("sort");
+  TransformerConfig c;
+  c.vocab = task.vocab_size();
+  c.context = task.context();
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  save_checkpoint((dir / "model.npz").string(), TinyGPT<float>(c));
+  auto r = tapegrad::test::run_program(TAPEGRAD_SATURATION_BIN,
+                                       "--ablate '" + (dir / "model.npz").string() + "' --eval-size 50", dir);
+  REQUIRE(r.code == 0);
+  CHECK(tapegrad::test::count_lines(r.out) == 1 + 1 + 2 * 2);  // header, intact, 4 heads
+  CHECK(r.out.find("head,1,1,") != std::string::npos);
+  auto bad = tapegrad::test::run_program(TAPEGRAD_SATURATION_BIN,
+                                         "--ablate '" + (dir / "model.npz").string() + "' --task recall", dir);
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("not a model of --task recall") != std::string::npos);
+}
+#endif
+
+#endif  // TAPEGRAD_WITH_SATURATION
