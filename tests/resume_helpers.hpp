@@ -20,7 +20,7 @@ namespace tapegrad::test {
 inline const char* const kResumeTiny =
     "--d-model 16 --heads 2 --layers 1 --batch 8 --eval-size 40 --quiet --skip-gradcheck --seed 3";
 
-inline ProgramRun train(const std::string& args, const std::filesystem::path& dir) {
+inline ProgramRun run_trainer(const std::string& args, const std::filesystem::path& dir) {
   return run_program(TAPEGRAD_TRAIN_BIN, args, dir);
 }
 

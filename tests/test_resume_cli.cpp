@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "examples/train/checkpoints.hpp"
 #include "nn/checkpoint.hpp"
 #include "resume_helpers.hpp"
 
@@ -43,20 +44,20 @@ TEST_CASE("resume: a run stopped at step k and resumed ends bit for bit where th
   for (int threads : {1, 2}) {
     const fs::path dir = scratch("bitwise_" + std::to_string(threads));
     const std::string t = " --threads " + std::to_string(threads);
-    ProgramRun ref = train(kRun + t + " --checkpoint-every 20 --out " + quoted(dir / "ref"), dir);
+    ProgramRun ref = run_trainer(kRun + t + " --checkpoint-every 20 --out " + quoted(dir / "ref"), dir);
     INFO(ref.err);
     REQUIRE(ref.code == 0);
     // k = 1, a step in the warm-up (5 steps), and one in the cosine decay
     for (std::size_t k : {1, 3, 12}) {
       INFO("threads " << threads << ", stopped after step " << k);
       const fs::path part = dir / ("part_" + std::to_string(k)), rest = dir / ("rest_" + std::to_string(k));
-      ProgramRun stop = train(kRun + t + " --stop-at " + std::to_string(k) + " --out " + quoted(part), dir);
+      ProgramRun stop = run_trainer(kRun + t + " --stop-at " + std::to_string(k) + " --out " + quoted(part), dir);
       INFO(stop.err);
       REQUIRE(stop.code == 0);
       REQUIRE(fs::is_regular_file(part / ckpt(k)));
       CHECK_FALSE(fs::exists(part / "model.npz"));  // stopped, not finished
       // --steps is not repeated: the run's total comes from the checkpoint
-      ProgramRun resumed = train(std::string("--resume ") + quoted(part / ckpt(k)) + t +
+      ProgramRun resumed = run_trainer(std::string("--resume ") + quoted(part / ckpt(k)) + t +
                                  " --quiet --skip-gradcheck --eval-size 40 --checkpoint-every 20 --out " +
                                  quoted(rest), dir);
       INFO(resumed.err);
@@ -71,15 +72,15 @@ TEST_CASE("resume: a model-only checkpoint resumes as weights only, with a notic
   // The trap a training checkpoint closes: the same weights with fresh AdamW moments, a
   // schedule from step 0 and other batches do not continue the run.
   const fs::path dir = scratch("weights_only");
-  REQUIRE(train(kRun + " --threads 1 --checkpoint-every 20 --out " + quoted(dir / "ref"), dir).code == 0);
-  REQUIRE(train(kRun + " --threads 1 --stop-at 10 --out " + quoted(dir / "part"), dir).code == 0);
+  REQUIRE(run_trainer(kRun + " --threads 1 --checkpoint-every 20 --out " + quoted(dir / "ref"), dir).code == 0);
+  REQUIRE(run_trainer(kRun + " --threads 1 --stop-at 10 --out " + quoted(dir / "part"), dir).code == 0);
   rewrite(dir / "part" / ckpt(10), dir / "weights.npz", [](std::vector<NpzEntry>& entries) {
     std::vector<NpzEntry> kept;
     for (NpzEntry& e : entries)
       if (e.name.rfind(kTrainingPrefix, 0) != 0) kept.push_back(std::move(e));
     entries = std::move(kept);
   });
-  ProgramRun r = train("--resume " + quoted(dir / "weights.npz") + " " + kResumeTiny +
+  ProgramRun r = run_trainer("--resume " + quoted(dir / "weights.npz") + " " + kResumeTiny +
                        " --steps 10 --warmup 2 --threads 1 --checkpoint-every 10 --out " + quoted(dir / "w"), dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
@@ -89,7 +90,7 @@ TEST_CASE("resume: a model-only checkpoint resumes as weights only, with a notic
 
 TEST_CASE("resume: a checkpoint whose parameters do not fit is refused before --out is created", "[resume][train_cli]") {
   const fs::path dir = scratch("refused");
-  REQUIRE(train(kRun + " --threads 1 --stop-at 4 --out " + quoted(dir / "part"), dir).code == 0);
+  REQUIRE(run_trainer(kRun + " --threads 1 --stop-at 4 --out " + quoted(dir / "part"), dir).code == 0);
   const fs::path good = dir / "part" / ckpt(4);
   rewrite(good, dir / "wrong_shape.npz", [](std::vector<NpzEntry>& entries) {
     for (NpzEntry& e : entries)
@@ -114,24 +115,24 @@ TEST_CASE("resume: a checkpoint whose parameters do not fit is refused before --
   for (const auto& c : cases) {
     INFO(c.file);
     const fs::path out = dir / (std::string("out_") + c.file);
-    ProgramRun r = train("--resume " + quoted(dir / c.file) + " --steps 5 --quiet --out " + quoted(out), dir);
+    ProgramRun r = run_trainer("--resume " + quoted(dir / c.file) + " --steps 5 --quiet --out " + quoted(out), dir);
     CHECK(r.code == 2);
     CHECK(count_lines(r.err) == 1);
     CHECK(r.err.find(c.named) != std::string::npos);
     CHECK_FALSE(fs::exists(out));  // nothing written, not even the directory
   }
   // NaN weights load when the user asks for it (here to evaluate only).
-  ProgramRun nan = train("--resume " + quoted(dir / "nan_weight.npz") +
+  ProgramRun nan = run_trainer("--resume " + quoted(dir / "nan_weight.npz") +
                          " --allow-nonfinite --steps 0 --eval-size 40 --quiet --out " + quoted(dir / "nan_ok"), dir);
   INFO(nan.err);
   CHECK(nan.code == 0);
   // --stop-at must lie ahead of the checkpoint.
-  ProgramRun behind = train("--resume " + quoted(good) + " --stop-at 2 --quiet --out " + quoted(dir / "behind"), dir);
+  ProgramRun behind = run_trainer("--resume " + quoted(good) + " --stop-at 2 --quiet --out " + quoted(dir / "behind"), dir);
   CHECK(behind.code == 2);
   CHECK(behind.err.find("step 4") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "behind"));
   // A checkpoint past the run's end is refused too.
-  ProgramRun past = train("--resume " + quoted(good) + " --steps 3 --quiet --out " + quoted(dir / "past"), dir);
+  ProgramRun past = run_trainer("--resume " + quoted(good) + " --steps 3 --quiet --out " + quoted(dir / "past"), dir);
   CHECK(past.code == 2);
   CHECK(past.err.find("step 4") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "past"));
@@ -152,10 +153,10 @@ TEST_CASE("resume: recall's step-dependent curriculum and a text model continue 
     fs::remove_all(ref);
     fs::remove_all(part);
     fs::remove_all(rest);
-    REQUIRE(train(run + " --checkpoint-every 20 --out " + quoted(ref), dir).code == 0);
-    REQUIRE(train(run + " --stop-at 7 --out " + quoted(part), dir).code == 0);
+    REQUIRE(run_trainer(run + " --checkpoint-every 20 --out " + quoted(ref), dir).code == 0);
+    REQUIRE(run_trainer(run + " --stop-at 7 --out " + quoted(part), dir).code == 0);
     const std::string again = run.find("--text") != std::string::npos ? " --text " + quoted(text) : "";
-    ProgramRun r = train("--resume " + quoted(part) + again + " --quiet --skip-gradcheck --threads 1 "
+    ProgramRun r = run_trainer("--resume " + quoted(part) + again + " --quiet --skip-gradcheck --threads 1 "
                          "--eval-size 40 --checkpoint-every 20 --out " + quoted(rest), dir);
     INFO(r.err);
     REQUIRE(r.code == 0);
@@ -167,10 +168,25 @@ TEST_CASE("resume: recall's step-dependent curriculum and a text model continue 
     std::ofstream f(other);
     for (int i = 0; i < 60; ++i) f << "the lazy dog sleeps under the quick brown fox " << i << "\n";
   }
-  ProgramRun wrong = train("--resume " + quoted(dir / "part") + " --text " + quoted(other) +
+  ProgramRun wrong = run_trainer("--resume " + quoted(dir / "part") + " --text " + quoted(other) +
                            " --quiet --out " + quoted(dir / "wrong"), dir);
   CHECK(wrong.code == 2);
   CHECK(wrong.err.find("--text") != std::string::npos);
+}
+
+TEST_CASE("resume: checkpoints are ordered by step, also past 8 digits", "[resume]") {
+  const fs::path dir = scratch("order");
+  for (const char* name : {"ckpt-100000000.npz", "ckpt-99999999.npz", "ckpt-00000005.npz",
+                           "ckpt-00000007.npz.tmp.123", "model.npz"})
+    std::ofstream(dir / name) << "x";
+  const std::vector<std::string> found = train::list_checkpoints(dir.string());
+  // a plain sort of the names would put step 100,000,000 before 99,999,999
+  CHECK(found == std::vector<std::string>{(dir / "ckpt-00000005.npz").string(),
+                                          (dir / "ckpt-99999999.npz").string(),
+                                          (dir / "ckpt-100000000.npz").string()});
+  train::remove_stale_temporaries(dir.string());
+  CHECK_FALSE(fs::exists(dir / "ckpt-00000007.npz.tmp.123"));
+  CHECK(fs::exists(dir / "model.npz"));
 }
 
 TEST_CASE("resume: misused checkpoint options exit 2 with one line and write nothing", "[resume][train_cli]") {
@@ -184,16 +200,16 @@ TEST_CASE("resume: misused checkpoint options exit 2 with one line and write not
   };
   for (const char* args : cases) {
     INFO(args);
-    ProgramRun r = train(std::string(args) + " --out " + quoted(out), dir);
+    ProgramRun r = run_trainer(std::string(args) + " --out " + quoted(out), dir);
     CHECK(r.code == 2);
     CHECK(count_lines(r.err) == 1);
     CHECK_FALSE(fs::exists(out));
   }
-  ProgramRun none = train("--resume " + quoted(dir / "empty") + " --out " + quoted(out), dir);
+  ProgramRun none = run_trainer("--resume " + quoted(dir / "empty") + " --out " + quoted(out), dir);
   CHECK(none.code == 2);
   CHECK(none.err.find("no training checkpoint") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
-  ProgramRun help = train("--help", dir);
+  ProgramRun help = run_trainer("--help", dir);
   for (const char* opt : {"--checkpoint-every", "--stop-at", "--allow-nonfinite", "--resume"}) {
     INFO(opt);
     CHECK(help.out.find(opt) != std::string::npos);

@@ -66,7 +66,7 @@ TEST_CASE("resume: 20 SIGKILLs at random moments leave loadable checkpoints and 
   const fs::path out = dir / "run";
   const std::string run = std::string(kResumeTiny) + " --steps 600 --warmup 20 --threads 1";
   const auto ref_start = std::chrono::steady_clock::now();
-  ProgramRun ref = train(run + " --checkpoint-every 600 --out " + quoted(dir / "ref"), dir);
+  ProgramRun ref = run_trainer(run + " --checkpoint-every 600 --out " + quoted(dir / "ref"), dir);
   REQUIRE(ref.code == 0);
   // Kill delays scale with how long a whole run takes here (a sanitizer build is several
   // times slower), so that kills land at every stage of a run whatever the build.
@@ -102,7 +102,7 @@ TEST_CASE("resume: 20 SIGKILLs at random moments leave loadable checkpoints and 
   CHECK(kills == 20);
   CHECK(during_write >= 1);
   // The last start runs to the end: the same final state as the straight run.
-  ProgramRun last = train(run + " --checkpoint-every 600 --resume " + quoted(out) + " --out " + quoted(out), dir);
+  ProgramRun last = run_trainer(run + " --checkpoint-every 600 --resume " + quoted(out) + " --out " + quoted(out), dir);
   INFO(last.err);
   REQUIRE(last.code == 0);
   CHECK(state_difference(dir / "ref" / "ckpt-00000600.npz", out / "ckpt-00000600.npz") == "");
@@ -112,7 +112,7 @@ TEST_CASE("resume: 20 SIGKILLs at random moments leave loadable checkpoints and 
 TEST_CASE("resume: SIGINT and SIGTERM write a checkpoint, name it, exit 130 / 143, and resume to the same end", "[resume][kill]") {
   const fs::path dir = scratch("sigint");
   const std::string run = std::string(kResumeTiny) + " --steps 400 --warmup 20 --threads 1";
-  REQUIRE(train(run + " --checkpoint-every 400 --out " + quoted(dir / "ref"), dir).code == 0);
+  REQUIRE(run_trainer(run + " --checkpoint-every 400 --out " + quoted(dir / "ref"), dir).code == 0);
   for (int sig : {SIGINT, SIGTERM}) {
     INFO("signal " << sig);
     const fs::path out = dir / ("run_" + std::to_string(sig));
@@ -131,7 +131,7 @@ TEST_CASE("resume: SIGINT and SIGTERM write a checkpoint, name it, exit 130 / 14
     CHECK(written == checkpoints(out).back());
     CHECK(written != out / "ckpt-00000400.npz");  // stopped before the end
     CHECK(loads(written));
-    ProgramRun rest = train("--resume " + quoted(written) + " --quiet --skip-gradcheck --threads 1 "
+    ProgramRun rest = run_trainer("--resume " + quoted(written) + " --quiet --skip-gradcheck --threads 1 "
                             "--eval-size 40 --checkpoint-every 400 --out " + quoted(out), dir);
     INFO(rest.err);
     REQUIRE(rest.code == 0);
@@ -143,7 +143,7 @@ TEST_CASE("resume: a disk that fills while checkpointing is exit 1 and leaves th
   const fs::path dir = scratch("disk_full");
   const fs::path out = dir / "run";
   const std::string run = std::string(kResumeTiny) + " --steps 20 --warmup 5 --threads 1";
-  REQUIRE(train(run + " --stop-at 10 --out " + quoted(out), dir).code == 0);
+  REQUIRE(run_trainer(run + " --stop-at 10 --out " + quoted(out), dir).code == 0);
   const fs::path previous = out / "ckpt-00000010.npz";
   const std::string before = slurp(previous);
   REQUIRE(before.size() > 20000);

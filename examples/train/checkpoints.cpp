@@ -19,7 +19,7 @@ using examples::one_line;
 namespace {
 
 const std::regex& checkpoint_name() {
-  static const std::regex re("ckpt-([0-9]{8})\\.npz");
+  static const std::regex re("ckpt-([0-9]{8,})\\.npz");
   return re;
 }
 
@@ -116,12 +116,15 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
     const std::string name = e.path().filename().string();
     if (std::regex_match(name, checkpoint_name())) found.push_back(e.path().string());
   }
-  std::sort(found.begin(), found.end());
+  // by step: a longer number is a later step (--steps reaches 9 digits), then by name
+  std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
   return found;
 }
 
 void remove_stale_temporaries(const std::string& dir) {
-  static const std::regex temporary("ckpt-[0-9]{8}\\.npz\\.tmp\\.[0-9]+");
+  static const std::regex temporary("ckpt-[0-9]{8,}\\.npz\\.tmp\\.[0-9]+");
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     std::error_code ignored;

@@ -1,6 +1,6 @@
 #pragma once
-// Training checkpoints under --out: ckpt-<step>.npz (the step in 8 digits, so names sort
-// by step), each a model checkpoint plus the training state of nn/training_state (AdamW's
+// Training checkpoints under --out: ckpt-<step>.npz (the step in at least 8 digits), each a
+// model checkpoint plus the training state of nn/training_state (AdamW's
 // moments, the batch generator, the step, the loss curve and the run's settings). Written
 // atomically (temporary file, fsync, rename, fsync of the directory); the older ones are
 // removed only once the new one is complete, keeping the last two.
