@@ -139,6 +139,11 @@ TEST_CASE("backward errors are clear", "[tape]") {
   Tensor<double> c(Array<double>{1.0});
   CHECK_THROWS_WITH(c.backward(), Catch::Contains("does not require grad"));
   CHECK_THROWS_WITH(c.grad(), Catch::Contains("no gradient"));
+  // A missing gradient has a type that says so (and is no ShapeError: no shape is wrong).
+  CHECK_THROWS_AS(c.grad(), NoGradientError);
+  CHECK_THROWS_AS(x.grad(), NoGradientError);  // backward never ran
+  CHECK_FALSE(std::is_base_of_v<ShapeError, NoGradientError>);
+  CHECK_FALSE(std::is_base_of_v<ShapeError, UndefinedTensorError>);
   Tape<double>::active().clear();
 }
 
