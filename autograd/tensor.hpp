@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "autograd/simd.hpp"  // before xtensor, which includes xsimd
+#include "platform/simd.hpp"  // before xtensor, which includes xsimd
 
 #include <xtensor/xarray.hpp>
 

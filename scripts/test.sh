@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command, and CI's (.ci/run). In order, stopping at the first failure:
 #   1. install what is missing, build (Release, build/) and run every test through CTest;
+#   1b. a Debug build of the library alone (build-debug/), unoptimised with AVX-512 code
+#      generation whatever this machine is, so the plain Debug build keeps compiling;
 #   2. build the tests again with AddressSanitizer + UndefinedBehaviorSanitizer
 #      (TAPEGRAD_SANITIZE=ON, -O1, build-asan/) and run them all: any sanitizer report,
 #      LeakSanitizer's included, fails the run;
@@ -18,9 +20,16 @@ step "Release build and tests"
 "$root/scripts/build.sh"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
 if [[ "${TAPEGRAD_TEST_QUICK:-0}" == 1 ]]; then
-  echo "test.sh: TAPEGRAD_TEST_QUICK=1: sanitizers, RSS check and fuzzing skipped"
+  echo "test.sh: TAPEGRAD_TEST_QUICK=1: Debug build, sanitizers, RSS check and fuzzing skipped"
   exit 0
 fi
+
+step "Debug build of the library (-O0, AVX-512 code)"
+# Compiled only, never run, so -march=x86-64-v4 works on any x86 machine: GCC 12 broke the
+# unoptimised AVX-512 build (platform/simd.hpp), and this keeps it from breaking again.
+cmake -S "$root" -B "$root/build-debug" -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_NATIVE=OFF \
+  -DCMAKE_CXX_FLAGS=-march=x86-64-v4 -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$root/build-debug" -j "$jobs" --target tapegrad
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # -O1 -g1 (line tables): lighter to compile than RelWithDebInfo, still readable reports.
