@@ -211,7 +211,11 @@ int main(int argc, char** argv) {
     if (!doc.empty()) {
       fs::path parent = fs::absolute(doc).parent_path();
       if (!fs::is_directory(parent)) throw UsageError("--doc " + doc + ": no directory " + parent.string());
-      prepare_out_dir(parent.string());
+      try {
+        prepare_out_dir(parent.string());
+      } catch (const UsageError&) {  // its message names --out, the wrong option here
+        throw UsageError("--doc " + doc + ": cannot write to its directory " + parent.string());
+      }
     }
     prepare_out_dir(out);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <xtensor/xadapt.hpp>
 #include <algorithm>
 #include <chrono>
@@ -35,7 +36,7 @@
 #include "nn/optim.hpp"
 #include "nn/schedule.hpp"
 #include "nn/tinygpt.hpp"
-#include "ops/kernels/gemm.hpp"
+#include "ops/threads.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;
@@ -95,6 +96,34 @@ TaskDefaults defaults_for(const std::string& task) {
 }
 
 using examples::one_line;
+
+// --help shows the defaults that apply: the sort value, then each task's that differs.
+void show_task_defaults(CLI::App& app, examples::ConfigOptions& model) {
+  const std::vector<std::string> tasks = {"sort", "reverse", "recall", "text"};
+  auto per_task = [&](auto value) {
+    std::vector<std::pair<std::string, std::string>> values;
+    for (const std::string& t : tasks) values.emplace_back(t, fmt::format("{}", value(defaults_for(t))));
+    return examples::per_case_default(values);
+  };
+  app.get_option("--batch")->default_str(per_task([](const TaskDefaults& d) { return d.batch; }));
+  app.get_option("--steps")->default_str(per_task([](const TaskDefaults& d) { return d.steps; }));
+  app.get_option("--warmup")->default_str(
+      per_task([](const TaskDefaults& d) { return d.warmup; }) + ", at most --steps/5");
+  app.get_option("--lr")->default_str(per_task([](const TaskDefaults& d) { return d.lr; }) +
+                                      " (--arch llama on sort, reverse 0.004)");
+  app.get_option("--min-lr")->default_str(per_task([](const TaskDefaults& d) { return d.min_lr; }));
+  app.get_option("--weight-decay")->default_str("0.01 (recall 0)");
+  // the recall-only options show recall's defaults, the ones that apply
+  app.get_option("--recall-min-pairs")->default_str("2");
+  app.get_option("--recall-chain")->default_str("0.5");
+  app.get_option("--recall-dense-loss")->default_str("on");
+  model.show_default("d_model", per_task([](const TaskDefaults& d) { return d.d_model; }));
+  model.show_default("heads", per_task([](const TaskDefaults& d) { return d.heads; }));
+  model.show_default("layers", per_task([](const TaskDefaults& d) { return d.layers; }));
+  model.show_default("attention_init", "gpt2 (recall variance_preserving)");
+  model.show_default("qk_norm", "off (--arch llama on sort, reverse: on)");
+  model.show_default("rope_theta", "10000 (--arch llama on sort, reverse: 100)");
+}
 
 std::vector<std::int64_t> string_ids(const std::string& s) {
   return std::vector<std::int64_t>(s.begin(), s.end());
@@ -215,6 +244,8 @@ int run(Settings s, const CLI::App& app, const examples::ConfigOptions& model_op
           throw std::runtime_error("cannot read --text file " + s.text + ": " + e.what());
         }
         if (in.bad()) throw std::runtime_error("cannot read --text file " + s.text);
+        if (const std::string why = text_warning(content); !why.empty())
+          std::fprintf(stderr, "%s: warning: --text %s: %s\n", kProgram, s.text.c_str(), why.c_str());
         text = resumed_vocab.empty() ? TextTask::from_string(content, ctx)
                                      : TextTask::from_string(content, ctx, resumed_vocab);
       } else {
@@ -266,7 +297,7 @@ int run(Settings s, const CLI::App& app, const examples::ConfigOptions& model_op
 
   // Everything the options can get wrong has been checked: only now touch the disk.
   prepare_out_dir(s.out);
-  kernels::set_num_threads(s.threads);
+  set_num_threads(s.threads);
 
   // --- data ----------------------------------------------------------------------------
   std::vector<Batch> eval_batches;
@@ -501,7 +532,7 @@ int run(Settings s, const CLI::App& app, const examples::ConfigOptions& model_op
   m.set("beta1", s.beta1);
   m.set("beta2", s.beta2);
   m.set("clip", s.clip);
-  m.set("threads", kernels::num_threads());
+  m.set("threads", num_threads());
   if (task_name == "recall") {
     m.set("recall_min_pairs", s.recall_min_pairs);
     m.set("recall_grow_steps", s.recall_grow_steps);
@@ -616,6 +647,8 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", s.top_p, "nucleus sampling: keep the most likely tokens up to this mass")
       ->check(examples::finite_range(1e-6, 1.0))->group(sample_group);
   app.add_option("--prompt", s.prompt, "text to continue (default: a newline)")->group(sample_group);
+
+  show_task_defaults(app, model_options);
 
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
