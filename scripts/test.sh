@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command, and CI's (.ci/run). In order, stopping at the first failure:
 #   1. install what is missing, build (Release, build/) and run every test through CTest;
+#      then install to a temporary prefix and build tests/consumer against it
+#      (find_package(tapegrad), as a user's project);
 #   1b. a Debug build of the library alone (build-debug/), unoptimised with AVX-512 code
 #      generation whatever this machine is, so the plain Debug build keeps compiling;
 #   2. build the tests again with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -19,6 +21,9 @@ step "Release build and tests"
 "$root/scripts/install-deps.sh" --test
 "$root/scripts/build.sh"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
+
+step "installed package: a consumer project built with find_package(tapegrad)"
+"$root/tests/consumer/run.sh" "$root/build"
 if [[ "${TAPEGRAD_TEST_QUICK:-0}" == 1 ]]; then
   echo "test.sh: TAPEGRAD_TEST_QUICK=1: Debug build, sanitizers, RSS check and fuzzing skipped"
   exit 0
