@@ -206,11 +206,16 @@ TEST_CASE("kv cache: a full-attention model stops at its context", "[kv_cache]")
 TEST_CASE("kv cache: a wrapped ring decodes what attention() computes", "[kv_cache]") {
   // Keys and values appended one position at a time into a ring of capacity = window;
   // after the ring wraps, slot order is not position order. The decode of the newest
-  // query must equal the last row of attention() over the whole sequence.
-  for (std::size_t window : {1, 3, 4}) {
+  // query must equal the last row of attention() over the whole sequence. Head widths of 3
+  // and 11 and rings of 19 and 45 keys cover the kernel's vector blocks of keys and of the
+  // head width (8 doubles), their scalar tails, and a run boundary inside a block.
+  struct Case { std::size_t dh, N, window; };
+  for (const Case& c : {Case{3, 11, 1}, Case{3, 11, 3}, Case{3, 11, 4}, Case{11, 45, 19},
+                        Case{11, 45, 45}}) {
     for (std::size_t kv_heads : {1, 2, 4}) {
-      INFO("window " << window << ", kv_heads " << kv_heads);
-      const std::size_t B = 2, H = 4, dh = 3, N = 11;
+      const std::size_t window = c.window, dh = c.dh, N = c.N;
+      INFO("dh " << dh << ", window " << window << ", kv_heads " << kv_heads);
+      const std::size_t B = 2, H = 4;
       AttentionSpec spec;
       spec.heads = H;
       spec.kv_heads = kv_heads;
