@@ -1,6 +1,7 @@
 // A user's first program against the installed package: an XOR MLP trained with AdamW in
 // float, saved as a checkpoint and loaded into a double copy (the widening load), whose
 // predictions must agree. Exits 0 when XOR is learned and the copy agrees, 1 otherwise.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -26,7 +27,10 @@ int main() {
   Generator gen(3);
   XorNet<float> net(gen);
   const Tensor<float> x(Array<float>{{0, 0}, {0, 1}, {1, 0}, {1, 1}});
-  const Tensor<float> y(Array<float>{{0}, {1}, {1}, {0}});
+  Array<float> targets = Array<float>::from_shape({4, 1});  // ({{0}, {1}, ...} is ambiguous)
+  const float xor_of[4] = {0, 1, 1, 0};
+  std::copy(xor_of, xor_of + 4, targets.begin());
+  const Tensor<float> y(targets);
   AdamW<float> opt(net.parameters(), AdamWOptions{0.05, 0.9, 0.999, 1e-8, 0.0});
   float loss = 0;
   for (int step = 0; step < 500; ++step) {
