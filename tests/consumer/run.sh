@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 # A dependency named by absolute path breaks on any machine where it lives elsewhere.
-if grep -nE '(^|[";( ])/(usr|opt|lib|home|nix)/' "$tmp"/prefix/lib*/cmake/tapegrad/tapegradTargets*.cmake; then
+if grep -nE '(^|[";( :<>])/(usr|opt|lib|home|nix)/' "$tmp"/prefix/lib*/cmake/tapegrad/tapegradTargets*.cmake; then
   echo "consumer: the installed tapegradTargets name a file by absolute path (above)" >&2
   exit 1
 fi
