@@ -63,15 +63,17 @@ inline CLI::Validator unsigned_integer() {
 // "=on" or "=off" (or the text given with default_str), as options show theirs.
 class HelpFormatter : public CLI::Formatter {
  public:
+  // A flag takes no value (CLI11 gives it a type size, but expects no argument).
+  static bool is_flag(const CLI::Option* opt) { return opt->get_expected_min() == 0; }
   std::string make_option_name(const CLI::Option* opt, bool positional) const override {
-    if (positional || opt->get_type_size() != 0) return CLI::Formatter::make_option_name(opt, positional);
+    if (positional || !is_flag(opt)) return CLI::Formatter::make_option_name(opt, positional);
     std::string names;
     for (const std::string& n : opt->get_snames()) names += (names.empty() ? "-" : ", -") + n;
     for (const std::string& n : opt->get_lnames()) names += (names.empty() ? "--" : ", --") + n;
     return names;
   }
   std::string make_option_opts(const CLI::Option* opt) const override {
-    if (opt->get_type_size() != 0) return CLI::Formatter::make_option_opts(opt);
+    if (!is_flag(opt)) return CLI::Formatter::make_option_opts(opt);
     const std::string d = opt->get_default_str();
     return d.empty() ? "" : "=" + (d == "false" ? std::string("off") : d == "true" ? std::string("on") : d);
   }
