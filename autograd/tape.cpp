@@ -100,12 +100,17 @@ template <class T>
 void BackwardContext<T>::accumulate(std::size_t i, Array<T> contribution) {
   TensorImpl<T>& input = *node_.inputs.at(i).tensor;
   if (!input.requires_grad) return;
-  Array<T> reduced = sum_to<T>(std::move(contribution), input.shape());
-  if (g_anomaly && !all_finite(reduced))
+  // The common case, a contribution of the input's own shape, skips sum_to: building the
+  // two Shapes it compares would allocate twice per gradient.
+  const auto& have = contribution.shape();
+  const auto& want = input.value.shape();
+  if (!std::equal(have.begin(), have.end(), want.begin(), want.end()))
+    contribution = sum_to<T>(std::move(contribution), input.shape());
+  if (g_anomaly && !all_finite(contribution))
     throw AnomalyError(fmt::format(
         "anomaly: the backward of {} produced a non-finite gradient for its input {} of shape {}",
         node_.op, i, shape_str(input.shape())));
-  add_grad(input, std::move(reduced));
+  add_grad(input, std::move(contribution));
 }
 
 template <class T>
@@ -340,7 +345,7 @@ bool will_record(OpInputs<T> inputs) {
 namespace detail {
 
 template <class T>
-std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T> value) {
+std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T>&& value) {
   if (g_anomaly && !all_finite(value))
     throw AnomalyError(fmt::format("anomaly: {} produced a non-finite value: inputs {} -> {}", op,
                                    input_shapes(inputs), shape_str(shape_of(value))));
@@ -374,7 +379,7 @@ void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorI
 #define TAPEGRAD_INSTANTIATE(T)                                                          \
   template bool will_record(OpInputs<T>);                                                \
   template std::shared_ptr<TensorImpl<T>> detail::make_output(const char*, OpInputs<T>,   \
-                                                              Array<T>);                 \
+                                                              Array<T>&&);               \
   template void detail::push_node(const char*, OpInputs<T>,                              \
                                   const std::shared_ptr<TensorImpl<T>>&, BackwardFn<T>); \
   template class BackwardContext<T>;                                                     \

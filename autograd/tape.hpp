@@ -204,7 +204,7 @@ struct Identity {
 
 // record()'s two halves: the output (checked in anomaly mode), then the node.
 template <class T>
-std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T> value);
+std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T>&& value);
 template <class T>
 void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorImpl<T>>& out,
                BackwardFn<T> backward);

@@ -36,7 +36,9 @@ enum class History : std::uint8_t {
 
 template <class T>
 struct TensorImpl {
-  explicit TensorImpl(Array<T> v, bool requires = false)
+  // By rvalue reference: each move of an xarray copies its shape and strides, which in a
+  // chain of small ops costs as much as the arithmetic.
+  explicit TensorImpl(Array<T>&& v, bool requires = false)
       : value(std::move(v)), requires_grad(requires) {
     live.fetch_add(1, std::memory_order_relaxed);
   }
