@@ -2,17 +2,15 @@
 // The one place that formats errors. Every op reports bad input through `fail(op, ...)`,
 // so messages always read "op: what is wrong (shapes)"; the tape reports a misused graph
 // through fail_with<GraphError>(op, ...) in the same voice.
-#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include <fmt/format.h>
 
-namespace tapegrad {
+#include "autograd/shape.hpp"  // messages name shapes with shape_str
 
-using Shape = std::vector<std::size_t>;
+namespace tapegrad {
 
 // Thrown for every user error: a wrong shape, rank, axis or argument.
 class ShapeError : public std::invalid_argument {
@@ -29,8 +27,20 @@ class GraphError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
-// "(2,6,16)"; a scalar (rank 0) prints as "()".
-std::string shape_str(const Shape& shape);
+// Thrown when a Tensor handle that holds nothing (default-constructed) is used: a field
+// never assigned, an optional bias that is absent. Not an argument's shape or value, so a
+// logic_error of its own.
+class UndefinedTensorError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+// Thrown when grad() is read on a tensor no gradient has reached: backward has not run
+// yet, the tensor does not require grad, or the loss does not depend on it.
+class NoGradientError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
 
 template <class Error, class... Args>
 [[noreturn]] void fail_with(std::string_view op, fmt::format_string<Args...> format,

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "autograd/errors.hpp"
+
 namespace tapegrad {
 
 std::string shape_str(const Shape& shape) {

@@ -1,12 +1,17 @@
 #pragma once
-// Shape arithmetic shared by every op: NumPy broadcasting and axis normalisation.
+// Shapes: the type, how it prints, and the arithmetic shared by every op (NumPy
+// broadcasting, axis normalisation).
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
-#include "autograd/errors.hpp"
-
 namespace tapegrad {
+
+using Shape = std::vector<std::size_t>;
+
+// "(2,6,16)"; a scalar (rank 0) prints as "()".
+std::string shape_str(const Shape& shape);
 
 std::size_t numel(const Shape& shape);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "autograd/tensor_impl.hpp"
 
@@ -198,14 +199,36 @@ void Tape<T>::clear() {
   drop_all(History::cleared);
 }
 
+namespace {
+// How the tape printout names where an input comes from.
+template <class T>
+std::string input_source(const TensorImpl<T>& input,
+                         const std::unordered_map<const TensorImpl<T>*, std::size_t>& made_by) {
+  if (const auto it = made_by.find(&input); it != made_by.end()) return fmt::format("#{}", it->second);
+  switch (input.history) {
+    case History::leaf: return input.requires_grad ? "leaf" : "constant";
+    case History::recorded: return "another tape";
+    default: return "freed";  // a backward released its node, or the tape was cleared
+  }
+}
+}  // namespace
+
 template <class T>
 std::string Tape<T>::to_string() const {
+  // Node numbers by output, so that each input can say which node made it. Only live
+  // outputs are keyed: an expired one's address may already belong to a newer tensor.
+  std::unordered_map<const TensorImpl<T>*, std::size_t> made_by;
   std::string out;
-  for (const Node<T>& node : nodes_) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Node<T>& node = nodes_[i];
     std::vector<std::string> inputs;
-    for (const SavedInput<T>& in : node.inputs) inputs.push_back(shape_str(in.tensor->shape()));
-    out += fmt::format("{} {} -> {}\n", node.op, fmt::join(inputs, ", "),
+    for (const SavedInput<T>& in : node.inputs) {
+      inputs.push_back(fmt::format("{} {}", input_source(*in.tensor, made_by),
+                                   shape_str(in.tensor->shape())));
+    }
+    out += fmt::format("#{} {} {} -> {}\n", i, node.op, fmt::join(inputs, ", "),
                        shape_str(node.output_shape));
+    if (!node.output.expired()) made_by.emplace(node.out, i);
   }
   return out;
 }

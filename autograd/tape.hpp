@@ -117,7 +117,11 @@ class Tape {
   const std::vector<Node<T>>& nodes() const { return nodes_; }
   // Drops every node; their outputs become History::cleared (a backward through one throws).
   void clear();
-  // One line per node: "matmul (2,6,16), (16,16) -> (2,6,16)".
+  // One line per node, numbered from 0, each input named by where it comes from (the node
+  // that made it, a leaf that requires grad, a constant, or an op output whose node a
+  // backward freed) with its shape:
+  //   #0 matmul leaf (2,6,16), leaf (16,16) -> (2,6,16)
+  //   #1 add #0 (2,6,16), constant (16) -> (2,6,16)
   std::string to_string() const;
 
   // Seeds root's gradient and walks, from last to first, the nodes root depends on; then

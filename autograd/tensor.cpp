@@ -76,7 +76,9 @@ Tensor<T> Tensor<T>::uniform(const Shape& shape, Generator& gen, T low, T high,
 
 template <class T>
 TensorImpl<T>& Tensor<T>::checked() const {
-  if (!impl_) throw ShapeError("Tensor: this handle is undefined (default-constructed)");
+  if (!impl_)
+    fail_with<UndefinedTensorError>("Tensor", "this handle is undefined (default-constructed, "
+                                    "never assigned a tensor)");
   return *impl_;
 }
 
@@ -129,8 +131,8 @@ bool Tensor<T>::has_grad() const { return checked().has_grad; }
 template <class T>
 const Array<T>& Tensor<T>::grad() const {
   if (!checked().has_grad)
-    fail("grad", "no gradient has reached this tensor of shape {} (did backward run, and "
-         "does it require grad?)", shape_str(shape()));
+    fail_with<NoGradientError>("grad", "no gradient has reached this tensor of shape {} (did "
+                               "backward run, and does it require grad?)", shape_str(shape()));
   return impl_->grad;
 }
 template <class T>

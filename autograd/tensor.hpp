@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "autograd/simd.hpp"  // before xtensor, which includes xsimd
+#include "platform/simd.hpp"  // before xtensor, which includes xsimd
 
 #include <xtensor/xarray.hpp>
 
@@ -37,6 +37,18 @@ class Generator {
  private:
   std::mt19937_64 engine_;
 };
+
+// The type of a scalar operand of a Tensor<T> op: T itself, but spelled through a nested
+// type, which the compiler does not deduce from. T then comes from the tensor alone and a
+// scalar of any arithmetic type converts to it, as in NumPy and PyTorch (Tensor<float> *
+// 2.0 stays a Tensor<float>); with a plain T, `x * 2.0` and `x + 1` would not compile
+// ("deduced conflicting types").
+template <class T>
+struct ScalarOperand {
+  using type = T;
+};
+template <class T>
+using Scalar = typename ScalarOperand<T>::type;
 
 template <class T>
 class Tensor {

@@ -26,7 +26,7 @@
 #include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/generation.hpp"
-#include "ops/kernels/parallel.hpp"
+#include "ops/threads.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::tasks;
@@ -210,7 +210,7 @@ int run(const Settings& s) {
   Loaded l = load(s.model);
   const Codec codec = make_codec(l, s.prompt);
   const GenerateOptions o = options_from(s, codec, l.model);
-  kernels::set_num_threads(s.threads);
+  set_num_threads(s.threads);
   // every check is done: from here on the output streams
   std::fputs(codec.shown_prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -231,7 +231,8 @@ int run(const Settings& s) {
 
 int main(int argc, char** argv) {
   Settings s;
-  CLI::App app{"Continue a prompt with a trained model, streaming the tokens (KV cache)."};
+  CLI::App app{"Continue a prompt with a trained model, streaming the tokens (KV cache).",
+               kProgram};
   app.add_option("--model", s.model, "checkpoint written by train_tiny_transformer")->required();
   app.add_option("--prompt", s.prompt,
                  "text (a text model; empty: a newline) or the input tokens of a task "

@@ -16,11 +16,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "examples/common/cli.hpp"
 #include "ops/attention.hpp"
 #include "ops/attention_fused.hpp"
 #include "ops/cross_entropy.hpp"
 #include "ops/embedding.hpp"
-#include "ops/kernels/parallel.hpp"
 #include "ops/norm.hpp"
 #include "tapegrad.hpp"
 
@@ -29,6 +29,8 @@ using T = double;
 using Inputs = std::vector<Tensor<T>>;
 
 namespace {
+
+constexpr const char* kProgram = "gradcheck";
 
 enum class Domain { any, positive, away_from_zero };
 
@@ -215,20 +217,15 @@ class JsonOutput {
 };
 
 int main(int argc, char** argv) {
-  CLI::App app{"Finite-difference gradient check (double precision) of every tapegrad op."};
+  CLI::App app{"Finite-difference gradient check (double precision) of every tapegrad op.",
+               kProgram};
   std::string json_path, filter;
   int threads = 1;
   app.add_option("--json", json_path, "Also write the rows to this JSON file");
   app.add_option("--filter", filter, "Only cases whose name contains this text");
   app.add_option("--threads", threads, "kernel threads (0: all cores)")->check(CLI::Range(0, 256));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "gradcheck: %s (see --help)\n", e.what());
-    return 2;
-  }
+  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+    return *code;
   std::vector<Case> cases;
   for (Case& c : all_cases())
     if (filter.empty() || c.op.find(filter) != std::string::npos) cases.push_back(std::move(c));
@@ -244,7 +241,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  kernels::set_num_threads(threads);
+  set_num_threads(threads);
 
   std::printf("%-38s %-34s %12s %12s  %s\n", "op", "input shapes", "max abs err", "max rel err",
               "pass");

@@ -1,10 +1,12 @@
 #include "nn/checkpoint.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -91,7 +93,10 @@ void assign_parameters(const std::vector<NpzEntry>& entries, Module<T>& module,
       fail_checkpoint(label, fmt::format("parameter '{}' {} is missing", p.name,
                                          p.tensor.shape_string()));
     const NpzEntry& e = *it->second;
-    if (e.dtype() != npz_dtype_of<T>())
+    // float32 widens to a double model without loss (a trained model can be gradient-
+    // checked in double); float64 into a float model would round, so it stays an error.
+    const bool widens = std::is_same_v<T, double> && e.holds<float>();
+    if (e.dtype() != npz_dtype_of<T>() && !widens)
       fail_checkpoint(label, fmt::format("parameter '{}' is {} in the file but the model is {}",
                                          p.name, npz_dtype_name(e.dtype()),
                                          npz_dtype_name(npz_dtype_of<T>())));
@@ -102,8 +107,14 @@ void assign_parameters(const std::vector<NpzEntry>& entries, Module<T>& module,
   }
   NoGradGuard guard;
   for (const NamedParameter<T>& p : module.named_parameters()) {
-    const xt::xarray<T>& src = by_name.at(p.name)->template as<T>();
+    const NpzEntry& e = *by_name.at(p.name);
     Tensor<T> t = p.tensor;
+    if (!e.holds<T>()) {  // float32 into double, checked above
+      const xt::xarray<float>& src = e.as<float>();
+      std::copy(src.begin(), src.end(), t.value().data());
+      continue;
+    }
+    const xt::xarray<T>& src = e.as<T>();
     std::memcpy(t.value().data(), src.data(), src.size() * sizeof(T));
   }
 }

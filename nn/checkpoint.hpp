@@ -43,7 +43,9 @@ template <class T>
 void save_parameters(const std::string& path, const Module<T>& module,
                      const std::vector<NpzEntry>& extra = {});
 // Copies every parameter of `module` from `path`. The file must hold exactly the
-// module's names (entries under `__config__.` aside), each with its shape and dtype T.
+// module's names (entries under `__config__.` aside), each with its shape and dtype T,
+// except that float32 loads into a double model by default, widened exactly (so a model
+// trained in float can be gradient-checked in double); float64 into float is refused.
 template <class T>
 void load_parameters(const std::string& path, Module<T>& module);
 

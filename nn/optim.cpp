@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 
 #include "autograd/tape.hpp"
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"

@@ -32,7 +32,7 @@ Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
   });
 }
 template <class T>
-Tensor<T> add(const Tensor<T>& a, T b) {
+Tensor<T> add(const Tensor<T>& a, Scalar<T> b) {
   return record<T>("add_scalar", {a}, a.value() + b,
                    [](BackwardContext<T>& c) { c.accumulate(0, c.take_grad()); });
 }
@@ -48,12 +48,12 @@ Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
   });
 }
 template <class T>
-Tensor<T> sub(const Tensor<T>& a, T b) {
+Tensor<T> sub(const Tensor<T>& a, Scalar<T> b) {
   return record<T>("sub_scalar", {a}, a.value() - b,
                    [](BackwardContext<T>& c) { c.accumulate(0, c.take_grad()); });
 }
 template <class T>
-Tensor<T> sub(T a, const Tensor<T>& b) {
+Tensor<T> sub(Scalar<T> a, const Tensor<T>& b) {
   return record<T>("rsub_scalar", {b}, a - b.value(),
                    [](BackwardContext<T>& c) { c.accumulate(0, -c.grad()); });
 }
@@ -69,7 +69,7 @@ Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
   });
 }
 template <class T>
-Tensor<T> mul(const Tensor<T>& a, T b) {
+Tensor<T> mul(const Tensor<T>& a, Scalar<T> b) {
   return record<T>("mul_scalar", {a}, a.value() * b,
                    [b](BackwardContext<T>& c) { c.accumulate(0, c.grad() * b); });
 }
@@ -85,12 +85,12 @@ Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
   });
 }
 template <class T>
-Tensor<T> div(const Tensor<T>& a, T b) {
+Tensor<T> div(const Tensor<T>& a, Scalar<T> b) {
   return record<T>("div_scalar", {a}, a.value() / b,
                    [b](BackwardContext<T>& c) { c.accumulate(0, c.grad() / b); });
 }
 template <class T>
-Tensor<T> div(T a, const Tensor<T>& b) {
+Tensor<T> div(Scalar<T> a, const Tensor<T>& b) {
   // z = a / b; backward: db = -dz * z / b
   return record<T>("rdiv_scalar", {b}, a / b.value(), [](BackwardContext<T>& c) {
     c.accumulate(0, -c.grad() * c.output() / c.input(0));
@@ -130,7 +130,7 @@ Tensor<T> sqrt(const Tensor<T>& a) {
 
 // z = a^p; backward: da = dz * p * a^(p-1)
 template <class T>
-Tensor<T> pow(const Tensor<T>& a, T p) {
+Tensor<T> pow(const Tensor<T>& a, Scalar<T> p) {
   return record<T>("pow", {a}, xt::pow(a.value(), p), [p](BackwardContext<T>& c) {
     c.accumulate(0, c.grad() * p * xt::pow(c.input(0), p - T(1)));
   });

@@ -1,26 +1,27 @@
 #pragma once
 // Elementwise ops with NumPy broadcasting. Binary ops accept (tensor, tensor),
-// (tensor, scalar) and (scalar, tensor); the scalar is a constant, not on the tape.
+// (tensor, scalar) and (scalar, tensor); the scalar is a constant, not on the tape, of any
+// arithmetic type, converted to the tensor's (Scalar<T>, autograd/tensor.hpp).
 #include "autograd/tensor.hpp"
 
 namespace tapegrad {
 
 template <class T> Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b);
-template <class T> Tensor<T> add(const Tensor<T>& a, T b);
+template <class T> Tensor<T> add(const Tensor<T>& a, Scalar<T> b);
 template <class T> Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b);
-template <class T> Tensor<T> sub(const Tensor<T>& a, T b);
-template <class T> Tensor<T> sub(T a, const Tensor<T>& b);
+template <class T> Tensor<T> sub(const Tensor<T>& a, Scalar<T> b);
+template <class T> Tensor<T> sub(Scalar<T> a, const Tensor<T>& b);
 template <class T> Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b);
-template <class T> Tensor<T> mul(const Tensor<T>& a, T b);
+template <class T> Tensor<T> mul(const Tensor<T>& a, Scalar<T> b);
 template <class T> Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b);
-template <class T> Tensor<T> div(const Tensor<T>& a, T b);
-template <class T> Tensor<T> div(T a, const Tensor<T>& b);
+template <class T> Tensor<T> div(const Tensor<T>& a, Scalar<T> b);
+template <class T> Tensor<T> div(Scalar<T> a, const Tensor<T>& b);
 
 template <class T> Tensor<T> neg(const Tensor<T>& a);
 template <class T> Tensor<T> exp(const Tensor<T>& a);
 template <class T> Tensor<T> log(const Tensor<T>& a);
 template <class T> Tensor<T> sqrt(const Tensor<T>& a);
-template <class T> Tensor<T> pow(const Tensor<T>& a, T exponent);
+template <class T> Tensor<T> pow(const Tensor<T>& a, Scalar<T> exponent);
 template <class T> Tensor<T> tanh(const Tensor<T>& a);
 template <class T> Tensor<T> relu(const Tensor<T>& a);
 template <class T> Tensor<T> sigmoid(const Tensor<T>& a);
@@ -35,13 +36,13 @@ template <class T> Tensor<T> operator-(const Tensor<T>& a, const Tensor<T>& b) {
 template <class T> Tensor<T> operator*(const Tensor<T>& a, const Tensor<T>& b) { return mul(a, b); }
 template <class T> Tensor<T> operator/(const Tensor<T>& a, const Tensor<T>& b) { return div(a, b); }
 template <class T> Tensor<T> operator-(const Tensor<T>& a) { return neg(a); }
-template <class T> Tensor<T> operator+(const Tensor<T>& a, T b) { return add(a, b); }
-template <class T> Tensor<T> operator+(T a, const Tensor<T>& b) { return add(b, a); }
-template <class T> Tensor<T> operator-(const Tensor<T>& a, T b) { return sub(a, b); }
-template <class T> Tensor<T> operator-(T a, const Tensor<T>& b) { return sub(a, b); }
-template <class T> Tensor<T> operator*(const Tensor<T>& a, T b) { return mul(a, b); }
-template <class T> Tensor<T> operator*(T a, const Tensor<T>& b) { return mul(b, a); }
-template <class T> Tensor<T> operator/(const Tensor<T>& a, T b) { return div(a, b); }
-template <class T> Tensor<T> operator/(T a, const Tensor<T>& b) { return div(a, b); }
+template <class T> Tensor<T> operator+(const Tensor<T>& a, Scalar<T> b) { return add(a, b); }
+template <class T> Tensor<T> operator+(Scalar<T> a, const Tensor<T>& b) { return add(b, a); }
+template <class T> Tensor<T> operator-(const Tensor<T>& a, Scalar<T> b) { return sub(a, b); }
+template <class T> Tensor<T> operator-(Scalar<T> a, const Tensor<T>& b) { return sub(a, b); }
+template <class T> Tensor<T> operator*(const Tensor<T>& a, Scalar<T> b) { return mul(a, b); }
+template <class T> Tensor<T> operator*(Scalar<T> a, const Tensor<T>& b) { return mul(b, a); }
+template <class T> Tensor<T> operator/(const Tensor<T>& a, Scalar<T> b) { return div(a, b); }
+template <class T> Tensor<T> operator/(Scalar<T> a, const Tensor<T>& b) { return div(a, b); }
 
 }  // namespace tapegrad

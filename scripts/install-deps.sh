@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make ccache               # toolchain (ccache: rebuilds are cheap)
+  cmake g++ make ccache pkg-config    # toolchain (ccache: rebuilds are cheap; pkg-config finds libzip)
   libxtensor-dev xtl-dev libxsimd-dev libxtensor-blas-dev libopenblas-dev
   libfmt-dev libzip-dev libcli11-dev  # formatting, .npz checkpoints, example CLIs
   catch2                              # tests (Catch2 v2; built with the library by default)

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command, and CI's (.ci/run). In order, stopping at the first failure:
 #   1. install what is missing, build (Release, build/) and run every test through CTest,
-#      then the Python bindings' pytest suite against build/python;
+#      then the Python bindings' pytest suite against build/python; then install to a
+#      temporary prefix and build tests/consumer against it (find_package(tapegrad), as a
+#      user's project);
 #   1b. `pip install .` into a fresh venv and the same pytest suite against that install;
+#   1c. a Debug build of the library alone (build-debug/), unoptimised with AVX-512 code
+#      generation whatever this machine is, so the plain Debug build keeps compiling;
 #   2. build the tests again with AddressSanitizer + UndefinedBehaviorSanitizer
 #      (TAPEGRAD_SANITIZE=ON, -O1, build-asan/) and run them all: any sanitizer report,
 #      LeakSanitizer's included, fails the run;
@@ -24,8 +28,11 @@ step "Python bindings: pytest against the build tree"
 # The interpreter CMake built the module for (Debian's, where python3-numpy/-pytest live).
 py=$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "$root/build/CMakeCache.txt")
 PYTHONPATH="$root/build/python" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python"
+
+step "installed package: a consumer project built with find_package(tapegrad)"
+"$root/tests/consumer/run.sh" "$root/build"
 if [[ "${TAPEGRAD_TEST_QUICK:-0}" == 1 ]]; then
-  echo "test.sh: TAPEGRAD_TEST_QUICK=1: sanitizers, RSS check and fuzzing skipped"
+  echo "test.sh: TAPEGRAD_TEST_QUICK=1: Debug build, sanitizers, RSS check and fuzzing skipped"
   exit 0
 fi
 
@@ -37,6 +44,13 @@ venv=$(mktemp -d)
 CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q --disable-pip-version-check "$root"
 (cd "$venv" && TAPEGRAD_BUILD_DIR="$root/build" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python")
 rm -rf "$venv"
+
+step "Debug build of the library (-O0, AVX-512 code)"
+# Compiled only, never run, so -march=x86-64-v4 works on any x86 machine: GCC 12 broke the
+# unoptimised AVX-512 build (platform/simd.hpp), and this keeps it from breaking again.
+cmake -S "$root" -B "$root/build-debug" -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_NATIVE=OFF \
+  -DCMAKE_CXX_FLAGS=-march=x86-64-v4 -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$root/build-debug" -j "$jobs" --target tapegrad
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # -O1 -g1 (line tables): lighter to compile than RelWithDebInfo, still readable reports.

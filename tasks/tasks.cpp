@@ -269,6 +269,31 @@ Batch SequenceTask::train_batch(std::size_t batch, Generator& gen, std::size_t s
   return make_train_batch(examples);
 }
 
+std::vector<TokenRange> SequenceTask::token_ranges() const {
+  if (name_ == "recall")
+    return {{"key", 0, num_keys_ - 1},
+            {"value", num_keys_, num_keys_ + symbols_ - 1},
+            {"separator", separator_, separator_}};
+  return {{"symbol", 0, symbols_ - 1}, {"separator", separator_, separator_}};
+}
+
+std::string SequenceTask::layout() const {
+  std::string ids;
+  for (const TokenRange& r : token_ranges())
+    ids += (ids.empty() ? "" : ", ") + r.role + (r.first == r.last ? " " + std::to_string(r.first)
+                                                 : "s " + std::to_string(r.first) + ".." +
+                                                       std::to_string(r.last));
+  const std::string input = name_ == "recall" ? std::to_string(pairs_) + " (key, value) pairs "
+                                                "then a query key"
+                                              : std::to_string(input_len_) + " symbols";
+  const std::string answer = name_ == "sort"      ? "the symbols sorted ascending"
+                             : name_ == "reverse" ? "the symbols reversed"
+                                                  : "the query key's value";
+  return name_ + ": " + ids + "; a sequence is " + input + ", SEP, " + answer + " (" +
+         std::to_string(input_len_ + 1 + answer_len_) + " tokens; the model reads the first " +
+         std::to_string(context()) + ")";
+}
+
 std::string SequenceTask::format(const std::vector<std::int64_t>& tokens) const {
   std::ostringstream out;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -290,7 +315,8 @@ std::string SequenceTask::format(const std::vector<std::int64_t>& tokens) const 
 // ---------------------------------------------------------------------------------------
 // UTF-8
 
-std::vector<std::uint32_t> utf8_decode(const std::string& s) {
+std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invalid) {
+  if (invalid) *invalid = 0;
   std::vector<std::uint32_t> out;
   out.reserve(s.size());
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -311,6 +337,7 @@ std::vector<std::uint32_t> utf8_decode(const std::string& s) {
       ok = false;
     }
     if (!ok) {
+      if (invalid) ++*invalid;
       out.push_back(0xfffd);
       i += 1;  // resynchronise on the next byte
       continue;
@@ -341,6 +368,24 @@ std::string utf8_encode(const std::vector<std::uint32_t>& cps) {
     }
   }
   return out;
+}
+
+std::string text_warning(const std::string& bytes) {
+  std::size_t invalid = 0;
+  const std::vector<std::uint32_t> cps = utf8_decode(bytes, &invalid);
+  std::size_t control = 0;
+  for (std::uint32_t c : cps) {
+    const bool whitespace = c == '\t' || c == '\n' || c == '\r' || c == '\f';
+    if ((c < 0x20 && !whitespace) || c == 0x7f || (c >= 0x80 && c < 0xa0)) ++control;
+  }
+  std::string why;
+  if (invalid > 0)
+    why = std::to_string(invalid) + " of " + std::to_string(bytes.size()) +
+          " bytes are not valid UTF-8 (each becomes U+FFFD)";
+  if (control * 20 > cps.size())
+    why += (why.empty() ? "" : "; ") + std::to_string(control) + " of " +
+           std::to_string(cps.size()) + " characters are control characters";
+  return why.empty() ? why : "this does not look like text: " + why;
 }
 
 // ---------------------------------------------------------------------------------------

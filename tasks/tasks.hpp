@@ -39,6 +39,12 @@ struct Example {
   std::vector<std::int64_t> answer;
 };
 
+// A run of token ids with one role in a task's vocabulary: ids first..last, inclusive.
+struct TokenRange {
+  std::string role;  // "symbol", "key", "value" or "separator"
+  std::int64_t first, last;
+};
+
 class SequenceTask {
  public:
   // name: "sort" (8 tokens over 10 symbols -> the same tokens sorted ascending),
@@ -54,6 +60,16 @@ class SequenceTask {
   std::size_t answer_len() const { return answer_len_; }
   std::int64_t separator() const { return separator_; }
   std::size_t vocab_size() const { return std::size_t(separator_) + 1; }
+  // The token layout, what a caller needs to build the model's input by hand:
+  //   sort, reverse: symbols 0..9, SEP 10; sort reads 8 symbols, reverse 12, and the
+  //                  answer is as many symbols;
+  //   recall:        keys 0..15, values 16..25, SEP 26; the input is 8 (key, value)
+  //                  pairs then a query key (17 tokens), the answer its value.
+  // A full sequence is input, SEP, answer (sequence()); the model reads all of it but the
+  // last token. token_ranges() lists the ranges in id order, covering 0..vocab_size()-1;
+  // layout() says the same in one line.
+  std::vector<TokenRange> token_ranges() const;
+  std::string layout() const;
   // The model's input length: input + SEP + answer, minus the last token (never read).
   std::size_t context() const { return input_len_ + answer_len_; }
 
@@ -196,7 +212,15 @@ class TextTask {
   std::vector<std::int64_t> train_, eval_;
 };
 
-std::vector<std::uint32_t> utf8_decode(const std::string& s);
+// Invalid bytes decode to U+FFFD, one each; `invalid`, when given, counts them.
+std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invalid = nullptr);
 std::string utf8_encode(const std::vector<std::uint32_t>& cps);
+
+// Text training trains on whatever bytes it is given; a binary file (an executable, an
+// archive) gives a model of noise without a word. This says why bytes do not look like
+// text: some are not valid UTF-8, or more than 1 character in 20 is a control character
+// (ordinary text has none but tab, newline, carriage return and form feed). Empty when
+// they look like text. A warning, not a refusal: the caller decides.
+std::string text_warning(const std::string& bytes);
 
 }  // namespace tapegrad::tasks

@@ -167,12 +167,38 @@ TEST_CASE("checkpoint rejects a missing name and an unexpected one", "[checkpoin
                 {"extra.npz", "'blocks.2.attn.Wq'", "not a parameter"});
 }
 
+TEST_CASE("a float32 checkpoint loads into a double model, every value widened exactly",
+          "[checkpoint]") {
+  TempDir dir;
+  TinyGPT<float> trained(config());
+  save_checkpoint(dir.file("f32.npz"), trained);
+  TinyGPT<double> fresh = load_checkpoint<double>(dir.file("f32.npz"));
+  TinyGPT<double> into(config(7));  // another seed: every value must be overwritten
+  load_checkpoint(dir.file("f32.npz"), into);
+  const auto expected = trained.named_parameters();
+  for (const TinyGPT<double>* model : {&fresh, &into}) {
+    const auto got = model->named_parameters();
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      INFO(got[i].name);
+      REQUIRE(got[i].name == expected[i].name);
+      const auto& want = expected[i].tensor.value();
+      const auto& have = got[i].tensor.value();
+      REQUIRE(have.size() == want.size());
+      for (std::size_t j = 0; j < want.size(); ++j)
+        REQUIRE(have.data()[j] == static_cast<double>(want.data()[j]));
+    }
+  }
+}
+
 TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkpoint]") {
   TempDir dir;
   TinyGPT<float> model(config());
+  TinyGPT<double> wide(config());
+  save_checkpoint(dir.file("f64.npz"), wide);
+  require_error([&] { load_checkpoint<float>(dir.file("f64.npz")); },
+                {"f64.npz", "tok_emb.weight", "float64 in the file but the model is float32"});
   save_checkpoint(dir.file("f32.npz"), model);
-  require_error([&] { load_checkpoint<double>(dir.file("f32.npz")); },
-                {"f32.npz", "tok_emb.weight", "float32 in the file but the model is float64"});
   save_parameters(dir.file("bare.npz"), model);  // parameters only
   require_error([&] { load_checkpoint<float>(dir.file("bare.npz")); },
                 {"bare.npz", "missing config entry '__config__.format'"});

@@ -14,11 +14,11 @@ struct Run {
 };
 
 Run product(const Array<double>& a0, const Array<double>& b0, int threads) {
-  kernels::set_num_threads(threads);
+  set_num_threads(threads);
   Tensor<double> a(a0, true), b(b0, true);
   Tensor<double> c = matmul(a, b);
   sum(c * c).backward();
-  kernels::set_num_threads(1);
+  set_num_threads(1);
   return {c.value(), a.grad(), b.grad()};
 }
 

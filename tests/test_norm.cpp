@@ -92,7 +92,7 @@ TEST_CASE("layer_norm and rms_norm are each one fused node on the tape", "[norm]
   auto b = random<double>({4}, 3);
   auto y = layer_norm(x, g, b);
   REQUIRE(Tape<double>::active().size() == 1);
-  CHECK(Tape<double>::active().to_string() == "layer_norm (2,4), (4), (4) -> (2,4)\n");
+  CHECK(Tape<double>::active().to_string() == "#0 layer_norm leaf (2,4), leaf (4), leaf (4) -> (2,4)\n");
   auto z = rms_norm(x, g);
   CHECK(Tape<double>::active().size() == 2);
   Tape<double>::active().clear();

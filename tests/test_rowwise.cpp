@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 #include "ops/kernels/libm_exp.hpp"
 #include "ops/kernels/rowwise.hpp"
 #include "tapegrad.hpp"

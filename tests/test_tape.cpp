@@ -127,8 +127,32 @@ TEST_CASE("the tape prints each op with its shapes", "[tape]") {
   Tensor<float> x = Tensor<float>::ones({2, 6, 16}, true);
   Tensor<float> w = Tensor<float>::ones({16, 16}, true);
   Tensor<float> y = matmul(x, w);
-  CHECK(tape_string<float>() == "matmul (2,6,16), (16,16) -> (2,6,16)\n");
+  CHECK(tape_string<float>() == "#0 matmul leaf (2,6,16), leaf (16,16) -> (2,6,16)\n");
   Tape<float>::active().clear();
+}
+
+TEST_CASE("the tape printout names the node, leaf or constant each input comes from", "[tape]") {
+  Tape<double>::active().clear();
+  Tensor<double> x = Tensor<double>::ones({2, 3}, true);
+  Tensor<double> bias = Tensor<double>::ones({3});  // no grad: a constant
+  Tensor<double> h = exp(x);                        // #0
+  Tensor<double> y = h + bias;                      // #1, from #0 and the constant
+  Tensor<double> z = y * h;                         // #2, from #1 and #0
+  CHECK(tape_string<double>() ==
+        "#0 exp leaf (2,3) -> (2,3)\n"
+        "#1 add #0 (2,3), constant (3) -> (2,3)\n"
+        "#2 mul #1 (2,3), #0 (2,3) -> (2,3)\n");
+  Tape<double>::active().clear();
+}
+
+TEST_CASE("the tape printout marks an input whose node a backward freed", "[tape]") {
+  Tape<double>::active().clear();
+  Tensor<double> x = Tensor<double>::ones({2}, true);
+  Tensor<double> h = exp(x);
+  sum(h).backward();  // frees the nodes of exp and sum: h keeps its value, not its history
+  Tensor<double> y = h * 2.0;
+  CHECK(tape_string<double>() == "#0 mul_scalar freed (2) -> (2)\n");
+  Tape<double>::active().clear();
 }
 
 TEST_CASE("backward errors are clear", "[tape]") {
@@ -139,6 +163,11 @@ TEST_CASE("backward errors are clear", "[tape]") {
   Tensor<double> c(Array<double>{1.0});
   CHECK_THROWS_WITH(c.backward(), Catch::Contains("does not require grad"));
   CHECK_THROWS_WITH(c.grad(), Catch::Contains("no gradient"));
+  // A missing gradient has a type that says so (and is no ShapeError: no shape is wrong).
+  CHECK_THROWS_AS(c.grad(), NoGradientError);
+  CHECK_THROWS_AS(x.grad(), NoGradientError);  // backward never ran
+  CHECK_FALSE(std::is_base_of_v<ShapeError, NoGradientError>);
+  CHECK_FALSE(std::is_base_of_v<ShapeError, UndefinedTensorError>);
   Tape<double>::active().clear();
 }
 

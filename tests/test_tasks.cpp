@@ -264,3 +264,77 @@ TEST_CASE("tasks: text sampling honours temperature 0 and the top-p nucleus", "[
   CHECK(all[3] < 200);
 }
 #endif
+
+#ifdef TAPEGRAD_WITH_EXAMPLES
+// The documented token layout (tasks.hpp, docs/TRAINING.md) against what the generators
+// put at each position of a sequence, checked position by position.
+TEST_CASE("tasks: token_ranges states the layout the generators follow", "[tasks]") {
+  using tapegrad::tasks::TokenRange;
+  const std::map<std::string, std::vector<std::pair<std::string, std::pair<int, int>>>> want = {
+      {"sort", {{"symbol", {0, 9}}, {"separator", {10, 10}}}},
+      {"reverse", {{"symbol", {0, 9}}, {"separator", {10, 10}}}},
+      {"recall", {{"key", {0, 15}}, {"value", {16, 25}}, {"separator", {26, 26}}}}};
+  for (const auto& [name, ranges] : want) {
+    INFO(name);
+    const SequenceTask task = SequenceTask::make(name);
+    const std::vector<TokenRange> got = task.token_ranges();
+    REQUIRE(got.size() == ranges.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i].role == ranges[i].first);
+      CHECK(got[i].first == ranges[i].second.first);
+      CHECK(got[i].last == ranges[i].second.second);
+    }
+    CHECK(got.back().first == task.separator());
+    CHECK(std::size_t(got.back().last) + 1 == task.vocab_size());
+    // the role of every position of generated sequences
+    auto role_of = [&](std::int64_t id) {
+      for (const TokenRange& r : got)
+        if (id >= r.first && id <= r.last) return r.role;
+      return std::string("none");
+    };
+    tapegrad::Generator gen(9);
+    for (int n = 0; n < 50; ++n) {
+      const std::vector<std::int64_t> seq = task.sequence(task.generate(gen));
+      REQUIRE(seq.size() == task.context() + 1);
+      for (std::size_t t = 0; t < seq.size(); ++t) {
+        INFO("position " << t);
+        const std::size_t L = task.input_len();
+        const std::string expected = t == L ? "separator"
+                                     : name != "recall" ? "symbol"
+                                     : t > L ? "value"
+                                     : t == L - 1 || t % 2 == 0 ? "key" : "value";
+        CHECK(role_of(seq[t]) == expected);
+      }
+    }
+  }
+  CHECK(SequenceTask::make("sort").layout() ==
+        "sort: symbols 0..9, separator 10; a sequence is 8 symbols, SEP, the symbols sorted "
+        "ascending (17 tokens; the model reads the first 16)");
+  CHECK(SequenceTask::make("recall").layout() ==
+        "recall: keys 0..15, values 16..25, separator 26; a sequence is 8 (key, value) pairs "
+        "then a query key, SEP, the query key's value (19 tokens; the model reads the first 18)");
+}
+
+TEST_CASE("tasks: text_warning flags bytes that are not UTF-8 text", "[tasks]") {
+  using tapegrad::tasks::text_warning;
+  // ordinary text, accents and tabs included: no warning
+  CHECK(text_warning("h\xc3\xa9llo\tw\xc3\xb6rld\r\nline two\n").empty());
+  CHECK(text_warning("").empty());
+  // a Latin-1 byte: not valid UTF-8
+  const std::string latin1 = text_warning("caf\xe9 au lait");
+  CHECK_THAT(latin1, Catch::Contains("1 of 12 bytes are not valid UTF-8"));
+  // valid UTF-8 but mostly control characters, as a binary file's NULs
+  std::string nuls = "ELF";
+  nuls += std::string(40, '\0');
+  CHECK_THAT(text_warning(nuls), Catch::Contains("40 of 43 characters are control characters"));
+  // an executable-like mix: both reasons
+  std::string binary;
+  for (int i = 0; i < 256; ++i) binary += char(i);
+  const std::string both = text_warning(binary);
+  CHECK_THAT(both, Catch::Contains("not valid UTF-8") && Catch::Contains("control characters"));
+  // one control character in 20 is still text (a form feed, a stray escape)
+  std::string some = std::string(19, 'a') + "\x1b";
+  CHECK(text_warning(some).empty());
+  CHECK_FALSE(text_warning(some + "\x1b").empty());
+}
+#endif

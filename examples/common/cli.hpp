@@ -3,9 +3,12 @@
 // exit codes every program documents (0 help, 2 usage error).
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -54,6 +57,47 @@ inline CLI::Validator unsigned_integer() {
       "UINT");
 }
 
+// The help's formatter. CLI11 prints a flag with a negated form as
+// "--qk-norm,--no-qk-norm{false}", where "{false}" is the value --no-qk-norm sets but reads
+// as the default; this prints "--qk-norm, --no-qk-norm" and then the flag's default as
+// "=on" or "=off" (or the text given with default_str), as options show theirs.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  // A flag takes no value (CLI11 gives it a type size, but expects no argument).
+  static bool is_flag(const CLI::Option* opt) { return opt->get_expected_min() == 0; }
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    if (positional || !is_flag(opt)) return CLI::Formatter::make_option_name(opt, positional);
+    std::string names;
+    for (const std::string& n : opt->get_snames()) names += (names.empty() ? "-" : ", -") + n;
+    for (const std::string& n : opt->get_lnames()) names += (names.empty() ? "--" : ", --") + n;
+    return names;
+  }
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (!is_flag(opt)) return CLI::Formatter::make_option_opts(opt);
+    const std::string d = opt->get_default_str();
+    return d.empty() ? "" : "=" + (d == "false" ? std::string("off") : d == "true" ? std::string("on") : d);
+  }
+};
+
+// Installs HelpFormatter (column width as given) on `app`.
+inline void use_help_formatter(CLI::App& app, std::size_t column_width = 30) {
+  auto formatter = std::make_shared<HelpFormatter>();
+  formatter->column_width(column_width);
+  app.formatter(formatter);
+}
+
+// A default that depends on the case (the task, the preset), as --help shows it: the first
+// case's value, then each other case whose value differs, e.g. "600 (reverse 300, recall
+// 12000, text 1000)".
+inline std::string per_case_default(const std::vector<std::pair<std::string, std::string>>& values) {
+  if (values.empty()) return "";
+  std::string others;
+  for (std::size_t i = 1; i < values.size(); ++i)
+    if (values[i].second != values[0].second)
+      others += (others.empty() ? "" : ", ") + values[i].first + " " + values[i].second;
+  return values[0].second + (others.empty() ? "" : " (" + others + ")");
+}
+
 // Parses argv. Returns the exit code when the program should stop now: 0 after printing
 // --help, 2 after a one-line usage error on stderr; nothing when it should go on.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv,
@@ -64,6 +108,13 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 joins these in reverse ("-1 --steps" for "--steps -1"): say them as typed.
+    std::string extras;
+    for (const std::string& arg : app.remaining()) extras += (extras.empty() ? "" : " ") + arg;
+    std::fprintf(stderr, "%s: usage error: unexpected argument%s: %s (see --help)\n", program,
+                 app.remaining_size() > 1 ? "s" : "", extras.c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "%s: usage error: %s (see --help)\n", program,
                  one_line(e.what()).c_str());

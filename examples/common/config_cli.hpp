@@ -21,6 +21,9 @@ class ConfigOptions {
   ConfigOptions(CLI::App& app, const std::set<std::string>& skip, const std::string& group = "Model");
 
   const std::string& arch() const { return arch_; }
+  // --help shows each field's default under every preset; a program whose own defaults
+  // differ (per task) says so with this.
+  void show_default(const std::string& field, const std::string& text);
   bool given(const std::string& field) const;
   // The --arch preset, then `defaults` (a program's own, for fields the user did not give),
   // then every field the user gave, then what the preset derives from the sizes (llama's
@@ -29,7 +32,7 @@ class ConfigOptions {
   TransformerConfig build(const std::map<std::string, std::string>& defaults = {}) const;
 
  private:
-  const CLI::App& app_;
+  CLI::App& app_;
   std::string arch_ = "gpt2";
   std::map<std::string, std::string> text_;  // field -> the text given
   std::map<std::string, bool> flags_;        // flag field -> its value when given

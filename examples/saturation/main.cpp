@@ -31,7 +31,7 @@
 #include "examples/saturation/options.hpp"
 #include "examples/saturation/report.hpp"
 #include "nn/checkpoint.hpp"
-#include "ops/kernels/gemm.hpp"
+#include "ops/threads.hpp"
 #include "tasks/tasks.hpp"
 
 namespace fs = std::filesystem;
@@ -85,7 +85,7 @@ void run_parts(const StudyOptions& o, int threads, ReportInputs& in) {
     in.points = run_sweep(o.sweep, sweep_progress);
     in.sweep_seconds = since(t);
   }
-  kernels::set_num_threads(1);
+  set_num_threads(1);
   in.training.workers = in.lr.workers = threads;
   if (!o.skip_training) {
     const auto t = Clock::now();
@@ -103,13 +103,13 @@ void run_parts(const StudyOptions& o, int threads, ReportInputs& in) {
     in.ablation = run_ablation(o.ablation);
     in.ablation_seconds = since(t);
   }
-  kernels::set_num_threads(threads);
+  set_num_threads(threads);
 }
 
 ReportInputs run_study(const StudyOptions& o, int argc, char** argv) {
   const auto start = Clock::now();
   const std::string load_at_start = load_average();
-  const int threads = kernels::num_threads();
+  const int threads = num_threads();
   ReportInputs in;
   in.quick = o.quick;
   in.threads = threads;
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
     return *code;
   try {
     finish_study_options(app, o);
-    kernels::set_num_threads(o.threads);
+    set_num_threads(o.threads);
     if (!o.ablate_checkpoint.empty()) return ablate_checkpoint(o);
     ReportInputs in = run_study(o, argc, argv);
     const std::vector<std::string> files = write_results(o, in);

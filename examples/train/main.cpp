@@ -30,7 +30,7 @@
 #include "examples/train/stop_signal.hpp"
 #include "examples/train/training.hpp"
 #include "nn/checkpoint.hpp"
-#include "ops/kernels/gemm.hpp"
+#include "ops/threads.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::train;
@@ -159,7 +159,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
     prepare_out_dir(s.out);
     remove_stale_temporaries(s.out);
   }
-  kernels::set_num_threads(s.threads);
+  set_num_threads(s.threads);
   const EvalData eval = root ? build_eval_data(task, s.eval_size) : EvalData{};
 
   GradcheckSummary gradcheck;
@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
                "under mpirun -np N: the same model on every rank, each rank its share of every "
                "--batch (N must divide it), gradients summed across the ranks")
       ->group("Run");
+
+  show_task_defaults(app, model_options);
 
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;

@@ -1,5 +1,7 @@
 #include "examples/train/options.hpp"
 
+#include <fmt/format.h>
+
 #include "examples/common/cli.hpp"
 
 namespace tapegrad::train {
@@ -122,6 +124,33 @@ TaskDefaults defaults_for(const std::string& task) {
   if (task == "recall") return {64, 1, 3, 64, 12000, 200, 3e-3, 3e-4};
   if (task == "text") return {128, 4, 2, 32, 1000, 100, 3e-3, 3e-4};
   return {64, 4, 2, 64, 600, 50, 3e-3, 3e-4};  // sort
+}
+
+void show_task_defaults(CLI::App& app, examples::ConfigOptions& model) {
+  const std::vector<std::string> tasks = {"sort", "reverse", "recall", "text"};
+  auto per_task = [&](auto value) {
+    std::vector<std::pair<std::string, std::string>> values;
+    for (const std::string& t : tasks) values.emplace_back(t, fmt::format("{}", value(defaults_for(t))));
+    return examples::per_case_default(values);
+  };
+  app.get_option("--batch")->default_str(per_task([](const TaskDefaults& d) { return d.batch; }));
+  app.get_option("--steps")->default_str(per_task([](const TaskDefaults& d) { return d.steps; }));
+  app.get_option("--warmup")->default_str(
+      per_task([](const TaskDefaults& d) { return d.warmup; }) + ", at most --steps/5");
+  app.get_option("--lr")->default_str(per_task([](const TaskDefaults& d) { return d.lr; }) +
+                                      " (--arch llama on sort, reverse 0.004)");
+  app.get_option("--min-lr")->default_str(per_task([](const TaskDefaults& d) { return d.min_lr; }));
+  app.get_option("--weight-decay")->default_str("0.01 (recall 0)");
+  // the recall-only options show recall's defaults, the ones that apply
+  app.get_option("--recall-min-pairs")->default_str("2");
+  app.get_option("--recall-chain")->default_str("0.5");
+  app.get_option("--recall-dense-loss")->default_str("on");
+  model.show_default("d_model", per_task([](const TaskDefaults& d) { return d.d_model; }));
+  model.show_default("heads", per_task([](const TaskDefaults& d) { return d.heads; }));
+  model.show_default("layers", per_task([](const TaskDefaults& d) { return d.layers; }));
+  model.show_default("attention_init", "gpt2 (recall variance_preserving)");
+  model.show_default("qk_norm", "off (--arch llama on sort, reverse: on)");
+  model.show_default("rope_theta", "10000 (--arch llama on sort, reverse: 100)");
 }
 
 }  // namespace tapegrad::train

@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "examples/common/config_cli.hpp"
+
 namespace tapegrad::train {
 
 inline constexpr const char* kProgram = "train_tiny_transformer";
@@ -69,5 +71,8 @@ struct TaskDefaults {
   double lr, min_lr;
 };
 TaskDefaults defaults_for(const std::string& task);
+
+// --help shows the defaults that apply: the sort value, then each task's that differs.
+void show_task_defaults(CLI::App& app, examples::ConfigOptions& model);
 
 }  // namespace tapegrad::train

@@ -12,7 +12,7 @@
 
 #include "examples/common/svg_plot.hpp"
 #include "nn/checkpoint.hpp"
-#include "ops/kernels/gemm.hpp"
+#include "ops/threads.hpp"
 
 namespace fs = std::filesystem;
 
@@ -109,7 +109,7 @@ void set_settings(JsonObject& m, const RunSummary& r) {
   m.set("beta1", s.beta1);
   m.set("beta2", s.beta2);
   m.set("clip", s.clip);
-  m.set("threads", kernels::num_threads());
+  m.set("threads", num_threads());
   if (r.task.name == "recall") {
     m.set("recall_min_pairs", s.recall_min_pairs);
     m.set("recall_grow_steps", s.recall_grow_steps);

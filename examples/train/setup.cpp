@@ -1,6 +1,7 @@
 #include "examples/train/setup.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -44,6 +45,8 @@ TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int
   const std::size_t ctx = resume.active() ? resume.config->context : s.context;
   if (!s.text_mode()) return TextTask::vocabulary_only(resume.vocab, ctx);
   const std::string content = read_text_file(s.text);
+  if (const std::string why = tasks::text_warning(content); !why.empty())
+    std::fprintf(stderr, "%s: warning: --text %s: %s\n", kProgram, s.text.c_str(), why.c_str());
   hash = std::int64_t(tasks::hash_tokens(std::vector<std::int64_t>(content.begin(), content.end())));
   return resume.vocab.empty() ? TextTask::from_string(content, ctx)
                               : TextTask::from_string(content, ctx, resume.vocab);

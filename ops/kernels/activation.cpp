@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 
 #include "ops/kernels/parallel.hpp"
 

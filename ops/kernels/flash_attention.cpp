@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/parallel.hpp"
 

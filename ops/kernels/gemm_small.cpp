@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 
 namespace tapegrad::kernels {
 

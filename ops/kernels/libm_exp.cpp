@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 
 namespace tapegrad::kernels {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/simd.hpp"
+#include "platform/simd.hpp"
 #include "ops/kernels/libm_exp.hpp"
 
 namespace tapegrad::kernels {

@@ -1,0 +1,21 @@
+#pragma once
+// Everything: tapegrad.hpp (the engine and the ops) and nn/: the model's configuration and
+// presets, Module, Linear, Embedding, the norms, MLP, SwiGLU, attention, Block, the
+// Transformer (TinyGPT), init, SGD/AdamW, the learning-rate schedule, .npz checkpoints,
+// the KV cache, sampling and generation.
+#include "tapegrad.hpp"
+
+#include "nn/block.hpp"
+#include "nn/checkpoint.hpp"
+#include "nn/config.hpp"
+#include "nn/generation.hpp"
+#include "nn/init.hpp"
+#include "nn/kv_cache.hpp"
+#include "nn/layers.hpp"
+#include "nn/module.hpp"
+#include "nn/npz.hpp"
+#include "nn/optim.hpp"
+#include "nn/sampling.hpp"
+#include "nn/schedule.hpp"
+#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
