@@ -119,7 +119,7 @@ TEST_CASE("saturation cli: an unwritable --doc is reported as --doc, not --out",
                                        (dir / "o").string() + "' --doc /proc/REPORT.md", dir);
   INFO(r.err);
   CHECK(r.code == 2);
-  CHECK_THAT(r.err, Catch::Contains("--doc /proc/REPORT.md") && !Catch::Contains("--out"));
+  CHECK_THAT(r.err, Catch::Contains("--doc") && Catch::Contains("/proc") && !Catch::Contains("--out"));
   CHECK_FALSE(fs::exists(dir / "o"));
 }
 #endif

@@ -33,7 +33,9 @@ from torch_model import CHOICES, Config, Transformer  # noqa: E402
 
 PROGRAM = "to_torch"
 PREFIX = "__config__."
-FORMAT = 2
+FORMAT = 3
+# Fields a format-2 file (before them) lacks; they take their defaults, as tapegrad reads it.
+ADDED_IN_FORMAT_3 = {"qk_norm_gain", "learned_temperature"}
 LOGITS_TOLERANCE = 1e-5  # of max |logit|
 LOSS_TOLERANCE = 1e-6  # of the loss: float32 holds a loss of ~4 to 4.8e-7
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,19 +56,22 @@ def config_from_npz(entries, path):
     if PREFIX + "format" not in entries:
         raise UsageError(f"{path}: no {PREFIX}format entry (not a tapegrad checkpoint)")
     fmt = int(entries[PREFIX + "format"])
-    if fmt not in (1, FORMAT):
-        raise UsageError(f"{path}: checkpoint format {fmt}, this tool reads 1 and {FORMAT}")
+    if not 1 <= fmt <= FORMAT:
+        raise UsageError(f"{path}: checkpoint format {fmt}, this tool reads 1 to {FORMAT}")
     c = Config()
     for name in FIELDS:
         key = PREFIX + name
         if key not in entries:
-            if fmt == FORMAT:
+            if fmt == FORMAT or (fmt == 2 and name not in ADDED_IN_FORMAT_3):
                 raise UsageError(f"{path}: missing config entry '{key}'")
-            continue  # format 1 predates the field: the gpt2 preset's value, as tapegrad reads it
+            continue  # an older format predates the field: its default, as tapegrad reads it
         v = entries[key]
         if v.shape != ():
             raise UsageError(f"{path}: config entry '{key}' has shape {v.shape}, expected one value")
         setattr(c, name, decode_field(name, v, path))
+    if c.learned_temperature:
+        raise UsageError(f"{path}: learned_temperature (a learned scale per head) has no PyTorch "
+                         "counterpart in tools/torch_model.py yet")
     return c
 
 

@@ -60,6 +60,8 @@ class Config:
     rope_beta_slow: float = 1.0
     window: int = 0              # 0: full causal attention
     qk_norm: bool = False
+    qk_norm_gain: float = 1.0  # the QK-norm gains' initial value; the weights carry the trained ones
+    learned_temperature: bool = False  # one learned scale per head: not ported (to_torch refuses it)
     tie_embeddings: bool = False
     attention_scale: Optional[float] = None  # None: 1/sqrt(head_dim)
     attention_init: str = "gpt2"  # how tapegrad drew the first weights; unused here
