@@ -26,7 +26,9 @@ step "Release build and tests"
 
 step "Python bindings: pytest against the build tree"
 # The interpreter CMake built the module for (Debian's, where python3-numpy/-pytest live).
-py=$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "$root/build/CMakeCache.txt")
+# (FindPython keeps it as the internal _Python_EXECUTABLE.)
+py=$(sed -n 's/^_\{0,1\}Python_EXECUTABLE:[A-Z]*=//p' "$root/build/CMakeCache.txt" | head -n 1)
+py=${py:-python3}
 PYTHONPATH="$root/build/python" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python"
 
 step "installed package: a consumer project built with find_package(tapegrad)"

@@ -66,7 +66,8 @@ def test_tape_printer_shows_op_and_shapes():
     x = tg.tensor(np.ones((2, 3)), requires_grad=True)
     w = tg.tensor(np.ones((3, 4)), requires_grad=True)
     y = x @ w
-    assert "matmul (2,3), (3,4) -> (2,4)" in tg.tape_string("float64")
+    # each input named by where it comes from: a node number, or leaf / constant
+    assert "matmul leaf (2,3), leaf (3,4) -> (2,4)" in tg.tape_string("float64")
     del y
 
 
