@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "autograd/tape.hpp"  // grad_enabled
 #include "nn/kv_cache.hpp"
@@ -64,32 +63,6 @@ Tensor<T> times_temperature(const Tensor<T>& q, const Tensor<T>& t, std::size_t 
   return reshape(reshape(q, Shape{s[0], s[1], heads, dh}) * t, s);
 }
 
-// scores (B, heads, Tq, Tk) = q.k * scale per head, as the softmax sees them: -inf where the
-// causal (or window) mask hides a key. Plain loops: only inspection asks for them.
-template <class T>
-Tensor<T> plain_scores(const Tensor<T>& q, const Tensor<T>& k, const AttentionSpec& spec) {
-  const AttentionDims d = check_attention_spec("MultiHeadAttention", q.shape(), k.shape(),
-                                               k.shape(), spec);
-  Tensor<T> out = Tensor<T>::zeros({d.B, d.heads, d.Tq, d.Tk});
-  T* o = out.value().data();
-  const T *qd = q.data(), *kd = k.data();
-  const std::size_t dh = d.head_dim, qw = d.heads * dh, kw = d.kv_heads * dh;
-  for (std::size_t b = 0; b < d.B; ++b)
-    for (std::size_t h = 0; h < d.heads; ++h)
-      for (std::size_t i = 0; i < d.Tq; ++i)
-        for (std::size_t j = 0; j < d.Tk; ++j, ++o) {
-          const std::size_t pos = d.q_offset + i;
-          const bool seen = (!d.causal || j <= pos) && (!d.window || pos - j < d.window);
-          if (!seen) { *o = -std::numeric_limits<T>::infinity(); continue; }
-          const T* qr = qd + (b * d.Tq + i) * qw + h * dh;
-          const T* kr = kd + (b * d.Tk + j) * kw + (h / d.group()) * dh;
-          double dot = 0;
-          for (std::size_t c = 0; c < dh; ++c) dot += double(qr[c]) * double(kr[c]);
-          *o = T(dot * d.scale);
-        }
-  return out;
-}
-
 }  // namespace
 
 template <class T>
@@ -149,7 +122,7 @@ Tensor<T> MultiHeadAttention<T>::attend_full(const Tensor<T>& q, const Tensor<T>
   } else {
     last_weights_ = r.weights.detach();
   }
-  last_scores_ = plain_scores(q, k, spec_);
+  last_scores_ = attention_scores(q, k, spec_);
   return r.out;
 }
 

@@ -4,8 +4,10 @@
 #include "ops/attention.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/shape.hpp"
+#include "autograd/tape.hpp"
 #include "ops/attention_flash.hpp"
 #include "ops/attention_fused.hpp"
 #include "ops/elementwise.hpp"
@@ -87,22 +89,32 @@ AttentionResult<T> sdpa_core(const char* op, const Tensor<T>& Q, const Tensor<T>
 // out (B, H, Tq, dv) -> (B, Tq, H, dv) -> (B, Tq, H*dv). The head axis must sit in front of
 // the token axis, or attention would mix heads as if they were tokens (np-05 check 8).
 template <class T>
+Tensor<T> heads_first(const Tensor<T>& t, std::size_t B, std::size_t T_, std::size_t n,
+                      std::size_t width) {
+  return transpose(reshape(t, Shape{B, T_, n, width}), {0, 2, 1, 3});
+}
+
+// k or v (B, Tk, KV*width) -> (B, H, Tk, width): kv head h / group serves query head h,
+// interleaved (k0 k0 k1 k1), never tiled (k0 k1 k0 k1)
+template <class T>
+Tensor<T> shared_heads(const Tensor<T>& t, const AttentionDims& d, std::size_t width) {
+  const Tensor<T> h = heads_first(t, d.B, d.Tk, d.kv_heads, width);
+  return d.group() == 1 ? h : repeat_interleave(h, d.group(), 1);
+}
+
+// One (Tq, Tk) mask broadcast over batch and heads: masking is about token position.
+std::optional<Mask> spec_mask(const AttentionDims& d) {
+  if (d.window) return sliding_window_mask(d.Tq, d.Tk, d.window);
+  if (d.causal) return causal_mask(d.Tq, d.Tk);
+  return std::nullopt;
+}
+
+template <class T>
 AttentionResult<T> composed(const char* op, const Tensor<T>& q, const Tensor<T>& k,
                             const Tensor<T>& v, const AttentionDims& d) {
-  auto heads_first = [&](const Tensor<T>& t, std::size_t T_, std::size_t n, std::size_t width) {
-    return transpose(reshape(t, Shape{d.B, T_, n, width}), {0, 2, 1, 3});
-  };
-  // kv head h / group serves query head h: interleave (k0 k0 k1 k1), never tile (k0 k1 k0 k1)
-  auto shared = [&](const Tensor<T>& t, std::size_t width) {
-    const Tensor<T> h = heads_first(t, d.Tk, d.kv_heads, width);
-    return d.group() == 1 ? h : repeat_interleave(h, d.group(), 1);
-  };
-  const Tensor<T> qh = heads_first(q, d.Tq, d.heads, d.head_dim);
-  const Tensor<T> kh = shared(k, d.head_dim), vh = shared(v, d.v_head_dim);
-  // one (Tq, Tk) mask broadcast over batch and heads: masking is about token position
-  std::optional<Mask> mask;
-  if (d.window) mask = sliding_window_mask(d.Tq, d.Tk, d.window);
-  else if (d.causal) mask = causal_mask(d.Tq, d.Tk);
+  const Tensor<T> qh = heads_first(q, d.B, d.Tq, d.heads, d.head_dim);
+  const Tensor<T> kh = shared_heads(k, d, d.head_dim), vh = shared_heads(v, d, d.v_head_dim);
+  const std::optional<Mask> mask = spec_mask(d);
   AttentionResult<T> r = sdpa_core<T>(op, qh, kh, vh, mask ? &*mask : nullptr, d.scale);
   // transpose back before the merge, or the reshape interleaves positions and heads
   const Tensor<T> merged =
@@ -203,6 +215,25 @@ AttentionResult<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tenso
   return attend("attention", q, k, v, d, path);
 }
 
+// q (B, Tq, H*dh) . k (B, Tk, KV*dh) -> scores (B, H, Tq, Tk) = scale * q.k, -inf where the
+// spec's mask hides a key: what the softmax of the composed path sees, as a constant.
+template <class T>
+Tensor<T> attention_scores(const Tensor<T>& q, const Tensor<T>& k, const AttentionSpec& spec) {
+  const AttentionDims d = check_attention_spec("attention_scores", q.shape(), k.shape(), k.shape(), spec);
+  NoGradGuard no_grad;
+  Tensor<T> scores = mul(matmul_nt(heads_first(q, d.B, d.Tq, d.heads, d.head_dim),
+                                   shared_heads(k, d, d.head_dim)),
+                         T(d.scale));
+  if (const std::optional<Mask> mask = spec_mask(d)) {
+    T* s = scores.value().data();
+    const std::size_t rows = d.B * d.heads;
+    for (std::size_t r = 0; r < rows; ++r, s += d.Tq * d.Tk)
+      for (std::size_t i = 0; i < d.Tq * d.Tk; ++i)
+        if (!mask->data()[i]) s[i] = -std::numeric_limits<T>::infinity();
+  }
+  return scores;
+}
+
 template <class T>
 Tensor<T> multi_head_attention(const Tensor<T>& x, const Tensor<T>& Wq, const Tensor<T>& Wk,
                                const Tensor<T>& Wv, const Tensor<T>& Wo, std::size_t heads,
@@ -226,6 +257,7 @@ AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const T
       std::optional<double>);                                                                     \
   template AttentionResult<T> attention(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, \
                                         const AttentionSpec&, AttentionPath);                 \
+  template Tensor<T> attention_scores(const Tensor<T>&, const Tensor<T>&, const AttentionSpec&); \
   template Tensor<T> multi_head_attention(const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, std::size_t, bool);             \

@@ -57,6 +57,11 @@ template <class T>
 AttentionResult<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                              const AttentionSpec& spec, AttentionPath path = AttentionPath::fused);
 
+// The scores attention()'s softmax sees, (B, heads, Tq, Tk): scale * q.k, -inf where the
+// spec's mask hides a key. A constant, outside the graph: for inspecting attention.
+template <class T>
+Tensor<T> attention_scores(const Tensor<T>& q, const Tensor<T>& k, const AttentionSpec& spec);
+
 struct MultiHeadOptions {
   bool causal = false;
   std::optional<double> scale;  // default 1/sqrt(D / heads); 1.0 = unscaled

@@ -298,6 +298,50 @@ TEST_CASE("gqa: causal_mask(Tq, Tk) and sliding_window_mask element by element",
   }
 }
 
+// ---------------------------------------------------------------- kept scores
+
+TEST_CASE("gqa: attention_scores is the softmax's input, q.k by hand under the bottom-right window", "[gqa]") {
+  // H 4 over KV 2, Tq 3 of Tk 7, window 3: query row r sits at position 4 + r and sees keys
+  // 2+r..4+r; query head h reads kv head h / 2
+  const std::size_t B = 2, Tq = 3, Tk = 7, H = 4, KV = 2, dh = 5;
+  AttentionSpec spec;
+  spec.heads = H;
+  spec.kv_heads = KV;
+  spec.causal = true;
+  spec.window = 3;
+  spec.scale = 0.7;
+  Generator gen(41);
+  const Tensor<double> q = Tensor<double>::randn({B, Tq, H * dh}, gen),
+                       k = Tensor<double>::randn({B, Tk, KV * dh}, gen),
+                       v = Tensor<double>::randn({B, Tk, KV * dh}, gen);
+  const Tensor<double> s = attention_scores(q, k, spec);
+  REQUIRE(s.shape() == Shape{B, H, Tq, Tk});
+  const Tensor<double> w = attention(q, k, v, spec, AttentionPath::fused).weights;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t r = 0; r < Tq; ++r) {
+        const std::size_t at = ((b * H + h) * Tq + r) * Tk;
+        double z = 0;
+        for (std::size_t j = 0; j < Tk; ++j)
+          if (!std::isinf(s.data()[at + j])) z += std::exp(s.data()[at + j]);
+        for (std::size_t j = 0; j < Tk; ++j) {
+          const long pos = long(Tk - Tq + r), gap = pos - long(j);
+          INFO("b " << b << " h " << h << " r " << r << " j " << j);
+          if (gap < 0 || gap >= 3) {
+            CHECK(s.data()[at + j] == -std::numeric_limits<double>::infinity());
+            continue;
+          }
+          double dot = 0;
+          for (std::size_t c = 0; c < dh; ++c)
+            dot += q.data()[(b * Tq + r) * H * dh + h * dh + c] *
+                   k.data()[(b * Tk + j) * KV * dh + (h / 2) * dh + c];
+          CHECK(s.data()[at + j] == Approx(0.7 * dot).epsilon(1e-12));
+          CHECK(w.data()[at + j] == Approx(std::exp(s.data()[at + j]) / z).epsilon(1e-12));
+        }
+      }
+  CHECK_FALSE(s.requires_grad());
+}
+
 // ---------------------------------------------------------------- errors
 
 namespace {
