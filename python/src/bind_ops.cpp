@@ -2,8 +2,10 @@
 // A Python number where the C++ API takes a scalar is a constant, never on the tape.
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <optional>
 
+#include "arith.hpp"
 #include "bindings.hpp"
 #include "numpy_convert.hpp"
 #include "ops/attention.hpp"
@@ -22,43 +24,17 @@ namespace {
 
 #define TAPEGRAD_CALL(expr) [&](const auto& x) { return expr; }
 
-// op(a, b) where either side may be a Python number.
-template <class TT, class TS, class ST>
-PyTensor arith(const char* op, const py::object& a, const py::object& b, TT tt, TS ts, ST st) {
-  const bool ta = py::isinstance<PyTensor>(a), tb = py::isinstance<PyTensor>(b);
-  if (ta && tb) return binary(op, a.cast<PyTensor&>(), b.cast<PyTensor&>(), tt);
-  if (ta) {
-    const double s = b.cast<double>();
-    return unary(a.cast<PyTensor&>(), [&](const auto& x) { return ts(x, element_t<decltype(x)>(s)); });
-  }
-  if (tb) {
-    const double s = a.cast<double>();
-    return unary(b.cast<PyTensor&>(), [&](const auto& x) { return st(element_t<decltype(x)>(s), x); });
-  }
-  throw py::type_error(std::string(op) + ": at least one operand must be a tapegrad.Tensor");
+template <class Op>
+void def_arith(py::module_& m, const char* op) {
+  m.def(op, [op](const py::object& a, const py::object& b) { return tensor_or_number_op<Op>(op, a, b); },
+        py::arg("a"), py::arg("b"));
 }
 
 void bind_elementwise(py::module_& m) {
-  m.def("add", [](const py::object& a, const py::object& b) {
-    return arith("add", a, b, [](const auto& x, const auto& y) { return add(x, y); },
-                 [](const auto& x, auto s) { return add(x, s); },
-                 [](auto s, const auto& y) { return add(y, s); });
-  }, py::arg("a"), py::arg("b"));
-  m.def("sub", [](const py::object& a, const py::object& b) {
-    return arith("sub", a, b, [](const auto& x, const auto& y) { return sub(x, y); },
-                 [](const auto& x, auto s) { return sub(x, s); },
-                 [](auto s, const auto& y) { return sub(s, y); });
-  }, py::arg("a"), py::arg("b"));
-  m.def("mul", [](const py::object& a, const py::object& b) {
-    return arith("mul", a, b, [](const auto& x, const auto& y) { return mul(x, y); },
-                 [](const auto& x, auto s) { return mul(x, s); },
-                 [](auto s, const auto& y) { return mul(y, s); });
-  }, py::arg("a"), py::arg("b"));
-  m.def("div", [](const py::object& a, const py::object& b) {
-    return arith("div", a, b, [](const auto& x, const auto& y) { return div(x, y); },
-                 [](const auto& x, auto s) { return div(x, s); },
-                 [](auto s, const auto& y) { return div(s, y); });
-  }, py::arg("a"), py::arg("b"));
+  def_arith<std::plus<>>(m, "add");
+  def_arith<std::minus<>>(m, "sub");
+  def_arith<std::multiplies<>>(m, "mul");
+  def_arith<std::divides<>>(m, "div");
 #define TAPEGRAD_UNARY(name)                                                             \
   m.def(#name, [](const PyTensor& a) { return unary(a, TAPEGRAD_CALL(tapegrad::name(x))); }, \
         py::arg("a"));
