@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_path.hpp"
 #include "bindings.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/config.hpp"
@@ -151,10 +152,7 @@ void bind_transformer(py::module_& m, const char* name) {
       })
       .def("keep_attention_weights", &Model::keep_attention_weights, py::arg("keep"))
       .def("set_attention_path", [](Model& model, const std::string& path) {
-        if (path == "fused") return model.set_attention_path(AttentionPath::fused);
-        if (path == "composed") return model.set_attention_path(AttentionPath::composed);
-        if (path == "flash") return model.set_attention_path(AttentionPath::flash);
-        fail("set_attention_path", "path must be 'fused', 'composed' or 'flash', not '{}'", path);
+        model.set_attention_path(attention_path_of("set_attention_path", path));
       }, py::arg("path"))
       .def("save", [](const Model& model, const std::string& path) {
         py::gil_scoped_release release;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "arith.hpp"
+#include "attention_path.hpp"
 #include "bindings.hpp"
 #include "numpy_convert.hpp"
 #include "ops/attention.hpp"
@@ -118,13 +119,6 @@ void bind_shapes_and_reductions(py::module_& m) {
   }, py::arg("x"), py::arg("mask"));
 }
 
-AttentionPath path_of(const std::string& name) {
-  if (name == "fused") return AttentionPath::fused;
-  if (name == "composed") return AttentionPath::composed;
-  if (name == "flash") return AttentionPath::flash;
-  fail("attention", "path must be 'fused', 'composed' or 'flash', not '{}'", name);
-}
-
 py::tuple result_tuple(const PyTensor& out, const std::optional<PyTensor>& weights) {
   if (!weights) return py::make_tuple(out, py::none());
   return py::make_tuple(out, *weights);
@@ -163,7 +157,7 @@ void bind_attention(py::module_& m) {
     check_same_dtype("attention", q, k);
     check_same_dtype("attention", q, v);
     const AttentionSpec spec{heads, kv_heads, head_dim, scale, causal, window};
-    const AttentionPath p = path_of(path);
+    const AttentionPath p = attention_path_of("attention", path);
     return std::visit([&](const auto& Q) {
       using T = element_t<decltype(Q)>;
       return result_tuple(attention(Q, k.get<T>(), v.get<T>(), spec, p));
