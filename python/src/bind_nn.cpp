@@ -113,21 +113,22 @@ AtContext at_context_of(const std::string& s) {
   fail("generate", "at_context must be 'stop' or 'slide', not '{}'", s);
 }
 
+// model.forward(tokens) and model(tokens): the ids are read with the GIL held, the
+// forward runs without it.
+template <class T>
+PyTensor forward_tokens(Transformer<T>& model, const py::object& tokens) {
+  const Indices ids = indices_from_numpy(tokens, "forward");
+  py::gil_scoped_release release;
+  return PyTensor(model.forward(ids));
+}
+
 template <class T>
 void bind_transformer(py::module_& m, const char* name) {
   using Model = Transformer<T>;
   py::class_<Model>(m, name)
       .def(py::init<const TransformerConfig&>(), py::arg("config"))
-      .def("forward", [](Model& model, const py::object& tokens) {
-        const Indices ids = indices_from_numpy(tokens, "forward");
-        py::gil_scoped_release release;
-        return PyTensor(model.forward(ids));
-      }, py::arg("tokens"), "tokens (B, T) -> logits (B, T, vocab)")
-      .def("__call__", [](Model& model, const py::object& tokens) {
-        const Indices ids = indices_from_numpy(tokens, "forward");
-        py::gil_scoped_release release;
-        return PyTensor(model.forward(ids));
-      }, py::arg("tokens"))
+      .def("forward", &forward_tokens<T>, py::arg("tokens"), "tokens (B, T) -> logits (B, T, vocab)")
+      .def("__call__", &forward_tokens<T>, py::arg("tokens"))
       .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore) {
         const Indices ids = indices_from_numpy(tokens, "loss");
         const Indices tg = indices_from_numpy(targets, "loss");
