@@ -82,12 +82,9 @@ void bind_shapes_and_reductions(py::module_& m) {
   }, py::arg("a"), py::arg("axis1"), py::arg("axis2"));
   m.def("concatenate", [](const std::vector<PyTensor>& parts, long axis) {
     if (parts.empty()) fail("concatenate", "no tensors to join");
-    for (const PyTensor& p : parts) check_same_dtype("concatenate", parts[0], p);
+    check_one_dtype("concatenate", parts);
     return unary(parts[0], [&](const auto& first) {
-      using T = element_t<decltype(first)>;
-      std::vector<Tensor<T>> ts;
-      for (const PyTensor& p : parts) ts.push_back(p.get<T>());
-      return concatenate(ts, axis);
+      return concatenate(tensors_as<element_t<decltype(first)>>(parts), axis);
     });
   }, py::arg("tensors"), py::arg("axis") = 0);
   m.def("slice", [](const PyTensor& a, long axis, std::size_t start, std::size_t stop) {

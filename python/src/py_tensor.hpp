@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "autograd/errors.hpp"
 #include "autograd/tensor.hpp"
@@ -50,6 +51,20 @@ inline void check_same_dtype(const char* op, const PyTensor& a, const PyTensor& 
   if (a.v.index() != b.v.index())
     fail(op, "a {} tensor {} and a {} tensor {} do not mix; convert one with .astype()",
          a.dtype(), a.shape_string(), b.dtype(), b.shape_string());
+}
+
+// A list of tensors taken by one op (concatenate, gradcheck) must share one dtype too.
+inline void check_one_dtype(const char* op, const std::vector<PyTensor>& ts) {
+  for (const PyTensor& t : ts) check_same_dtype(op, ts[0], t);
+}
+
+// The Tensor<T> of each, for a list check_one_dtype has passed.
+template <class T>
+std::vector<Tensor<T>> tensors_as(const std::vector<PyTensor>& ts) {
+  std::vector<Tensor<T>> out;
+  out.reserve(ts.size());
+  for (const PyTensor& t : ts) out.push_back(t.get<T>());
+  return out;
 }
 
 template <class F>
