@@ -47,7 +47,7 @@ GradcheckResult run_gradcheck(const py::function& f, const std::vector<PyTensor>
     const PyTensor& r = out.cast<const PyTensor&>();
     if (r.is_double() != std::is_same_v<T, double>)
       fail("gradcheck", "the function returned a {} tensor for {} inputs", r.dtype(),
-           std::is_same_v<T, double> ? "float64" : "float32");
+           dtype_name<T>());
     return r.get<T>();
   };
   return gradcheck<T>(fn, tensors_as<T>(inputs), options);

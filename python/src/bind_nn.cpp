@@ -148,9 +148,7 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("parameter_count", &Model::parameter_count)
       .def("zero_grad", &Model::zero_grad)
       .def_property_readonly("config", &Model::config)
-      .def_property_readonly("dtype", [](const Model&) {
-        return std::is_same_v<T, double> ? "float64" : "float32";
-      })
+      .def_property_readonly("dtype", [](const Model&) { return dtype_name<T>(); })
       .def("keep_attention_weights", &Model::keep_attention_weights, py::arg("keep"))
       .def("set_attention_path", [](Model& model, const std::string& path) {
         model.set_attention_path(attention_path_of("set_attention_path", path));
@@ -178,7 +176,7 @@ void bind_transformer(py::module_& m, const char* name) {
       py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("generator") = nullptr,
       py::arg("seed") = 0, py::arg("use_cache") = true, py::arg("at_context") = "stop",
       "The new tokens after prompt (temperature 0: greedy). Releases the GIL.");
-  m.def((std::string("load_checkpoint_") + (std::is_same_v<T, double> ? "float64" : "float32")).c_str(),
+  m.def((std::string("load_checkpoint_") + dtype_name<T>()).c_str(),
         [](const std::string& path) {
           py::gil_scoped_release release;
           return load_checkpoint<T>(path);

@@ -3,6 +3,7 @@
 // One type rather than one per dtype, so that isinstance() and every op work on both and a
 // mix of the two is refused with a message instead of a pybind11 overload error.
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -12,6 +13,12 @@
 
 namespace tapegrad::python {
 
+// The NumPy name of a tensor's element type, as Python sees dtypes.
+template <class T>
+constexpr const char* dtype_name() {
+  return std::is_same_v<T, double> ? "float64" : "float32";
+}
+
 struct PyTensor {
   std::variant<Tensor<float>, Tensor<double>> v;
 
@@ -19,7 +26,7 @@ struct PyTensor {
   PyTensor(Tensor<double> t) : v(std::move(t)) {}
 
   bool is_double() const { return v.index() == 1; }
-  const char* dtype() const { return is_double() ? "float64" : "float32"; }
+  const char* dtype() const { return is_double() ? dtype_name<double>() : dtype_name<float>(); }
   std::string shape_string() const {
     return std::visit([](const auto& t) { return t.shape_string(); }, v);
   }
