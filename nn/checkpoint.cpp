@@ -16,7 +16,8 @@ namespace tapegrad {
 
 namespace {
 
-// 2: every field of nn/config.hpp (1: the GPT-2 model's fields only; still read).
+// 3: every field of nn/config.hpp (2: all but added_in_format_3's; 1: the GPT-2 model's
+// fields only; both still read).
 constexpr std::int64_t kFormat = 3;
 // A model of at most this many parameters is cheap enough to build just to report what a
 // file lacks.

@@ -1,11 +1,12 @@
 #pragma once
 // Checkpoints: every parameter plus the model's configuration in one .npz (nn/npz) that
 // numpy.load reads. Keys are the parameter names (`blocks.0.attn.Wq`); the configuration
-// sits under the reserved prefix `__config__.` as 0-d entries: `format` (2), then one entry
+// sits under the reserved prefix `__config__.` as 0-d entries: `format` (3), then one entry
 // per field of nn/config.hpp under the field's name: sizes, flags and choices (the index of
 // the choice's name) as int64, the seed as the int64 bit pattern, reals as float64
 // (attention_scale NaN = the default 1/sqrt(head_dim)). Files of format 1, written before
-// the modern fields existed, still load: each field they lack takes the gpt2 preset's value.
+// the modern fields existed, still load: each field they lack takes the gpt2 preset's value;
+// so do files of format 2, which lack the QK-norm gain and the learned temperature.
 // Saving is atomic (save_npz). Loading reads and checks everything before it writes a
 // single value, so a failed load leaves the model as it was.
 #include <stdexcept>

@@ -17,7 +17,7 @@
 #include "autograd/tape.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/tinygpt.hpp"
-#include "ops/kernels/gemm.hpp"
+#include "ops/threads.hpp"
 
 using namespace tapegrad;
 
@@ -46,7 +46,7 @@ Indices batch_entry(const std::vector<NpzEntry>& entries, const std::string& nam
 }
 
 int run(const Settings& s) {
-  kernels::set_num_threads(s.threads);
+  set_num_threads(s.threads);
   TinyGPT<float> model = load_checkpoint<float>(s.model);
   const std::vector<NpzEntry> batch = load_npz(s.tokens);
   const Indices tokens = batch_entry(batch, "tokens", s.tokens);

@@ -20,7 +20,7 @@
 #include "autograd/tape.hpp"
 #include "nn/optim.hpp"
 #include "nn/tinygpt.hpp"
-#include "ops/kernels/gemm.hpp"
+#include "ops/threads.hpp"
 
 using namespace tapegrad;
 
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rss_growth: %s (see --help)\n", e.what());
     return 2;
   }
-  kernels::set_num_threads(threads);
+  set_num_threads(threads);
 
   TinyGPTConfig c;
   c.vocab = 16;
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   const double growth = last - first;
   std::printf("rss_growth: %zu steps, TinyGPT d_model %zu, %zu layers, batch %zu x %zu tokens, "
               "%d thread(s), final loss %.4f\n", steps, d_model, layers, batch, c.context,
-              kernels::num_threads(), last_loss);
+              num_threads(), last_loss);
   std::printf("  RSS before training   %8ld KiB\n", start.current_kb);
   std::printf("  RSS after step 0      %8ld KiB\n", rss[0]);
   std::printf("  mean RSS, steps 1-100 %8.0f KiB\n", first);

@@ -156,7 +156,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
 
   // Everything the options can get wrong has been checked: only now touch the disk.
   if (root) {
-    prepare_out_dir(s.out);
+    examples::prepare_out_dir(s.out);
     remove_stale_temporaries(s.out);
   }
   set_num_threads(s.threads);

@@ -4,21 +4,20 @@
 // user left out, and the usage error the program reports with exit code 2.
 #include <cstdint>
 #include <set>
-#include <stdexcept>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "examples/common/config_cli.hpp"
+#include "examples/common/run_options.hpp"
 
 namespace tapegrad::train {
 
 inline constexpr const char* kProgram = "train_tiny_transformer";
 
-// A user error: one line on stderr, exit code 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// A user error: one line on stderr, exit code 2. The shared type, so that the checks of
+// examples/common/run_options.hpp are reported the same way.
+using examples::UsageError;
 
 struct Settings {
   // task

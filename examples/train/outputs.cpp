@@ -1,12 +1,9 @@
 #include "examples/train/outputs.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include <xtensor/xadapt.hpp>
 
@@ -17,24 +14,6 @@
 namespace fs = std::filesystem;
 
 namespace tapegrad::train {
-
-void prepare_out_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    throw UsageError("cannot create --out directory " + dir +
-                     (ec ? ": " + ec.message() : std::string(": not a directory")));
-  }
-  std::string probe = (fs::path(dir) / (".write-test." + std::to_string(::getpid()))).string();
-  {
-    std::ofstream f(probe);
-    if (!f || !(f << "x") || !f.flush()) {
-      std::remove(probe.c_str());
-      throw UsageError("cannot write to --out directory " + dir);
-    }
-  }
-  std::remove(probe.c_str());
-}
 
 std::vector<NpzEntry> model_entries(const TinyGPT<float>& model, const TaskSetup& task) {
   std::vector<NpzEntry> extra = config_entries(model.config());

@@ -17,10 +17,6 @@
 
 namespace tapegrad::train {
 
-// Creates --out and proves it writable before any work, so a bad directory costs nothing
-// and leaves nothing behind.
-void prepare_out_dir(const std::string& dir);
-
 // The entries a checkpoint holds besides the parameters: the configuration, the task's
 // name and a text model's vocabulary.
 std::vector<NpzEntry> model_entries(const TinyGPT<float>& model, const TaskSetup& task);

@@ -126,11 +126,8 @@ std::map<std::string, std::string> apply_task_defaults(Settings& s, const std::s
 TaskSetup build_task(Settings& s, const ResumeSource& resume) {
   TaskSetup t;
   t.name = s.text_mode() || s.task == "text" ? "text" : s.task;
-  if (s.warmup > s.steps) {
-    throw UsageError("--warmup " + std::to_string(s.warmup) + " exceeds --steps " +
-                     std::to_string(s.steps));
-  }
-  if (s.min_lr > s.lr) throw UsageError("--min-lr must not exceed --lr");
+  examples::check_optimiser_settings(
+      {s.steps, s.batch, s.warmup, s.lr, s.min_lr, s.weight_decay, s.clip});
   if (s.sample > 0 && t.name != "text") {
     throw UsageError("--sample needs a text model (--text FILE, or --resume of one)");
   }

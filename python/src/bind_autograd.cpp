@@ -37,8 +37,6 @@ void bind_guard(py::module_& m, const char* name, const char* doc) {
 template <class T>
 GradcheckResult run_gradcheck(const py::function& f, const std::vector<PyTensor>& inputs,
                               const GradcheckOptions& options) {
-  std::vector<Tensor<T>> ts;
-  for (const PyTensor& p : inputs) ts.push_back(p.get<T>());
   TensorFunction<T> fn = [&f](const std::vector<Tensor<T>>& xs) {
     py::list args;
     for (const Tensor<T>& x : xs) args.append(PyTensor(x));
@@ -49,10 +47,10 @@ GradcheckResult run_gradcheck(const py::function& f, const std::vector<PyTensor>
     const PyTensor& r = out.cast<const PyTensor&>();
     if (r.is_double() != std::is_same_v<T, double>)
       fail("gradcheck", "the function returned a {} tensor for {} inputs", r.dtype(),
-           std::is_same_v<T, double> ? "float64" : "float32");
+           dtype_name<T>());
     return r.get<T>();
   };
-  return gradcheck<T>(fn, ts, options);
+  return gradcheck<T>(fn, tensors_as<T>(inputs), options);
 }
 
 void bind_gradcheck(py::module_& m) {
@@ -70,7 +68,7 @@ void bind_gradcheck(py::module_& m) {
   m.def("gradcheck", [](const py::function& f, const std::vector<PyTensor>& inputs, double eps,
                         double atol, double rtol, std::size_t max_elements, std::uint64_t seed) {
     if (inputs.empty()) fail("gradcheck", "no inputs");
-    for (const PyTensor& p : inputs) check_same_dtype("gradcheck", inputs[0], p);
+    check_one_dtype("gradcheck", inputs);
     const GradcheckOptions options{eps, atol, rtol, max_elements, seed};
     return inputs[0].is_double() ? run_gradcheck<double>(f, inputs, options)
                                  : run_gradcheck<float>(f, inputs, options);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_path.hpp"
 #include "bindings.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/config.hpp"
@@ -112,21 +113,22 @@ AtContext at_context_of(const std::string& s) {
   fail("generate", "at_context must be 'stop' or 'slide', not '{}'", s);
 }
 
+// model.forward(tokens) and model(tokens): the ids are read with the GIL held, the
+// forward runs without it.
+template <class T>
+PyTensor forward_tokens(Transformer<T>& model, const py::object& tokens) {
+  const Indices ids = indices_from_numpy(tokens, "forward");
+  py::gil_scoped_release release;
+  return PyTensor(model.forward(ids));
+}
+
 template <class T>
 void bind_transformer(py::module_& m, const char* name) {
   using Model = Transformer<T>;
   py::class_<Model>(m, name)
       .def(py::init<const TransformerConfig&>(), py::arg("config"))
-      .def("forward", [](Model& model, const py::object& tokens) {
-        const Indices ids = indices_from_numpy(tokens, "forward");
-        py::gil_scoped_release release;
-        return PyTensor(model.forward(ids));
-      }, py::arg("tokens"), "tokens (B, T) -> logits (B, T, vocab)")
-      .def("__call__", [](Model& model, const py::object& tokens) {
-        const Indices ids = indices_from_numpy(tokens, "forward");
-        py::gil_scoped_release release;
-        return PyTensor(model.forward(ids));
-      }, py::arg("tokens"))
+      .def("forward", &forward_tokens<T>, py::arg("tokens"), "tokens (B, T) -> logits (B, T, vocab)")
+      .def("__call__", &forward_tokens<T>, py::arg("tokens"))
       .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore) {
         const Indices ids = indices_from_numpy(tokens, "loss");
         const Indices tg = indices_from_numpy(targets, "loss");
@@ -146,15 +148,10 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("parameter_count", &Model::parameter_count)
       .def("zero_grad", &Model::zero_grad)
       .def_property_readonly("config", &Model::config)
-      .def_property_readonly("dtype", [](const Model&) {
-        return std::is_same_v<T, double> ? "float64" : "float32";
-      })
+      .def_property_readonly("dtype", [](const Model&) { return dtype_name<T>(); })
       .def("keep_attention_weights", &Model::keep_attention_weights, py::arg("keep"))
       .def("set_attention_path", [](Model& model, const std::string& path) {
-        if (path == "fused") return model.set_attention_path(AttentionPath::fused);
-        if (path == "composed") return model.set_attention_path(AttentionPath::composed);
-        if (path == "flash") return model.set_attention_path(AttentionPath::flash);
-        fail("set_attention_path", "path must be 'fused', 'composed' or 'flash', not '{}'", path);
+        model.set_attention_path(attention_path_of("set_attention_path", path));
       }, py::arg("path"))
       .def("save", [](const Model& model, const std::string& path) {
         py::gil_scoped_release release;
@@ -179,7 +176,7 @@ void bind_transformer(py::module_& m, const char* name) {
       py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("generator") = nullptr,
       py::arg("seed") = 0, py::arg("use_cache") = true, py::arg("at_context") = "stop",
       "The new tokens after prompt (temperature 0: greedy). Releases the GIL.");
-  m.def((std::string("load_checkpoint_") + (std::is_same_v<T, double> ? "float64" : "float32")).c_str(),
+  m.def((std::string("load_checkpoint_") + dtype_name<T>()).c_str(),
         [](const std::string& path) {
           py::gil_scoped_release release;
           return load_checkpoint<T>(path);

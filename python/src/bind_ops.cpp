@@ -2,8 +2,11 @@
 // A Python number where the C++ API takes a scalar is a constant, never on the tape.
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <optional>
 
+#include "arith.hpp"
+#include "attention_path.hpp"
 #include "bindings.hpp"
 #include "numpy_convert.hpp"
 #include "ops/attention.hpp"
@@ -22,43 +25,17 @@ namespace {
 
 #define TAPEGRAD_CALL(expr) [&](const auto& x) { return expr; }
 
-// op(a, b) where either side may be a Python number.
-template <class TT, class TS, class ST>
-PyTensor arith(const char* op, const py::object& a, const py::object& b, TT tt, TS ts, ST st) {
-  const bool ta = py::isinstance<PyTensor>(a), tb = py::isinstance<PyTensor>(b);
-  if (ta && tb) return binary(op, a.cast<PyTensor&>(), b.cast<PyTensor&>(), tt);
-  if (ta) {
-    const double s = b.cast<double>();
-    return unary(a.cast<PyTensor&>(), [&](const auto& x) { return ts(x, element_t<decltype(x)>(s)); });
-  }
-  if (tb) {
-    const double s = a.cast<double>();
-    return unary(b.cast<PyTensor&>(), [&](const auto& x) { return st(element_t<decltype(x)>(s), x); });
-  }
-  throw py::type_error(std::string(op) + ": at least one operand must be a tapegrad.Tensor");
+template <class Op>
+void def_arith(py::module_& m, const char* op) {
+  m.def(op, [op](const py::object& a, const py::object& b) { return tensor_or_number_op<Op>(op, a, b); },
+        py::arg("a"), py::arg("b"));
 }
 
 void bind_elementwise(py::module_& m) {
-  m.def("add", [](const py::object& a, const py::object& b) {
-    return arith("add", a, b, [](const auto& x, const auto& y) { return add(x, y); },
-                 [](const auto& x, auto s) { return add(x, s); },
-                 [](auto s, const auto& y) { return add(y, s); });
-  }, py::arg("a"), py::arg("b"));
-  m.def("sub", [](const py::object& a, const py::object& b) {
-    return arith("sub", a, b, [](const auto& x, const auto& y) { return sub(x, y); },
-                 [](const auto& x, auto s) { return sub(x, s); },
-                 [](auto s, const auto& y) { return sub(s, y); });
-  }, py::arg("a"), py::arg("b"));
-  m.def("mul", [](const py::object& a, const py::object& b) {
-    return arith("mul", a, b, [](const auto& x, const auto& y) { return mul(x, y); },
-                 [](const auto& x, auto s) { return mul(x, s); },
-                 [](auto s, const auto& y) { return mul(y, s); });
-  }, py::arg("a"), py::arg("b"));
-  m.def("div", [](const py::object& a, const py::object& b) {
-    return arith("div", a, b, [](const auto& x, const auto& y) { return div(x, y); },
-                 [](const auto& x, auto s) { return div(x, s); },
-                 [](auto s, const auto& y) { return div(s, y); });
-  }, py::arg("a"), py::arg("b"));
+  def_arith<std::plus<>>(m, "add");
+  def_arith<std::minus<>>(m, "sub");
+  def_arith<std::multiplies<>>(m, "mul");
+  def_arith<std::divides<>>(m, "div");
 #define TAPEGRAD_UNARY(name)                                                             \
   m.def(#name, [](const PyTensor& a) { return unary(a, TAPEGRAD_CALL(tapegrad::name(x))); }, \
         py::arg("a"));
@@ -105,12 +82,9 @@ void bind_shapes_and_reductions(py::module_& m) {
   }, py::arg("a"), py::arg("axis1"), py::arg("axis2"));
   m.def("concatenate", [](const std::vector<PyTensor>& parts, long axis) {
     if (parts.empty()) fail("concatenate", "no tensors to join");
-    for (const PyTensor& p : parts) check_same_dtype("concatenate", parts[0], p);
+    check_one_dtype("concatenate", parts);
     return unary(parts[0], [&](const auto& first) {
-      using T = element_t<decltype(first)>;
-      std::vector<Tensor<T>> ts;
-      for (const PyTensor& p : parts) ts.push_back(p.get<T>());
-      return concatenate(ts, axis);
+      return concatenate(tensors_as<element_t<decltype(first)>>(parts), axis);
     });
   }, py::arg("tensors"), py::arg("axis") = 0);
   m.def("slice", [](const PyTensor& a, long axis, std::size_t start, std::size_t stop) {
@@ -140,13 +114,6 @@ void bind_shapes_and_reductions(py::module_& m) {
     const Mask m = mask_from_numpy(mask, "masked_softmax");
     return unary(a, TAPEGRAD_CALL(masked_softmax(x, m)));
   }, py::arg("x"), py::arg("mask"));
-}
-
-AttentionPath path_of(const std::string& name) {
-  if (name == "fused") return AttentionPath::fused;
-  if (name == "composed") return AttentionPath::composed;
-  if (name == "flash") return AttentionPath::flash;
-  fail("attention", "path must be 'fused', 'composed' or 'flash', not '{}'", name);
 }
 
 py::tuple result_tuple(const PyTensor& out, const std::optional<PyTensor>& weights) {
@@ -187,7 +154,7 @@ void bind_attention(py::module_& m) {
     check_same_dtype("attention", q, k);
     check_same_dtype("attention", q, v);
     const AttentionSpec spec{heads, kv_heads, head_dim, scale, causal, window};
-    const AttentionPath p = path_of(path);
+    const AttentionPath p = attention_path_of("attention", path);
     return std::visit([&](const auto& Q) {
       using T = element_t<decltype(Q)>;
       return result_tuple(attention(Q, k.get<T>(), v.get<T>(), spec, p));

@@ -5,8 +5,10 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <functional>
 #include <sstream>
 
+#include "arith.hpp"
 #include "bindings.hpp"
 #include "numpy_convert.hpp"
 #include "ops/elementwise.hpp"
@@ -136,42 +138,28 @@ void bind_constructors(py::module_& m) {
       }, py::arg("dtype") = "float32", "Tensors of this dtype alive in the process (leak checks).");
 }
 
+// a (op) b, a (op) number and number (op) a: the number is a constant, never on the tape.
+template <class Op>
+void def_arith_operators(py::class_<PyTensor>& c, const char* op, const char* name,
+                         const char* reflected) {
+  c.def(name, [op](const PyTensor& a, const PyTensor& b) { return tensor_op_tensor<Op>(op, a, b); },
+        py::is_operator())
+      .def(name, &tensor_op_number<Op>, py::is_operator())
+      .def(reflected, [](const PyTensor& b, double s) { return number_op_tensor<Op>(s, b); },
+           py::is_operator());
+}
+
 void bind_operators(py::class_<PyTensor>& c) {
-  // a (op) b for tensors, and for a Python number (a constant, never on the tape).
-  auto tt = [](const char* op, auto f) {
-    return [op, f](const PyTensor& a, const PyTensor& b) { return binary(op, a, b, f); };
-  };
-  auto ts = [](auto f) {
-    return [f](const PyTensor& a, double s) {
-      return unary(a, [&](const auto& x) { return f(x, element_t<decltype(x)>(s)); });
-    };
-  };
-  auto st = [](auto f) {
-    return [f](const PyTensor& a, double s) {
-      return unary(a, [&](const auto& x) { return f(element_t<decltype(x)>(s), x); });
-    };
-  };
-  auto add_ = [](const auto& a, const auto& b) { return add(a, b); };
-  auto sub_ = [](const auto& a, const auto& b) { return sub(a, b); };
-  auto mul_ = [](const auto& a, const auto& b) { return mul(a, b); };
-  auto div_ = [](const auto& a, const auto& b) { return div(a, b); };
-  auto radd = [](auto s, const auto& b) { return add(b, s); };
-  auto rmul = [](auto s, const auto& b) { return mul(b, s); };
-  c.def("__add__", tt("add", add_), py::is_operator())
-      .def("__add__", ts(add_), py::is_operator())
-      .def("__radd__", st(radd), py::is_operator())
-      .def("__sub__", tt("sub", sub_), py::is_operator())
-      .def("__sub__", ts(sub_), py::is_operator())
-      .def("__rsub__", st(sub_), py::is_operator())
-      .def("__mul__", tt("mul", mul_), py::is_operator())
-      .def("__mul__", ts(mul_), py::is_operator())
-      .def("__rmul__", st(rmul), py::is_operator())
-      .def("__truediv__", tt("div", div_), py::is_operator())
-      .def("__truediv__", ts(div_), py::is_operator())
-      .def("__rtruediv__", st(div_), py::is_operator())
-      .def("__matmul__", tt("matmul", [](const auto& a, const auto& b) { return matmul(a, b); }),
-           py::is_operator())
-      .def("__pow__", ts([](const auto& a, auto e) { return pow(a, e); }), py::is_operator())
+  def_arith_operators<std::plus<>>(c, "add", "__add__", "__radd__");
+  def_arith_operators<std::minus<>>(c, "sub", "__sub__", "__rsub__");
+  def_arith_operators<std::multiplies<>>(c, "mul", "__mul__", "__rmul__");
+  def_arith_operators<std::divides<>>(c, "div", "__truediv__", "__rtruediv__");
+  c.def("__matmul__", [](const PyTensor& a, const PyTensor& b) {
+     return binary("matmul", a, b, [](const auto& x, const auto& y) { return matmul(x, y); });
+   }, py::is_operator())
+      .def("__pow__", [](const PyTensor& a, double e) {
+        return unary(a, [&](const auto& x) { return pow(x, element_t<decltype(x)>(e)); });
+      }, py::is_operator())
       .def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
 }
 
