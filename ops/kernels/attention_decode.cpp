@@ -11,6 +11,19 @@ namespace tapegrad::kernels {
 
 namespace {
 
+// Cached rows are read once per step from memory the step's weight products have just
+// streamed through the caches, so their loads stall unless asked for ahead: each block
+// first asks for the lines of the rows kPrefetchRows ahead (rows of the run only).
+constexpr std::size_t kPrefetchRows = 64;
+
+template <class T>
+void prefetch_rows(const T* rows, std::size_t first, std::size_t count, std::size_t end,
+                   std::size_t ld, std::size_t width) {
+  constexpr std::size_t kLine = 64 / sizeof(T);
+  for (std::size_t r = first; r < std::min(first + count, end); ++r)
+    for (std::size_t c = 0; c < width; c += kLine) __builtin_prefetch(rows + r * ld + c);
+}
+
 // A run of consecutive slots holding consecutive positions.
 struct Run {
   std::size_t slot, length;
@@ -39,7 +52,8 @@ void run_scores(const T* q, std::size_t G, std::size_t dh, const T* k, std::size
   constexpr std::size_t W = V::size;
   const std::size_t d_vec = dh - dh % W;
   std::size_t j = 0;
-  for (; j + W <= len; j += W)
+  for (; j + W <= len; j += W) {
+    prefetch_rows(k, j + kPrefetchRows, W, len, k_ld, dh);
     for (std::size_t g = 0; g < G; ++g) {
       const T* qg = q + g * dh;
       const T* kj = k + j * k_ld;
@@ -58,6 +72,7 @@ void run_scores(const T* q, std::size_t G, std::size_t dh, const T* k, std::size
         scores[g * ld + j + w] = scale * (sums[w] + tail);
       }
     }
+  }
   for (; j < len; ++j)
     for (std::size_t g = 0; g < G; ++g) {
       T dot = 0;
@@ -74,6 +89,7 @@ void run_values(const T* w, std::size_t ld, std::size_t G, const T* v, std::size
                 std::size_t len, std::size_t dv, T* y) {
   std::size_t j = 0;
   for (; j + 4 <= len; j += 4) {
+    prefetch_rows(v, j + kPrefetchRows, 4, len, v_ld, dv);
     const T* v0 = v + j * v_ld;
     const T *v1 = v0 + v_ld, *v2 = v1 + v_ld, *v3 = v2 + v_ld;
     for (std::size_t g = 0; g < G; ++g) {
