@@ -68,6 +68,16 @@ def require_scores_fit(w, who):
                          f"the machine has {have / 2**30:.0f} GiB")
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def set_thread_env(threads, variables=THREAD_VARIABLES):
+    """Sets each thread-count variable to `threads`; before the framework is imported, which
+    reads them once."""
+    for var in variables:
+        os.environ[var] = str(threads)
+
+
 def parse_args(prog):
     p = argparse.ArgumentParser(prog=prog)
     p.add_argument("--workload")
@@ -108,6 +118,55 @@ def compare(errors, key, pairs, tol):
     errors[key] = worst
     if not worst <= tol:
         raise CheckFailed(f"{where} differs from tapegrad's by {worst:.3g} (tolerance {tol:g})")
+
+
+MHA_GRADS = ("dx", "dWq", "dWk", "dWv", "dWo")
+FLASH_GRADS = ("dq", "dk", "dv")
+
+
+def check_mha(w, ref, y, grads):
+    """The start-up check of an MHA/GQA workload: y, and for fwdbwd the gradients in
+    MHA_GRADS' order (read only then), as numpy arrays, against tapegrad's."""
+    fwd_tol, bwd_tol = (1e-10, 1e-9) if w["dtype"] == "float64" else (1e-4, 1e-3)
+    errors = {}
+    compare(errors, "check_fwd_rel_err", [("y", y, ref["y"])], fwd_tol)
+    if w["backward"]:
+        compare(errors, "check_bwd_rel_err", [(n, g, ref[n]) for n, g in zip(MHA_GRADS, grads)], bwd_tol)
+    return errors
+
+
+def check_flash(ref, out, grads):
+    """The start-up check of a long-context attention workload: out and the gradients in
+    FLASH_GRADS' order, as numpy arrays, against tapegrad's."""
+    errors = {}
+    compare(errors, "check_fwd_rel_err", [("out", out, ref["out"])], 1e-4)
+    compare(errors, "check_bwd_rel_err", [(n, g, ref[n]) for n, g in zip(FLASH_GRADS, grads)], 1e-3)
+    return errors
+
+
+class TrainCheck:
+    """What a training workload's start-up check runs, as tapegrad_bench's: TOY-GPT the timed
+    weights on the whole batch; llama the check weights ("check.<name>") on the first two
+    sequences, whose loss and gradients tapegrad wrote under other names."""
+
+    def __init__(self, w):
+        toygpt = w["kind"] == "toygpt"
+        self.weights = None if toygpt else "check."  # None: the timed weights
+        self.rows = w["batch"] if toygpt else 2
+        self.loss_key = "loss" if toygpt else "check_loss"
+        self.grad_prefix = "grad." if toygpt else "check_grad."
+
+    def compare(self, ref, loss, grads):
+        """loss a float, grads (name, numpy array) pairs."""
+        errors = {}
+        compare(errors, "check_loss_rel_err", [("loss", loss, float(ref[self.loss_key]))], 1e-4)
+        compare(errors, "check_grad_rel_err", [(k, g, ref[self.grad_prefix + k]) for k, g in grads], 2e-3)
+        return errors
+
+
+def params(ref, prefix):
+    """{name: array} of the reference's entries "<prefix><name>", in the file's order."""
+    return {k[len(prefix):]: np.asarray(ref[k]) for k in ref.files if k.startswith(prefix)}
 
 
 def check_losses(w, losses):

@@ -14,8 +14,7 @@ import common
 import train_math
 
 args = common.parse_args("jax_jit")
-for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[var] = str(args.threads)
+common.set_thread_env(args.threads)
 if args.threads == 1:
     os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 os.environ["JAX_PLATFORMS"] = "cpu"
@@ -93,7 +92,7 @@ def llama_loss(w, cos, sin, P, tokens, targets):
 
 
 def params_of(ref, prefix):
-    return {k[len(prefix):]: jnp.asarray(ref[k]) for k in ref.files if k.startswith(prefix)}
+    return {k: jnp.asarray(a) for k, a in common.params(ref, prefix).items()}
 
 
 class Mha:
@@ -116,14 +115,7 @@ class Mha:
 
     def check(self):
         y, grads = self.step()
-        tol = (1e-10, 1e-9) if self.w["dtype"] == "float64" else (1e-4, 1e-3)
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("y", np.asarray(y), self.ref["y"])], tol[0])
-        if grads is not None:
-            names = ("dx", "dWq", "dWk", "dWv", "dWo")
-            common.compare(err, "check_bwd_rel_err",
-                           [(n, np.asarray(g), self.ref[n]) for n, g in zip(names, grads)], tol[1])
-        return err
+        return common.check_mha(self.w, self.ref, np.asarray(y), [np.asarray(g) for g in grads or ()])
 
 
 class Train:
@@ -133,7 +125,7 @@ class Train:
         self.tokens, self.targets = seq[:, :-1], seq[:, 1:]
         if w["kind"] == "toygpt":
             self.loss = lambda P, a, b: toygpt_loss(w, P, a, b)  # noqa: E731
-            self.P, self.check_prefix = params_of(ref, "param."), None
+            self.P = params_of(ref, "param.")
         else:
             cos, sin = (jnp.asarray(t) for t in train_math.rope_tables(np, w))
             self.loss = lambda P, a, b: llama_loss(w, cos, sin, P, a, b)  # noqa: E731
@@ -157,16 +149,10 @@ class Train:
         self.losses.append(float(loss))
 
     def check(self):
-        err = {}
-        if self.w["kind"] == "toygpt":
-            P, n, gp, key = self.P, self.tokens.shape[0], "grad.", "loss"
-        else:
-            P, n, gp, key = params_of(self.ref, "check."), 2, "check_grad.", "check_loss"
-        loss, g = self.grad(P, self.tokens[:n], self.targets[:n])
-        common.compare(err, "check_loss_rel_err", [("loss", float(loss), float(self.ref[key]))], 1e-4)
-        common.compare(err, "check_grad_rel_err",
-                       [(k, np.asarray(g[k]), self.ref[gp + k]) for k in g], 2e-3)
-        return err
+        c = common.TrainCheck(self.w)
+        P = self.P if c.weights is None else params_of(self.ref, c.weights)
+        loss, g = self.grad(P, self.tokens[:c.rows], self.targets[:c.rows])
+        return c.compare(self.ref, float(loss), [(k, np.asarray(g[k])) for k in g])
 
 
 class Flash:
@@ -190,11 +176,7 @@ class Flash:
 
     def check(self):
         out, grads = self.step()
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("out", np.asarray(out), self.ref["out"])], 1e-4)
-        common.compare(err, "check_bwd_rel_err",
-                       [(n, np.asarray(g), self.ref[n]) for n, g in zip(("dq", "dk", "dv"), grads)], 1e-3)
-        return err
+        return common.check_flash(self.ref, np.asarray(out), [np.asarray(g) for g in grads])
 
 
 def build(w, ref, a):

@@ -5,7 +5,6 @@ function through mx.compile. Threads: OMP/OpenBLAS variables = N; MLX's CPU back
 op at a time on one stream thread, with the reference BLAS its wheel bundles, so N > 1 gives
 it nothing more (stated, not hidden)."""
 import math
-import os
 import sys
 
 import numpy as np
@@ -14,8 +13,7 @@ import common
 import train_math
 
 args = common.parse_args("mlx_cpu")
-for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[var] = str(args.threads)
+common.set_thread_env(args.threads)
 import mlx.core as mx  # noqa: E402
 
 mx.set_default_device(mx.cpu)
@@ -89,7 +87,7 @@ def llama_loss(w, cos, sin, P, tokens, targets):
 
 
 def params_of(ref, prefix):
-    return {k[len(prefix):]: mx.array(np.asarray(ref[k])) for k in ref.files if k.startswith(prefix)}
+    return {k: mx.array(a) for k, a in common.params(ref, prefix).items()}
 
 
 class Grad:
@@ -119,13 +117,7 @@ class Mha:
 
     def check(self):
         out = self.step()
-        tol = (1e-10, 1e-9) if self.w["dtype"] == "float64" else (1e-4, 1e-3)
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("y", np.array(out[0]), self.ref["y"])], tol[0])
-        if self.w["backward"]:
-            common.compare(err, "check_bwd_rel_err", [(n, np.array(g), self.ref[n]) for n, g in
-                                                     zip(("dx", "dWq", "dWk", "dWv", "dWo"), out[1:])], tol[1])
-        return err
+        return common.check_mha(self.w, self.ref, np.array(out[0]), [np.array(g) for g in out[1:]])
 
 
 class Train:
@@ -160,16 +152,11 @@ class Train:
         self.losses.append(loss.item())
 
     def check(self):
-        err = {}
-        if self.w["kind"] == "toygpt":
-            P, n, gp, key = self.P, self.tokens.shape[0], "grad.", "loss"
-        else:
-            P, n, gp, key = params_of(self.ref, "check."), 2, "check_grad.", "check_loss"
-        loss, g = self.grad(P, self.tokens[:n], self.targets[:n])
+        c = common.TrainCheck(self.w)
+        P = self.P if c.weights is None else params_of(self.ref, c.weights)
+        loss, g = self.grad(P, self.tokens[:c.rows], self.targets[:c.rows])
         mx.eval(loss, g)
-        common.compare(err, "check_loss_rel_err", [("loss", loss.item(), float(self.ref[key]))], 1e-4)
-        common.compare(err, "check_grad_rel_err", [(k, np.array(g[k]), self.ref[gp + k]) for k in g], 2e-3)
-        return err
+        return c.compare(self.ref, loss.item(), [(k, np.array(g[k])) for k in g])
 
 
 class Flash:
@@ -186,11 +173,7 @@ class Flash:
 
     def check(self):
         out = self.step()
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("out", np.array(out[0]), self.ref["out"])], 1e-4)
-        common.compare(err, "check_bwd_rel_err",
-                       [(n, np.array(g), self.ref[n]) for n, g in zip(("dq", "dk", "dv"), out[1:])], 1e-3)
-        return err
+        return common.check_flash(self.ref, np.array(out[0]), [np.array(g) for g in out[1:]])
 
 
 def build(w, ref, a):

@@ -12,8 +12,7 @@ import common
 import train_math
 
 args = common.parse_args("tinygrad")
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"):
-    os.environ[var] = str(args.threads)
+common.set_thread_env(args.threads, ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"))
 os.environ["DEV"] = "CPU"
 import tinygrad  # noqa: E402
 from tinygrad import Device, Tensor, TinyJit, dtypes  # noqa: E402
@@ -95,8 +94,7 @@ def tensors(ref, keys, dtype=None):
 
 
 def params_of(ref, prefix):
-    names = [k[len(prefix):] for k in ref.files if k.startswith(prefix)]
-    return dict(zip(names, tensors(ref, [prefix + n for n in names])))
+    return {k: Tensor(a).realize() for k, a in common.params(ref, prefix).items()}
 
 
 class Mha:
@@ -125,13 +123,7 @@ class Mha:
 
     def check(self):
         out = self.step()
-        tol = (1e-10, 1e-9) if self.w["dtype"] == "float64" else (1e-4, 1e-3)
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("y", out[0].numpy(), self.ref["y"])], tol[0])
-        if self.w["backward"]:
-            common.compare(err, "check_bwd_rel_err", [(n, g.numpy(), self.ref[n]) for n, g in
-                                                     zip(("dx", "dWq", "dWk", "dWv", "dWo"), out[1:])], tol[1])
-        return err
+        return common.check_mha(self.w, self.ref, out[0].numpy(), [g.numpy() for g in out[1:]])
 
 
 class Train:
@@ -163,15 +155,11 @@ class Train:
         self.losses.append(self.train_step().item())
 
     def check(self):
-        err = {}
-        if self.w["kind"] == "toygpt":
-            P, n, gp, key = self.P, self.tokens.shape[0], "grad.", "loss"
-        else:
-            P, n, gp, key = params_of(self.ref, "check."), 2, "check_grad.", "check_loss"
-        loss = self.loss(P, self.tokens[:n], self.targets[:n])
+        c = common.TrainCheck(self.w)
+        P = self.P if c.weights is None else params_of(self.ref, c.weights)
+        loss = self.loss(P, self.tokens[:c.rows], self.targets[:c.rows])
         loss.backward()
-        common.compare(err, "check_loss_rel_err", [("loss", loss.item(), float(self.ref[key]))], 1e-4)
-        common.compare(err, "check_grad_rel_err", [(k, p.grad.numpy(), self.ref[gp + k]) for k, p in P.items()], 2e-3)
+        err = c.compare(self.ref, loss.item(), [(k, p.grad.numpy()) for k, p in P.items()])
         for p in P.values():
             p.grad = None
         return err
@@ -201,11 +189,7 @@ class Flash:
 
     def check(self):
         out = self.step()
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("out", out[0].numpy(), self.ref["out"])], 1e-4)
-        common.compare(err, "check_bwd_rel_err",
-                       [(n, g.numpy(), self.ref[n]) for n, g in zip(("dq", "dk", "dv"), out[1:])], 1e-3)
-        return err
+        return common.check_flash(self.ref, out[0].numpy(), [g.numpy() for g in out[1:]])
 
 
 def build(w, ref, a):

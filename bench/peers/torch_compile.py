@@ -2,14 +2,12 @@
 """PyTorch 2.x with torch.compile (inductor, its default CPU backend: generated C++ with
 OpenMP) around the model function; the optimizer step stays eager, as a user writes it.
 The first step compiles; its time is compile_ms. Threads as torch_eager.py."""
-import os
 import sys
 
 import common
 
 args = common.parse_args("torch_compile")
-for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[var] = str(args.threads)
+common.set_thread_env(args.threads)
 import torch  # noqa: E402
 
 import torch_models  # noqa: E402

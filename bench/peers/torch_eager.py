@@ -2,14 +2,12 @@
 """PyTorch 2.x eager: the workloads of torch_models.py as written, one per process.
 Threads: torch.set_num_threads(N) and OMP_NUM_THREADS=MKL_NUM_THREADS=N (set before import),
 one inter-op thread."""
-import os
 import sys
 
 import common
 
 args = common.parse_args("torch_eager")
-for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[var] = str(args.threads)
+common.set_thread_env(args.threads)
 import torch  # noqa: E402
 
 import torch_models  # noqa: E402

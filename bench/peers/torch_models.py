@@ -64,14 +64,7 @@ class Mha:
 
     def check(self):
         y = self._run().detach().numpy()
-        tol = (1e-10, 1e-9) if self.w["dtype"] == "float64" else (1e-4, 1e-3)
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("y", y, self.ref["y"])], tol[0])
-        if self.bw:
-            names = ("dx", "dWq", "dWk", "dWv", "dWo")
-            common.compare(err, "check_bwd_rel_err",
-                           [(n, t.grad.numpy(), self.ref[n]) for n, t in zip(names, self.p)], tol[1])
-        return err
+        return common.check_mha(self.w, self.ref, y, [t.grad.numpy() for t in self.p] if self.bw else [])
 
 
 class ToyGpt(torch.nn.Module):
@@ -174,20 +167,15 @@ class Train:
     def check(self):
         """TOY-GPT: the timed model's first loss and gradients on the whole batch; llama:
         the check weights on the first two sequences (tapegrad_bench's start-up check)."""
-        err = {}
-        if self.w["kind"] == "toygpt":
-            m, f, n, prefix, key = self.model, self.f, None, "grad.", "loss"
+        c = common.TrainCheck(self.w)
+        if c.weights is None:
+            m, f = self.model, self.f
         else:
-            m = self.make("check.")
-            f, n, prefix, key = self.compile_fn(m), 2, "check_grad.", "check_loss"
-        names = [k[len("param."):] for k in self.ref.files if k.startswith("param.")] \
-            if self.w["kind"] == "toygpt" else [k[len("train."):] for k in self.ref.files if k.startswith("train.")]
-        loss = f(self.tokens[:n], self.targets[:n])
+            m = self.make(c.weights)
+            f = self.compile_fn(m)
+        loss = f(self.tokens[:c.rows], self.targets[:c.rows])
         loss.backward()
-        common.compare(err, "check_loss_rel_err", [("loss", loss.item(), float(self.ref[key]))], 1e-4)
-        common.compare(err, "check_grad_rel_err",
-                       [(nm, p.grad.numpy(), self.ref[prefix + nm]) for nm, p in zip(names, m.parameters())],
-                       2e-3)
+        err = c.compare(self.ref, loss.item(), [(nm, p.grad.numpy()) for nm, p in m.P.items()])
         m.zero_grad(set_to_none=True)
         return err
 
@@ -220,11 +208,7 @@ class Flash:
 
     def check(self):
         out = self._run().detach().numpy()
-        err = {}
-        common.compare(err, "check_fwd_rel_err", [("out", out, self.ref["out"])], 1e-4)
-        common.compare(err, "check_bwd_rel_err",
-                       [(n, t.grad.numpy(), self.ref[n]) for n, t in zip(("dq", "dk", "dv"), self.p)], 1e-3)
-        return err
+        return common.check_flash(self.ref, out, [t.grad.numpy() for t in self.p])
 
 
 def build(w, ref, compile_fn):
