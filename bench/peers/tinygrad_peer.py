@@ -126,6 +126,15 @@ class Mha:
         return common.check_mha(self.w, self.ref, out[0].numpy(), [g.numpy() for g in out[1:]])
 
 
+def training():
+    """Training mode, which the optimiser step requires: Tensor.train() in the tinygrad
+    releases that have it, the TRAINING context variable in those (0.14) that replaced it."""
+    if hasattr(Tensor, "train"):
+        return Tensor.train()
+    from tinygrad.helpers import Context
+    return Context(TRAINING=1)
+
+
 class Train:
     def __init__(self, w, ref):
         self.w, self.ref = w, ref
@@ -142,7 +151,7 @@ class Train:
                          weight_decay=w["weight_decay"])
 
         def train_step():
-            with Tensor.train():
+            with training():
                 self.opt.zero_grad()
                 loss = self.loss(self.P, self.tokens, self.targets)
                 loss.backward()
