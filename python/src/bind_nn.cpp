@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "attention_path.hpp"
 #include "bindings.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/generation.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/optim.hpp"
 #include "nn/schedule.hpp"
 #include "nn/transformer.hpp"
@@ -115,11 +117,13 @@ AtContext at_context_of(const std::string& s) {
 
 // model.forward(tokens) and model(tokens): the ids are read with the GIL held, the
 // forward runs without it.
+// With a cache: the new tokens at positions cache.length.. , each layer reading and
+// extending its own cache (a prompt in one call or in chunks, then one token at a time).
 template <class T>
-PyTensor forward_tokens(Transformer<T>& model, const py::object& tokens) {
+PyTensor forward_tokens(Transformer<T>& model, const py::object& tokens, KVCacheSet<T>* cache) {
   const Indices ids = indices_from_numpy(tokens, "forward");
   py::gil_scoped_release release;
-  return PyTensor(model.forward(ids));
+  return PyTensor(cache ? model.forward(ids, *cache) : model.forward(ids));
 }
 
 template <class T>
@@ -127,8 +131,13 @@ void bind_transformer(py::module_& m, const char* name) {
   using Model = Transformer<T>;
   py::class_<Model>(m, name)
       .def(py::init<const TransformerConfig&>(), py::arg("config"))
-      .def("forward", &forward_tokens<T>, py::arg("tokens"), "tokens (B, T) -> logits (B, T, vocab)")
-      .def("__call__", &forward_tokens<T>, py::arg("tokens"))
+      .def("forward", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr,
+           "tokens (B, T) -> logits (B, T, vocab); with cache, of the new positions only")
+      .def("__call__", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr)
+      .def("kv_cache", [](const Model& model, std::size_t batch, std::optional<std::size_t> positions) {
+        return KVCacheSet<T>(model.config(), batch, positions.value_or(model.config().context));
+      }, py::arg("batch") = 1, py::arg("positions") = py::none(),
+      "an empty KVCacheSet for this model (positions: the context by default)")
       .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore) {
         const Indices ids = indices_from_numpy(tokens, "loss");
         const Indices tg = indices_from_numpy(targets, "loss");
@@ -163,8 +172,10 @@ void bind_transformer(py::module_& m, const char* name) {
       }, py::arg("path"), "Parameters from a checkpoint of the same architecture")
       .def("generate", [](Model& model, const std::vector<std::int64_t>& prompt, std::size_t max_new,
                           double temperature, std::size_t top_k, double top_p, Generator* gen,
-                          std::uint64_t seed, bool use_cache, const std::string& at_context) {
+                          std::uint64_t seed, bool use_cache, const std::string& at_context,
+                          std::size_t prefill_chunk) {
         GenerateOptions o;
+        o.prefill_chunk = prefill_chunk;
         o.max_new_tokens = max_new;
         o.at_context = at_context_of(at_context);
         o.sampling = {temperature, top_k, top_p};
@@ -175,6 +186,7 @@ void bind_transformer(py::module_& m, const char* name) {
       }, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 1.0,
       py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("generator") = nullptr,
       py::arg("seed") = 0, py::arg("use_cache") = true, py::arg("at_context") = "stop",
+      py::arg("prefill_chunk") = 0,
       "The new tokens after prompt (temperature 0: greedy). Releases the GIL.");
   m.def((std::string("load_checkpoint_") + dtype_name<T>()).c_str(),
         [](const std::string& path) {

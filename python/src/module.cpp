@@ -15,6 +15,7 @@ PYBIND11_MODULE(_tapegrad, m) {
   bind_autograd(m);
   py::module_ nn = m.def_submodule("nn", "the transformer, its configuration, optimisers");
   bind_nn(nn);
+  bind_decode(m, nn);
   py::module_ tasks = m.def_submodule("tasks", "the built-in training tasks");
   bind_tasks(tasks);
   // What the tests use to show the trap tapegrad.tensor avoids: pybind11's default

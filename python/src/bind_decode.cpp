@@ -1,0 +1,155 @@
+// The attention pieces below attention(): the fused path's two halves (weights, mix), the
+// scores the softmax sees, the flash path by name; and the KV cache with the one-token
+// decode op that reads it in place. The same AttentionSpec arguments as attention().
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "bindings.hpp"
+#include "nn/kv_cache.hpp"
+#include "nn/transformer.hpp"
+#include "ops/attention.hpp"
+#include "ops/attention_decode.hpp"
+#include "ops/attention_flash.hpp"
+#include "ops/attention_fused.hpp"
+#include "ops/threads.hpp"
+#include "py_tensor.hpp"
+
+namespace tapegrad::python {
+
+namespace {
+
+AttentionSpec spec_of(std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
+                      std::optional<double> scale, bool causal, std::size_t window) {
+  return AttentionSpec{heads, kv_heads, head_dim, scale, causal, window};
+}
+
+// t as a Tensor<T> for a cache of T, refused with both dtypes named otherwise.
+template <class T>
+const Tensor<T>& for_cache(const char* op, const PyTensor& t) {
+  if (t.is_double() != std::is_same_v<T, double>)
+    fail(op, "a {} tensor for a {} cache", t.dtype(), dtype_name<T>());
+  return t.get<T>();
+}
+
+// The spec's keyword arguments, in attention()'s order and with its defaults.
+#define TAPEGRAD_SPEC_ARGS                                                                 \
+  py::arg("heads"), py::arg("kv_heads") = 0, py::arg("head_dim") = 0,                       \
+      py::arg("scale") = py::none(), py::arg("causal") = false, py::arg("window") = 0
+
+void bind_attention_parts(py::module_& m) {
+  m.def("attention_weights", [](const PyTensor& q, const PyTensor& k, std::size_t heads,
+                                std::size_t kv_heads, std::size_t head_dim,
+                                std::optional<double> scale, bool causal, std::size_t window) {
+    check_same_dtype("attention_weights", q, k);
+    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+    return std::visit([&](const auto& Q) {
+      using T = element_t<decltype(Q)>;
+      const Tensor<T>& K = k.get<T>();
+      const AttentionDims d = check_attention_spec("attention_weights", Q.shape(), K.shape(), K.shape(), spec);
+      return PyTensor(attention_weights(Q, K, d));
+    }, q.v);
+  }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
+  "q (B,Tq,heads*hd), k (B,Tk,kv_heads*hd) -> softmax weights (B,heads,Tq,Tk), 0 where masked");
+  m.def("attention_mix", [](const PyTensor& weights, const PyTensor& v, std::size_t heads,
+                            std::size_t kv_heads, std::size_t head_dim, std::optional<double> scale,
+                            bool causal, std::size_t window) {
+    check_same_dtype("attention_mix", weights, v);
+    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+    return std::visit([&](const auto& W) {
+      using T = element_t<decltype(W)>;
+      const Tensor<T>& V = v.get<T>();
+      const Shape& ws = W.shape();
+      if (ws.size() != 4 || ws[1] != heads)
+        fail("attention_mix", "weights must be (B, heads={}, Tq, Tk), got {}", heads, W.shape_string());
+      // The queries' shape the weights came from: (B, Tq, heads * head_dim), head_dim the
+      // values' width when not given (mixing never reads q).
+      const std::size_t kv = kv_heads ? kv_heads : heads;
+      const std::size_t hd = head_dim ? head_dim : (V.shape().size() == 3 ? V.shape()[2] / kv : 1);
+      const Shape q_shape{ws[0], ws[2], heads * hd};
+      const Shape k_shape{ws[0], ws[3], kv * hd};
+      const AttentionDims d = check_attention_spec("attention_mix", q_shape, k_shape, V.shape(), spec);
+      return PyTensor(attention_mix(W, V, d));
+    }, weights.v);
+  }, py::arg("weights"), py::arg("v"), TAPEGRAD_SPEC_ARGS,
+  "weights (B,heads,Tq,Tk) from attention_weights, v (B,Tk,kv_heads*dv) -> (B,Tq,heads*dv)");
+  m.def("attention_scores", [](const PyTensor& q, const PyTensor& k, std::size_t heads,
+                               std::size_t kv_heads, std::size_t head_dim,
+                               std::optional<double> scale, bool causal, std::size_t window) {
+    check_same_dtype("attention_scores", q, k);
+    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+    return std::visit([&](const auto& Q) {
+      using T = element_t<decltype(Q)>;
+      return PyTensor(attention_scores(Q, k.get<T>(), spec));
+    }, q.v);
+  }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
+  "scale * q.k (B,heads,Tq,Tk), -inf where masked: what the softmax sees; a constant");
+  m.def("flash_attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v,
+                              std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
+                              std::optional<double> scale, bool causal, std::size_t window) {
+    check_same_dtype("flash_attention", q, k);
+    check_same_dtype("flash_attention", q, v);
+    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+    return std::visit([&](const auto& Q) {
+      using T = element_t<decltype(Q)>;
+      const Tensor<T>&K = k.get<T>(), &V = v.get<T>();
+      const AttentionDims d = check_attention_spec("flash_attention", Q.shape(), K.shape(), V.shape(), spec);
+      return PyTensor(flash_attention(Q, K, V, d));
+    }, q.v);
+  }, py::arg("q"), py::arg("k"), py::arg("v"), TAPEGRAD_SPEC_ARGS,
+  "attention() by the tiled path: O(T) memory, no weights");
+  m.def("num_threads", &num_threads, "the threads the kernels use (set_num_threads)");
+}
+
+template <class T>
+void bind_cache(py::module_& nn, py::module_& m, const std::string& suffix) {
+  using Cache = KVCache<T>;
+  using Set = KVCacheSet<T>;
+  py::class_<Cache>(nn, ("KVCache_" + suffix).c_str(), "one layer's keys and values, a ring")
+      .def_property_readonly("length", &Cache::length, "positions appended so far")
+      .def_property_readonly("capacity", &Cache::capacity)
+      .def_property_readonly("count", &Cache::count, "positions held")
+      .def_property_readonly("window", &Cache::window)
+      .def_property_readonly("first_position", &Cache::first_position)
+      .def_property_readonly("bytes", &Cache::bytes)
+      .def("append", [](Cache& c, const PyTensor& k, const PyTensor& v) {
+        c.append(for_cache<T>("KVCache.append", k), for_cache<T>("KVCache.append", v));
+      }, py::arg("k"), py::arg("v"), "k (B,Tn,kv_heads*hd), v (B,Tn,kv_heads*dv)")
+      .def("keys", [](const Cache& c) { return PyTensor(c.keys()); }, "(B, count, width), oldest first")
+      .def("values", [](const Cache& c) { return PyTensor(c.values()); })
+      .def("reset", &Cache::reset);
+  py::class_<Set>(nn, ("KVCacheSet_" + suffix).c_str(), "one KVCache per layer of a model")
+      .def(py::init<const TransformerConfig&, std::size_t, std::size_t>(), py::arg("config"),
+           py::arg("batch"), py::arg("positions"))
+      .def_property_readonly("length", &Set::length)
+      .def_property_readonly("bytes", &Set::bytes)
+      .def("__len__", &Set::size)
+      .def("__getitem__", [](Set& s, std::size_t i) -> Cache& {
+        if (i >= s.size()) throw py::index_error("KVCacheSet: layer " + std::to_string(i) +
+                                                 " of " + std::to_string(s.size()));
+        return s[i];
+      }, py::return_value_policy::reference_internal)
+      .def("reset", &Set::reset);
+  m.def("attention_decode", [](const PyTensor& q, const Cache& cache, std::size_t heads,
+                               std::size_t kv_heads, std::size_t head_dim,
+                               std::optional<double> scale, bool causal, std::size_t window) {
+    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+    return PyTensor(attention_decode(for_cache<T>("attention_decode", q), cache.key_store(), cache.value_store(),
+                                     cache.ring(), spec));
+  }, py::arg("q"), py::arg("cache"), py::arg("heads"), py::arg("kv_heads") = 0,
+  py::arg("head_dim") = 0, py::arg("scale") = py::none(), py::arg("causal") = true,
+  py::arg("window") = 0,
+  "q (B,1,heads*hd), the newest held position's query -> (B,1,heads*dv) over the cache");
+}
+
+}  // namespace
+
+void bind_decode(py::module_& m, py::module_& nn) {
+  bind_attention_parts(m);
+  bind_cache<float>(nn, m, "float32");
+  bind_cache<double>(nn, m, "float64");
+}
+
+}  // namespace tapegrad::python
