@@ -18,13 +18,13 @@ std::size_t softmax_row_group(std::size_t row_length) {
 }
 
 namespace {
+template <class T>
+constexpr T kMasked = -std::numeric_limits<T>::infinity();  // a masked score
+
 // The largest of row[0..L), -inf if L = 0; a nan is never taken, as in `x > m ? x : m`.
 // Four running maxima instead of one: a max is exact, so the order does not change the
 // result (at most the sign of a zero maximum, which no exp(x - max) can see), and one
 // chain of dependent compares was a third of a short row's time.
-template <class T>
-constexpr T kMasked = -std::numeric_limits<T>::infinity();  // a masked score
-
 template <class T>
 T row_max(const T* row, std::size_t L) {
   T m[4] = {kMasked<T>, kMasked<T>, kMasked<T>, kMasked<T>};
