@@ -32,7 +32,8 @@ struct MhaShape {
   std::size_t kv() const { return KV == 0 ? H : KV; }
   std::size_t kv_width() const { return kv() * (D / H); }  // the columns of Wk and Wv
 };
-// Issue 6's attention shapes: (B, T, D, heads).
+// The attention workloads' shapes (B, T, D, heads), from S1, small enough that per-op
+// overhead dominates, to S4, a 2,048-token sequence.
 inline const std::vector<MhaShape>& mha_shapes() {
   static const std::vector<MhaShape> s = {
       {"S1", 1, 16, 32, 4}, {"S2", 8, 128, 128, 8}, {"S3", 4, 512, 256, 8}, {"S4", 1, 2048, 256, 8}};
@@ -51,7 +52,7 @@ inline MhaShape gqa_shape(const std::string& name) {
 }
 constexpr const char* kGqaShape = "S3";
 
-// TOY-GPT of issue 6.
+// TOY-GPT: the small GPT whose training step (on random tokens, memorised) is toygpt_step.
 struct ToyGptShape {
   std::size_t vocab = 65, context = 64, d_model = 128, heads = 4, layers = 2, mlp_ratio = 4,
               batch = 32;
@@ -419,7 +420,7 @@ inline void check_toygpt_losses(const ToyGptShape& g, const std::vector<double>&
 
 // ---------------------------------------------------------------- naive references
 
-// The seed's causal multi-head attention for output rows `rows` of batch item b, by plain
+// Causal multi-head attention (the textbook composition) for output rows `rows` of batch item b, by plain
 // loops in double: y[b, t, :] for each t in rows, row after row. With s.KV < s.H, query
 // head h reads K/V head h / (H / KV) (grouped-query attention, repeat_interleave order).
 inline std::vector<double> naive_mha_rows(const MhaInputs& in, const MhaShape& s, std::size_t b,

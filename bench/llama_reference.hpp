@@ -276,7 +276,7 @@ inline double llama_flops(const LlamaShape& g) {
 
 // ---------------------------------------------------------------- cached decode
 
-// The decode_ctx{256,1024} workloads: issue 14's model (the llama preset, d_model 256,
+// The decode_ctx{256,1024} workloads: a small decode model (the llama preset, d_model 256,
 // 4 layers, 8 heads, 2 KV heads, vocab 256, float32, batch 1) with its context set to the
 // workload's. The cache is preallocated for the context and prefilled with context - 1
 // tokens outside the timed region; each timed step is one token (embedding, 4 blocks

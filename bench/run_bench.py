@@ -408,7 +408,7 @@ def print_table(results):
         print(format_row(r))
 
 
-# Issue 6's targets: (label, workload regex, ratio bound or None, kind)
+# The targets each workload is held to: (label, workload regex, ratio bound or None, kind)
 TARGETS = [
     ("TOY-GPT training step", r"^toygpt_step$", 0.8, "time"),
     ("Llama-preset training step (TOY-GPT size)", r"^llama_step$", 0.8, "time"),

@@ -1,4 +1,4 @@
-// tapegrad side of issue 6's benchmark: one workload per process, one JSON line out.
+// tapegrad side of the tapegrad/libtorch benchmark: one workload per process, one JSON line out.
 // The same command line and the same inputs as torch_reference.cpp (see harness.hpp).
 #include <array>
 #include <cstdlib>
@@ -77,7 +77,8 @@ AttentionSpec causal_spec(const MhaShape& s) {
   return spec;
 }
 
-// MHA shapes run multi_head_attention (the seed's op), GQA shapes attention() on the spec.
+// MHA shapes run multi_head_attention (the textbook composition's op), GQA shapes
+// attention() on the spec.
 template <class R>
 Tensor<R> forward_of(const MhaTensors<R>& t, const MhaShape& s) {
   return s.KV == 0 ? t.forward(s.H) : t.forward(causal_spec(s));
@@ -335,7 +336,7 @@ std::vector<double> decode_logits(const bench::LlamaShape& g, const bench::Llama
   return std::vector<double>(logits.data(), logits.data() + logits.size());
 }
 
-// issue 14's cached decode (see bench::decode_shape): the cache (KVCacheSet, preallocated
+// The cached decode workload (see bench::decode_shape): the cache (KVCacheSet, preallocated
 // for the context) is prefilled with context - 1 tokens, then each timed step is
 // Transformer::forward of one token through it under no-grad and the argmax of its logits,
 // which is the next step's token. The untimed second part rolls the cache back: a copy of

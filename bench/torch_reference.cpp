@@ -1,4 +1,4 @@
-// libtorch side of issue 6's benchmark: the same workloads, shapes, dtypes, inputs and
+// libtorch side of the tapegrad/libtorch benchmark: the same workloads, shapes, dtypes, inputs and
 // command line as tapegrad_bench.cpp (see harness.hpp), written as a PyTorch user writes
 // them in C++. One workload per process, one JSON line out.
 #include <ATen/Parallel.h>
@@ -42,7 +42,8 @@ std::vector<R> values(const torch::Tensor& t) {
 
 // ------------------------------------------------------------ multi-head attention
 
-// The seed's formulation (shared/seeds/004): project, split heads with reshape +
+// Multi-head attention as the textbook composition a PyTorch user writes by hand (the
+// semantics tapegrad's multi_head_attention has): project, split heads with reshape +
 // transpose, scaled scores, -inf where the causal mask forbids, softmax, weights @ V,
 // merge heads, project through Wo. `blocked` is ~causal_mask(T), built once per shape as
 // a PyTorch module keeps it in a buffer (so libtorch is not charged for rebuilding it).
@@ -102,7 +103,7 @@ struct MhaTensors {
         blocked(blocked_mask(int64_t(s.T))),
         heads(int64_t(s.H)),
         grouped(s.KV != 0) {}
-  // MHA shapes run the seed's composition, GQA shapes (KV set) the repeat_interleave one
+  // MHA shapes run the textbook composition mha(), GQA shapes (KV set) the repeat_interleave one
   torch::Tensor forward() const {
     return grouped ? gqa(x, Wq, Wk, Wv, Wo, heads, blocked) : mha(x, Wq, Wk, Wv, Wo, heads, blocked);
   }
@@ -164,7 +165,7 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
 // ------------------------------------------------------------ grouped-query attention
 
 // As tapegrad_bench's run_gqa: GQA fwd+bwd (the row's time) and, in the same loop, MHA at
-// the same shape through the seed's composition (the mha_fwdbwd workload's step).
+// the same shape through the textbook composition mha() (the mha_fwdbwd workload's step).
 Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
   const MhaShape& s = w.shape;
   const MhaShape mha_s = bench::mha_shape(s.name);
@@ -197,7 +198,7 @@ Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
 // nn::TinyGPT: token + learned positional embedding, `layers` pre-norm blocks
 // x + mha(ln1(x)), x + proj(gelu_tanh(fc(ln2(x)))), final LayerNorm, untied bias-free
 // head. Linear layers are F.linear with nn.Linear's (out, in) weights; attention is the
-// seed's mha() above with (D, D) weights and no biases, as tapegrad's. GPT-2 init:
+// textbook mha() above with (D, D) weights and no biases, as tapegrad's. GPT-2 init:
 // normal(0, 0.02), residual projections (Wo, proj) 0.02 / sqrt(2 * layers).
 struct ToyGpt {
   struct Layer {
@@ -404,10 +405,11 @@ Result run_llama(const Args& a) {
 
 // ------------------------------------------------------------ cached decode
 
-// issue 14's cached decode (see bench::decode_shape) written out in libtorch 1.13, as a
-// PyTorch user writes a KV cache by hand: per layer, K and V tensors (1, kv_heads, context,
-// head_dim) allocated once; a step writes the token's rotated key and its value at its
-// position with narrow().copy_(), and attends over narrow(0 .. position). The 8 query heads
+// The cached decode workload (one token at a time against a KV cache; see
+// bench::decode_shape) written out in libtorch 1.13, as a PyTorch user writes a KV cache by
+// hand: per layer, K and V tensors (1, kv_heads, context, head_dim) allocated once; a step
+// writes the token's rotated key and its value at its position with narrow().copy_(), and
+// attends over narrow(0 .. position). The 8 query heads
 // are viewed as (kv_heads, 4) so that each group of 4 reads its K/V head by broadcasting in
 // the matmuls (repeat_interleave's head order, no copy). Llama's parameters, RoPE tables,
 // RMSNorm and SwiGLU; the token is a (1, 1) tensor and the argmax stays one.

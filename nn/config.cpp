@@ -129,7 +129,7 @@ std::int64_t int64_of(const V& v) {
   if constexpr (std::is_same_v<V, Seed>) {
     std::int64_t bits;
     std::memcpy(&bits, &v.value, sizeof bits);
-    return bits;  // the seed's bit pattern
+    return bits;  // the uint64 seed's bits, unchanged, read as int64
   } else if constexpr (std::is_same_v<V, double> || std::is_same_v<V, std::optional<double>>) {
     return 0;  // stored as double
   } else {

@@ -9,8 +9,9 @@
 // and position p lives in slot p % capacity: a ring buffer, flat in memory however long the
 // generation runs. A full-attention cache refuses to grow past its capacity.
 //
-// The cache is an argument, not a mode (shared/DESIGN.md): MultiHeadAttention::forward and
-// Transformer::forward take one, training passes none.
+// The cache is an argument, not a mode the model is switched into: MultiHeadAttention::forward
+// and Transformer::forward take one, training passes none, so no state left over from one
+// generation can change what the next forward computes.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,6 @@
 #pragma once
-// Choosing the next token from a row of logits, as the specification defines it
-// (shared/seeds/002, "Output: from the last vector to a token"), in this order:
+// Choosing the next token from a row of logits (the last position's output of the
+// model), in this order:
 //   1. temperature: z = logits / temperature, p = softmax(z); temperature 0 is not a
 //      temperature (z would divide by zero) but greedy: the highest logit, always
 //   2. top-k (0 = off): keep the tokens whose z is at least the k-th largest z, so tokens

@@ -87,7 +87,7 @@ AttentionResult<T> sdpa_core(const char* op, const Tensor<T>& Q, const Tensor<T>
 // q (B, Tq, H*dh) -> (B, Tq, H, dh) -> (B, H, Tq, dh); k, v (B, Tk, KV*d) -> (B, KV, Tk, d)
 // -> repeat_interleave along heads -> (B, H, Tk, d); attend under the spec's mask; then
 // out (B, H, Tq, dv) -> (B, Tq, H, dv) -> (B, Tq, H*dv). The head axis must sit in front of
-// the token axis, or attention would mix heads as if they were tokens (np-05 check 8).
+// the token axis: a reshape without the transpose would mix heads as if they were tokens.
 template <class T>
 Tensor<T> heads_first(const Tensor<T>& t, std::size_t B, std::size_t T_, std::size_t n,
                       std::size_t width) {

@@ -1,6 +1,8 @@
 #pragma once
-// Attention exactly as specified in exercise np-05 (shared/seeds/004): causal_mask,
-// scaled_dot_product_attention and multi_head_attention, differentiable end to end.
+// Scaled dot-product attention with the semantics of
+// torch.nn.functional.scaled_dot_product_attention (boolean mask, true = attend; default
+// scale 1/sqrt(d_k); but a fully masked row gives zero weights, not nan), the causal and
+// sliding-window masks, and multi-head attention on top of it, differentiable end to end.
 #include <optional>
 #include <utility>
 

@@ -1,49 +1,13 @@
 #include "ops/cross_entropy.hpp"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
-
-#include "platform/simd.hpp"
 
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
+#include "ops/kernels/rowwise.hpp"
 
 namespace tapegrad {
-
-namespace {
-// The exponentials are the whole cost of this op (B*T*C of them, twice): xsimd's exp, as
-// glibc's std::exp stays scalar (XTENSOR.md, section 5).
-template <class T>
-using Batch = xsimd::batch<T>;
-
-// m + log(sum(exp(row - m))), m the row max: no exponent is positive, so nothing overflows
-template <class T>
-T row_logsumexp(const T* row, std::size_t C) {
-  constexpr std::size_t W = Batch<T>::size;
-  const T m = *std::max_element(row, row + C);
-  const Batch<T> mb(m);
-  Batch<T> acc(T(0));
-  std::size_t j = 0;
-  for (; j + W <= C; j += W) acc += xsimd::exp(Batch<T>::load_unaligned(row + j) - mb);
-  T s = xsimd::hadd(acc);
-  for (; j < C; ++j) s += std::exp(row[j] - m);
-  return m + std::log(s);
-}
-
-// out = exp(row - lse) * scale = softmax(row) * scale
-template <class T>
-void row_softmax_scaled(const T* row, std::size_t C, T lse, T scale, T* out) {
-  constexpr std::size_t W = Batch<T>::size;
-  const Batch<T> lb(lse), sb(scale);
-  std::size_t j = 0;
-  for (; j + W <= C; j += W)
-    (xsimd::exp(Batch<T>::load_unaligned(row + j) - lb) * sb).store_unaligned(out + j);
-  for (; j < C; ++j) out[j] = std::exp(row[j] - lse) * scale;
-}
-}  // namespace
 
 // logits (..., C), targets (...) -> loss ():
 //   loss = (1/count) * sum over kept rows n of (logsumexp(logits[n, :]) - logits[n, t_n]),
@@ -82,14 +46,15 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const Indices& targets,
     ++count;
   }
   // Per kept row, the log-sum-exp is all the backward needs besides the logits:
-  // softmax = exp(logits - lse).
+  // softmax = exp(logits - lse). The exponentials (B*T*C of them, here and in the backward)
+  // are the whole cost of this op: the row kernels vectorise them.
   const T* x = logits.data();
   std::vector<T> lse(N, T(0));
   double total = 0.0;  // up to B*T terms: accumulate in double even for float logits
   for (std::size_t n = 0; n < N; ++n) {
     if (kept[n] < 0) continue;
     const T* xr = x + n * C;
-    lse[n] = row_logsumexp(xr, C);
+    lse[n] = kernels::logsumexp_row(xr, C);
     total += static_cast<double>(lse[n]) - static_cast<double>(xr[kept[n]]);
   }
   Array<T> loss = Array<T>::from_shape(Shape{});
@@ -109,7 +74,7 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const Indices& targets,
           for (std::size_t n = 0; n < kept.size(); ++n) {
             if (kept[n] < 0) continue;
             T* dr = d + n * C;
-            row_softmax_scaled(xin + n * C, C, lse[n], scale, dr);
+            kernels::softmax_row_from_lse(xin + n * C, C, lse[n], scale, dr);
             dr[kept[n]] -= scale;
           }
         }

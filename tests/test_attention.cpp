@@ -1,8 +1,11 @@
-// Attention (ops/attention.cpp) against its specification: the eight checks of exercise
-// np-05 (shared/seeds/004), the assertions of shared/seeds/000, the fully masked row,
-// every argument error, gradcheck in double, and PyTorch float64 fixtures written by
-// tests/make_attention_fixtures.py. Expected values come from hand computation, identities
-// or the fixtures, never from this code's own output.
+// Attention (ops/attention.cpp) against its specification (ops/attention.hpp): eight
+// numbered checks (shapes, the 1/sqrt(d_k) scale, exact zeros under a mask, no future key
+// reaching a query, rows summing to 1, the causal mask, multi-head against a loop over
+// heads, heads independent of each other), several shown to fail on the classic bug they
+// exist for; the causal invariants; the fully masked row; every argument error; gradcheck in
+// double; and PyTorch float64 fixtures written by tests/make_attention_fixtures.py.
+// Expected values come from hand computation, identities or the fixtures, never from this
+// code's own output.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -114,9 +117,9 @@ void require_shape_error(const std::function<void()>& f, const std::vector<std::
   Tape<D>::active().clear();
 }
 
-// The np-05 checks 7 and 8 need multi-head attention written two more ways: as the
-// explicit loop over heads of the specification, and with the classic bug (reshape into
-// heads without moving the head axis in front of the token axis).
+// Checks 7 and 8 need multi-head attention written two more ways: as an explicit loop
+// over heads (the definition multi-head attention must match), and with the classic bug
+// (reshape into heads without moving the head axis in front of the token axis).
 using Mha = std::function<Tensor<D>(const Tensor<D>&, const Tensor<D>&, const Tensor<D>&,
                                     const Tensor<D>&, const Tensor<D>&, std::size_t, bool)>;
 
@@ -152,7 +155,7 @@ Tensor<D> mha_forgot_transpose(const Tensor<D>& x, const Tensor<D>& Wq, const Te
   return matmul(reshape(out, Shape{B, T, Dm}), Wo);
 }
 
-// np-05 check 7: max |MHA - loop over heads|.
+// Check 7: max |MHA - loop over heads|.
 double check7_distance(const Mha& mha, bool causal) {
   NoGradGuard no_grad;
   const Tensor<D> x = randn({2, 5, 12}, 70, false);
@@ -162,7 +165,7 @@ double check7_distance(const Mha& mha, bool causal) {
   return max_abs_diff(mha(x, Wq, Wk, Wv, Wo, 3, causal).value(), reference.value());
 }
 
-// np-05 check 8: block-diagonal Wq/Wk/Wv (D=4, 2 heads) and Wo = identity, so y's
+// Check 8: block-diagonal Wq/Wk/Wv (D=4, 2 heads) and Wo = identity, so y's
 // columns 0:2 are head 1's output. Returns how far head 1's output moves when head 2's
 // input slice x[..., 2:4] is zeroed, and (to show the check has teeth) how far head 2's moves.
 std::pair<double, double> check8_movement(const Mha& mha, bool causal) {
@@ -192,7 +195,7 @@ std::pair<double, double> check8_movement(const Mha& mha, bool causal) {
 
 }  // namespace
 
-// ---------------------------------------------------------------- np-05, checks 1-8
+// ---------------------------------------------------------------- checks 1-8
 
 TEST_CASE("np-05 check 1: shapes of out and weights for 2-D and batched 4-D inputs", "[attention]") {
   const auto r2 = scaled_dot_product_attention(randn({3, 4}, 1), randn({5, 4}, 2), randn({5, 6}, 3));
@@ -202,7 +205,7 @@ TEST_CASE("np-05 check 1: shapes of out and weights for 2-D and batched 4-D inpu
                                                randn({2, 3, 7, 5}, 6));
   CHECK(r4.out.shape() == Shape{2, 3, 4, 5});
   CHECK(r4.weights.shape() == Shape{2, 3, 4, 7});
-  // the seed's causal_mha prints (2, 6, 16) (2, 4, 6, 6)
+  // causal MHA, B 2, T 6, D 16, 4 heads: out (2, 6, 16), weights (2, 4, 6, 6)
   MultiHeadOptions causal;
   causal.causal = true;
   const auto m = multi_head_attention_with_weights(randn({2, 6, 16}, 7), randn({16, 16}, 8),
@@ -338,7 +341,7 @@ TEST_CASE("np-05 check 8: zeroing head 2's input slice leaves head 1's output un
   CHECK(buggy_head2 > 1e-3);
 }
 
-// ---------------------------------------------------------------- seed 000
+// ---------------------------------------------------------------- causal invariants
 
 TEST_CASE("seed 000: causal MHA rows sum to 1 and the strict upper triangle is exactly 0", "[attention]") {
   NoGradGuard no_grad;

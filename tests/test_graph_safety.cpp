@@ -1,4 +1,4 @@
-// Issue 21: no silent wrong gradient. Each misuse below used to return a missing or wrong
+// No silent wrong gradient. Each misuse below used to return a missing or wrong
 // gradient and raise nothing; each must now either give the right gradient or throw
 // GraphError naming what went wrong (docs/RELIABILITY.md, "The graph").
 #include <exception>

@@ -1,5 +1,5 @@
-// examples/model_card end to end: the specification's 8B table reproduced from options, and
-// misuse exits 2 with one line.
+// examples/model_card end to end: the parameter table of the published Llama 3 8B shapes
+// reproduced from options, and misuse exits 2 with one line.
 #ifdef TAPEGRAD_MODEL_CARD_BIN
 #include <catch2/catch.hpp>
 
@@ -23,7 +23,7 @@ TEST_CASE("model_card: the specification's 8B table, row by row", "[model_card]"
   const tapegrad::test::ProgramRun r = card(k8B, "8b");
   INFO(r.err);
   REQUIRE(r.code == 0);
-  // the rows as shared/seeds/002 prints them
+  // lines the card must print, spacing and thousands separators included
   for (const char* row : {"token embedding              525,336,576    6.5%",
                           "attention Q                  536,870,912    6.7%",
                           "attention K and V            268,435,456    3.3%",

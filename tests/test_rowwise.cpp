@@ -1,7 +1,8 @@
 // The row kernels under softmax and the fused attention (ops/kernels/rowwise.*,
 // ops/kernels/libm_exp.*): the vectorised exp of a row's tail against std::exp itself, bit
 // for bit, and softmax over many short rows at once against the same rows one at a time
-// and against a softmax in long double.
+// and against a softmax in long double; cross entropy's log-sum-exp and softmax rows against
+// long double.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -205,6 +206,41 @@ TEMPLATE_TEST_CASE("softmax of many short rows at once equals the rows one at a 
         const long double want = sum == 0 ? 0 : std::exp((long double)rows[i] - m) / sum;
         REQUIRE(std::fabs(grouped[i] - want) <= 32 * std::numeric_limits<T>::epsilon() * want);
       }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("logsumexp_row and softmax_row_from_lse (cross entropy's rows) against long double",
+                   "[rowwise][softmax][cross_entropy]", float, double) {
+  // rows of every length from 1 to 70 (all tail, whole vectors and a tail), logits up to 40
+  // in size (exp would overflow float without the max subtracted); the softmax from the
+  // log-sum-exp agrees with softmax_row_inplace and carries the scale. exp(x - lse) rounds
+  // x - lse at the size of the logits (up to 80 here), hence the 128 eps
+  using T = TestType;
+  const T eps = std::numeric_limits<T>::epsilon();
+  Generator gen(11);
+  for (std::size_t L = 1; L <= 70; ++L) {
+    std::vector<T> row(L);
+    for (T& v : row) v = T(gen.uniform(-40.0, 40.0));
+    const std::vector<T> before = row;
+    long double m = row[0], sum = 0;
+    for (T v : row) m = std::max<long double>(m, v);
+    for (T v : row) sum += std::exp((long double)v - m);
+    const long double want_lse = m + std::log(sum);
+    INFO("L " << L);
+    const T lse = kernels::logsumexp_row(row.data(), L);
+    REQUIRE(std::memcmp(row.data(), before.data(), L * sizeof(T)) == 0);  // only read
+    REQUIRE(std::fabs(lse - want_lse) <= 8 * eps * std::fabs(want_lse));
+    std::vector<T> scaled(L), plain(L), inplace = row;
+    kernels::softmax_row_from_lse(row.data(), L, lse, T(0.25), scaled.data());
+    kernels::softmax_row_from_lse(row.data(), L, lse, T(1), plain.data());
+    kernels::softmax_row_inplace(inplace.data(), L);
+    for (std::size_t k = 0; k < L; ++k) {
+      INFO("k " << k);
+      const long double want = std::exp((long double)row[k] - want_lse);
+      REQUIRE(std::fabs(plain[k] - want) <= 128 * eps * want);
+      REQUIRE(std::fabs(plain[k] - inplace[k]) <= 128 * eps * want);
+      REQUIRE(scaled[k] == plain[k] * T(0.25));  // a power of two: exact
     }
   }
 }

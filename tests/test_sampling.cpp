@@ -1,6 +1,7 @@
-// Sampling as the specification defines it (nn/sampling.hpp): its table reproduced from its
-// logits as printed (shared/seeds/002), top-k ties, the crossing token of top-p, the
-// off-by-one `cumsum <= p` shown failing, and a chi-square test of 100,000 seeded draws.
+// Sampling as nn/sampling.hpp defines it: a worked example's probability table (eight
+// logits at three temperatures, to four decimals) reproduced, top-k ties, the crossing
+// token of top-p, the off-by-one `cumsum <= p` shown failing, and a chi-square test of
+// 100,000 seeded draws.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,7 +14,8 @@ using namespace tapegrad::test;
 
 namespace {
 
-// The specification's example: vocab and logits, then its printed table (T = 0.5, 1.0, 1.5).
+// A worked example: vocab and logits, then softmax(logits / T) for T = 0.5, 1.0, 1.5,
+// rounded to four decimals (one row per token, one column per temperature).
 const std::vector<std::string> kVocab = {"the", "a", "this", "my", "an", "our", "some", "no"};
 const std::vector<double> kLogits = {8.2, 6.9, 5.4, 4.8, 4.1, 3.7, 2.2, 1.0};
 const double kTable[8][3] = {
@@ -97,7 +99,7 @@ TEST_CASE("sampling: top-p 0.9 at T=1 keeps 'the' and 'a'; greedy picks 'the' at
 
 TEST_CASE("sampling: the off-by-one `cumsum <= p` drops the crossing token", "[sampling]") {
   const std::vector<double> full = probs(1.0);  // already descending
-  // the specification keeps 2 tokens at p = 0.9; the bug keeps only 'the'
+  // top-p as nn/sampling.hpp defines it keeps 2 tokens at p = 0.9; the bug keeps only 'the'
   CHECK(kept(probs(1.0, 0, 0.9)) == 2);
   CHECK(buggy_top_p_keep(full, 0.9) == 1);
   // and below the top probability it keeps nothing at all, where the right rule keeps 'the'

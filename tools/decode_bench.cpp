@@ -1,5 +1,5 @@
 // tools/decode_bench: decode tokens/s with the KV cache against recomputing the whole
-// sequence per token, at several context lengths, for the model (llama preset,
+// sequence per token, at several context lengths, for a small decode model (llama preset,
 // d_model 256, 4 layers, 8 heads, 2 KV heads, random weights, float); and, with --rss, the
 // resident set while a window-256 model generates 4,096 tokens through the engine.
 //

@@ -403,7 +403,8 @@ std::vector<Check> sweep_checks(const std::vector<SweepPoint>& pts) {
     if (any) c.verdict = all ? Check::held : Check::failed;
     out.push_back(c);
   }
-  // The PyTorch figures (2,048 query rows): max weight and ratio at d_k 256.
+  // Figures measured independently in PyTorch (2,048 query rows, unscaled, d_k 256): max
+  // weight and gradient ratio. Landing near them checks this sweep's own measurement.
   struct Ref {
     std::size_t tk;
     double max_weight, ratio;

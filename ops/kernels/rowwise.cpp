@@ -18,13 +18,13 @@ std::size_t softmax_row_group(std::size_t row_length) {
 }
 
 namespace {
+template <class T>
+constexpr T kMasked = -std::numeric_limits<T>::infinity();  // a masked score
+
 // The largest of row[0..L), -inf if L = 0; a nan is never taken, as in `x > m ? x : m`.
 // Four running maxima instead of one: a max is exact, so the order does not change the
 // result (at most the sign of a zero maximum, which no exp(x - max) can see), and one
 // chain of dependent compares was a third of a short row's time.
-template <class T>
-constexpr T kMasked = -std::numeric_limits<T>::infinity();  // a masked score
-
 template <class T>
 T row_max(const T* row, std::size_t L) {
   T m[4] = {kMasked<T>, kMasked<T>, kMasked<T>, kMasked<T>};
@@ -34,6 +34,40 @@ T row_max(const T* row, std::size_t L) {
   for (; k < L; ++k) m[0] = row[k] > m[0] ? row[k] : m[0];
   const T m01 = m[1] > m[0] ? m[1] : m[0], m23 = m[3] > m[2] ? m[3] : m[2];
   return m23 > m01 ? m23 : m01;
+}
+
+// What exp_shifted writes to out: nothing, exp(row - shift), or exp(row - shift) * scale.
+enum class ExpOut { kNone, kExp, kScaledExp };
+
+// out[k] = exp(row[k] - shift) (times scale for kScaledExp) for k < L, out may be row; returns
+// sum(exp(row[k] - shift)) (not for kScaledExp): the hadd of the vector part, then the tail
+// from left to right. The vector part is xsimd's exp, as glibc's std::exp stays scalar
+// (XTENSOR.md, section 5); the tail, shorter than a vector, gets std::exp's own numbers
+// several at a time, through out or (kNone) a buffer on the stack.
+template <ExpOut kOut, class T>
+T exp_shifted(const T* row, std::size_t L, T shift, T scale, T* out) {
+  using batch = xsimd::batch<T>;
+  constexpr std::size_t W = batch::size;
+  const batch sb(shift), cb(scale);
+  batch acc(T(0));
+  std::size_t k = 0;
+  for (; k + W <= L; k += W) {
+    const batch e = xsimd::exp(batch::load_unaligned(row + k) - sb);
+    if constexpr (kOut == ExpOut::kExp) e.store_unaligned(out + k);
+    if constexpr (kOut == ExpOut::kScaledExp) (e * cb).store_unaligned(out + k);
+    if constexpr (kOut != ExpOut::kScaledExp) acc += e;
+  }
+  T sum = k > 0 ? xsimd::hadd(acc) : T(0);  // the same +0 as the hadd of nothing
+  T buffer[W];
+  T* tail = kOut == ExpOut::kNone ? buffer : out + k;
+  const std::size_t n = L - k;
+  for (std::size_t j = 0; j < n; ++j) tail[j] = row[k + j] - shift;
+  exp_as_std_inplace(tail, n);
+  if constexpr (kOut == ExpOut::kScaledExp)
+    for (std::size_t j = 0; j < n; ++j) tail[j] *= scale;
+  else
+    for (std::size_t j = 0; j < n; ++j) sum += tail[j];
+  return sum;
 }
 }  // namespace
 
@@ -61,20 +95,7 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
       }
       // subtracting the row max keeps every exponent <= 0, so nothing overflows;
       // exp(-inf - m) = 0 drops masked entries out of the sum
-      const batch mb(m[r]);
-      batch acc(T(0));
-      std::size_t k = 0;
-      for (; k + W <= L; k += W) {
-        const batch e = xsimd::exp(batch::load_unaligned(row + k) - mb);
-        e.store_unaligned(row + k);
-        acc += e;
-      }
-      T sum = k > 0 ? xsimd::hadd(acc) : T(0);  // the same +0 as the hadd of nothing
-      // the tail (shorter than a vector) gets std::exp's own numbers, several at a time
-      for (std::size_t j = k; j < L; ++j) row[j] -= m[r];
-      exp_as_std_inplace(row + k, L - k);
-      for (; k < L; ++k) sum += row[k];
-      inv[r] = T(1) / sum;
+      inv[r] = T(1) / exp_shifted<ExpOut::kExp>(row, L, m[r], T(1), row);
     }
     for (std::size_t r = 0; r < n; ++r) {
       if (m[r] == kMasked<T>) continue;
@@ -91,6 +112,17 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
 template <class T>
 void softmax_row_inplace(T* row, std::size_t L) {
   softmax_rows_inplace(row, 1, L, &L);
+}
+
+template <class T>
+T logsumexp_row(const T* row, std::size_t L) {
+  const T m = row_max(row, L);
+  return m + std::log(exp_shifted<ExpOut::kNone>(row, L, m, T(1), static_cast<T*>(nullptr)));
+}
+
+template <class T>
+void softmax_row_from_lse(const T* row, std::size_t L, T lse, T scale, T* out) {
+  exp_shifted<ExpOut::kScaledExp>(row, L, lse, scale, out);
 }
 
 template <class T>
@@ -114,6 +146,10 @@ template void softmax_row_inplace(float*, std::size_t);
 template void softmax_rows_inplace(float*, std::size_t, std::size_t, const std::size_t*);
 template void softmax_rows_inplace(double*, std::size_t, std::size_t, const std::size_t*);
 template void softmax_row_inplace(double*, std::size_t);
+template float logsumexp_row(const float*, std::size_t);
+template double logsumexp_row(const double*, std::size_t);
+template void softmax_row_from_lse(const float*, std::size_t, float, float, float*);
+template void softmax_row_from_lse(const double*, std::size_t, double, double, double*);
 template void softmax_backward_row(const float*, const float*, float*, std::size_t, float);
 template void softmax_backward_row(const double*, const double*, double*, std::size_t, double);
 

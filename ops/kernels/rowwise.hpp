@@ -1,6 +1,7 @@
 #pragma once
-// Vectorised loops over one contiguous row (xsimd): the inner loops of softmax and of the
-// fused attention kernels.
+// Vectorised loops over one contiguous row (xsimd): the inner loops of softmax, of cross
+// entropy and of the fused attention kernels. All of them exponentiate the same way: xsimd's
+// exp over whole vectors, std::exp's own numbers over the tail shorter than one vector.
 #include <cstddef>
 
 namespace tapegrad::kernels {
@@ -19,6 +20,16 @@ std::size_t softmax_row_group(std::size_t row_length);  // 1 or kMaxSoftmaxRowGr
 template <class T>
 void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
                           const std::size_t* lengths);
+
+// log(sum(exp(row))) over L >= 1 elements, computed as m + log(sum(exp(row - m))) with m the
+// row max, so that no exponent is positive and nothing overflows. The row is only read.
+template <class T>
+T logsumexp_row(const T* row, std::size_t L);
+
+// out = exp(row - lse) * scale over L elements: softmax(row) * scale when
+// lse = logsumexp_row(row, L). out may be row.
+template <class T>
+void softmax_row_from_lse(const T* row, std::size_t L, T lse, T scale, T* out);
 
 // dx = y * (dy - sum(dy * y)) * scale over one row of L (dx may alias dy).
 template <class T>

@@ -1,6 +1,7 @@
-"""The attention checks of the NumPy exercise (scaled dot-product attention, the causal
-mask, multi-head), written against the Python API. Each trap the checks exist for is
-implemented here in NumPy and shown to fail the same check."""
+"""Attention checked against NumPy through the Python API: scaled dot-product attention,
+the causal mask and multi-head attention, each check aimed at a classic bug (masking with 0
+instead of -inf, masking after the softmax, no 1/sqrt(d_k), heads split without the
+transpose). Each such bug is implemented here in NumPy and shown to fail the same check."""
 import numpy as np
 import pytest
 import tapegrad as tg
