@@ -21,6 +21,8 @@
 #include <xtensor/xnpy.hpp>
 #include <zip.h>
 
+#include "autograd/errors.hpp"  // fail_with and shape_str: messages built as the ops build theirs
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the npy reader copies '<' data as native: little-endian hosts only");
 
@@ -38,15 +40,6 @@ constexpr std::size_t kReadChunk = std::size_t{1} << 20;
 // A fixed member time (2000-01-01) makes the same arrays give the same file, byte for byte.
 constexpr time_t kMemberMtime = 946684800;
 
-std::string shape_string(const std::vector<std::size_t>& shape) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ",";
-    s += std::to_string(shape[i]);
-  }
-  return s + ")";
-}
-
 std::string quoted(std::string_view s) {
   // Names come from hostile files: show them bounded and without control bytes.
   std::string out = "'";
@@ -63,10 +56,6 @@ std::string quoted(std::string_view s) {
   }
   if (s.size() > 80) out += "...";
   return out + "'";
-}
-
-[[noreturn]] void fail_npz(const std::string& where, const std::string& what) {
-  throw NpzError(where + ": " + what);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -111,7 +100,7 @@ class HeaderParser {
         h.shape = parse_shape();
         have_shape = true;
       } else {
-        bad("unexpected key " + quoted(key));
+        bad("unexpected key {}", quoted(key));
       }
       skip_ws();
       if (peek() == ',') {
@@ -119,7 +108,7 @@ class HeaderParser {
         continue;
       }
       if (peek() == '}') break;
-      bad("expected ',' or '}' at byte " + std::to_string(i_));
+      bad("expected ',' or '}}' at byte {}", i_);
     }
     expect('}');
     skip_ws();
@@ -130,8 +119,10 @@ class HeaderParser {
   }
 
  private:
-  [[noreturn]] void bad(const std::string& what) const {
-    fail_npz(where_, "bad npy header: " + what);
+  template <class... Args>
+  [[noreturn]] void bad(fmt::format_string<Args...> format, Args&&... args) const {
+    fail_with<NpzError>(where_, "bad npy header: {}",
+                        fmt::format(format, std::forward<Args>(args)...));
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void skip_ws() {
@@ -139,21 +130,20 @@ class HeaderParser {
       ++i_;
   }
   void expect(char c) {
-    if (peek() != c || i_ >= s_.size())
-      bad(std::string("expected '") + c + "' at byte " + std::to_string(i_));
+    if (peek() != c || i_ >= s_.size()) bad("expected '{}' at byte {}", c, i_);
     ++i_;
   }
   std::string parse_string(const char* what) {
     const char q = peek();
-    if (q != '\'' && q != '"') bad(std::string("expected a quoted string for ") + what);
+    if (q != '\'' && q != '"') bad("expected a quoted string for {}", what);
     ++i_;
     const std::size_t start = i_;
     while (i_ < s_.size() && s_[i_] != q) {
       const unsigned char c = static_cast<unsigned char>(s_[i_]);
-      if (c == '\\' || c < 0x20 || c >= 0x7f) bad(std::string("unsupported character in ") + what);
+      if (c == '\\' || c < 0x20 || c >= 0x7f) bad("unsupported character in {}", what);
       ++i_;
     }
-    if (i_ >= s_.size()) bad(std::string("unterminated string in ") + what);
+    if (i_ >= s_.size()) bad("unterminated string in {}", what);
     std::string out(s_.substr(start, i_ - start));
     ++i_;
     return out;
@@ -276,29 +266,30 @@ NpzEntry::Array parse_npy(std::string_view b, const std::string& where) {
   static constexpr char kMagic[] = "\x93NUMPY";
   constexpr std::size_t kMagicLen = sizeof(kMagic) - 1;
   if (b.size() < kMagicLen + 2 || b.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
-    fail_npz(where, "not an npy array (bad magic)");
+    fail_with<NpzError>(where, "not an npy array (bad magic)");
   const unsigned major = static_cast<unsigned char>(b[kMagicLen]);
   const unsigned minor = static_cast<unsigned char>(b[kMagicLen + 1]);
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    fail_npz(where, "unsupported npy format version " + std::to_string(major) + "." +
-                        std::to_string(minor));
+    fail_with<NpzError>(where, "unsupported npy format version {}.{}", major, minor);
   const std::size_t len_bytes = major == 1 ? 2 : 4;
   std::size_t pos = kMagicLen + 2;
-  if (b.size() < pos + len_bytes) fail_npz(where, "truncated npy header");
+  if (b.size() < pos + len_bytes) fail_with<NpzError>(where, "truncated npy header");
   std::uint64_t header_len = 0;
   for (std::size_t k = 0; k < len_bytes; ++k)
     header_len |= std::uint64_t{static_cast<unsigned char>(b[pos + k])} << (8 * k);
   pos += len_bytes;
   if (header_len > b.size() - pos)
-    fail_npz(where, "npy header claims " + std::to_string(header_len) + " bytes but only " +
-                        std::to_string(b.size() - pos) + " follow");
+    fail_with<NpzError>(where, "npy header claims {} bytes but only {} follow", header_len,
+                        b.size() - pos);
   const NpyHeader h = HeaderParser(b.substr(pos, header_len), where).parse();
   pos += header_len;
 
   Descr d{};
   if (!parse_descr(h.descr, d))
-    fail_npz(where, "unsupported dtype " + quoted(h.descr) +
-                        " (readable: <f4 <f8 <i8 <i4 |b1, and big-endian >f4 >f8 >i8 >i4)");
+    fail_with<NpzError>(where,
+                        "unsupported dtype {} (readable: <f4 <f8 <i8 <i4 |b1, and big-endian "
+                        ">f4 >f8 >i8 >i4)",
+                        quoted(h.descr));
 
   // Element count, refusing any shape whose extent overflows (zero dimensions included:
   // xtensor's strides are products of the other dimensions).
@@ -307,16 +298,15 @@ NpzEntry::Array parse_npy(std::string_view b, const std::string& where) {
   std::uint64_t extent = 1, count = 1;
   for (std::size_t dim : h.shape) {
     const std::uint64_t dd = std::max<std::uint64_t>(dim, 1);
-    if (extent > limit / dd) fail_npz(where, "shape " + shape_string(h.shape) + " overflows");
+    if (extent > limit / dd) fail_with<NpzError>(where, "shape {} overflows", shape_str(h.shape));
     extent *= dd;
     count *= dim;
   }
   const std::uint64_t payload = b.size() - pos;
   const std::uint64_t needed = count * d.itemsize;
   if (needed != payload)
-    fail_npz(where, "shape " + shape_string(h.shape) + " of " + h.descr + " needs " +
-                        std::to_string(needed) + " data bytes but the array holds " +
-                        std::to_string(payload));
+    fail_with<NpzError>(where, "shape {} of {} needs {} data bytes but the array holds {}",
+                        shape_str(h.shape), h.descr, needed, payload);
 
   const char* p = b.data() + pos;
   const std::size_t n = static_cast<std::size_t>(count);
@@ -329,7 +319,7 @@ NpzEntry::Array parse_npy(std::string_view b, const std::string& where) {
     case Kind::i4: return decode<std::int64_t, std::int32_t>(p, n, h.shape, swap, f);
     case Kind::b1: return decode<std::int64_t, std::uint8_t>(p, n, h.shape, false, f);
   }
-  fail_npz(where, "unreachable dtype");
+  fail_with<NpzError>(where, "unreachable dtype");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -351,7 +341,7 @@ std::string zip_error_text(zip_error_t* e) {
 std::string read_member(zip_t* za, zip_uint64_t index, std::uint64_t claimed,
                         const std::string& where) {
   zip_file_t* f = zip_fopen_index(za, index, 0);
-  if (!f) fail_npz(where, std::string("cannot open the member (libzip: ") + zip_strerror(za) + ")");
+  if (!f) fail_with<NpzError>(where, "cannot open the member (libzip: {})", zip_strerror(za));
   std::string data;
   std::string err;
   // No exception may pass before zip_fclose: an allocation failure becomes `err`.
@@ -388,11 +378,11 @@ std::string read_member(zip_t* za, zip_uint64_t index, std::uint64_t claimed,
     err = "out of memory reading " + std::to_string(claimed) + " bytes";
   }
   const int close_rc = zip_fclose(f);
-  if (!err.empty()) fail_npz(where, err);
+  if (!err.empty()) fail_with<NpzError>(where, "{}", err);
   if (close_rc != 0) {
     zip_error_t e;
     zip_error_init_with_code(&e, close_rc);
-    fail_npz(where, "damaged member (libzip: " + zip_error_text(&e) + ")");
+    fail_with<NpzError>(where, "damaged member (libzip: {})", zip_error_text(&e));
   }
   return data;
 }
@@ -404,42 +394,44 @@ std::string read_member(zip_t* za, zip_uint64_t index, std::uint64_t claimed,
 void check_member_sizes(const zip_stat_t& st, std::size_t archive_bytes, std::uint64_t total,
                         const std::string& where) {
   const std::uint64_t need = ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD | ZIP_STAT_ENCRYPTION_METHOD;
-  if ((st.valid & need) != need) fail_npz(where, "incomplete directory record");
-  if (st.encryption_method != ZIP_EM_NONE) fail_npz(where, "encrypted members are not supported");
+  if ((st.valid & need) != need) fail_with<NpzError>(where, "incomplete directory record");
+  if (st.encryption_method != ZIP_EM_NONE)
+    fail_with<NpzError>(where, "encrypted members are not supported");
   if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
-    fail_npz(where, "compression method " + std::to_string(st.comp_method) +
-                        " is not supported (numpy writes stored or deflated members)");
+    fail_with<NpzError>(where,
+                        "compression method {} is not supported (numpy writes stored or deflated "
+                        "members)",
+                        st.comp_method);
   if (st.comp_size > archive_bytes)
-    fail_npz(where, "claims " + std::to_string(st.comp_size) + " compressed bytes in a " +
-                        std::to_string(archive_bytes) + "-byte archive");
+    fail_with<NpzError>(where, "claims {} compressed bytes in a {}-byte archive", st.comp_size,
+                        archive_bytes);
   if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size)
-    fail_npz(where, "stored member claims " + std::to_string(st.size) + " bytes but holds " +
-                        std::to_string(st.comp_size));
+    fail_with<NpzError>(where, "stored member claims {} bytes but holds {}", st.size, st.comp_size);
   if (st.comp_method == ZIP_CM_DEFLATE && st.size / 1032 > st.comp_size)
-    fail_npz(where, "claims " + std::to_string(st.size) + " bytes from " +
-                        std::to_string(st.comp_size) + " deflated bytes, beyond deflate's ratio");
+    fail_with<NpzError>(where, "claims {} bytes from {} deflated bytes, beyond deflate's ratio",
+                        st.size, st.comp_size);
   if (st.size > kMaxMemberBytes)
-    fail_npz(where, "claims " + std::to_string(st.size) + " bytes, over the 4 GiB member limit");
+    fail_with<NpzError>(where, "claims {} bytes, over the 4 GiB member limit", st.size);
   if (st.size > kMaxTotalBytes - total)
-    fail_npz(where, "the archive's members add up to more than the 8 GiB limit");
+    fail_with<NpzError>(where, "the archive's members add up to more than the 8 GiB limit");
 }
 
 std::vector<NpzEntry> read_zip(std::string_view bytes, const std::string& label) {
   const std::string where = "load_npz: " + label;
-  if (bytes.empty()) fail_npz(where, "empty file, not an npz archive");
+  if (bytes.empty()) fail_with<NpzError>(where, "empty file, not an npz archive");
   zip_error_t err;
   zip_error_init(&err);
   zip_source_t* src = zip_source_buffer_create(bytes.data(), bytes.size(), 0, &err);
-  if (!src) fail_npz(where, "cannot read the bytes (libzip: " + zip_error_text(&err) + ")");
+  if (!src) fail_with<NpzError>(where, "cannot read the bytes (libzip: {})", zip_error_text(&err));
   ZipPtr za(zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &err));
   if (!za) {
     zip_source_free(src);
-    fail_npz(where, "not a valid zip archive (libzip: " + zip_error_text(&err) + ")");
+    fail_with<NpzError>(where, "not a valid zip archive (libzip: {})", zip_error_text(&err));
   }
   zip_error_fini(&err);
 
   const zip_int64_t n = zip_get_num_entries(za.get(), 0);
-  if (n < 0) fail_npz(where, "cannot list the archive's members");
+  if (n < 0) fail_with<NpzError>(where, "cannot list the archive's members");
   std::vector<NpzEntry> entries;
   std::set<std::string> seen;
   std::uint64_t total = 0;
@@ -449,16 +441,16 @@ std::vector<NpzEntry> read_zip(std::string_view bytes, const std::string& label)
     zip_stat_init(&st);
     if (zip_stat_index(za.get(), index, 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
         !(st.valid & ZIP_STAT_SIZE) || st.name == nullptr)
-      fail_npz(where, "member #" + std::to_string(i) + " has an unreadable directory record");
+      fail_with<NpzError>(where, "member #{} has an unreadable directory record", i);
     const std::string member = st.name;
     const std::string mwhere = where + ": member " + quoted(member);
     constexpr std::string_view suffix = ".npy";
     if (member.size() <= suffix.size() ||
         std::string_view(member).substr(member.size() - suffix.size()) != suffix)
-      fail_npz(mwhere, "not an .npy member");
+      fail_with<NpzError>(mwhere, "not an .npy member");
     std::string name = member.substr(0, member.size() - suffix.size());
     check_npz_name(name, mwhere);
-    if (!seen.insert(name).second) fail_npz(mwhere, "appears twice in the archive");
+    if (!seen.insert(name).second) fail_with<NpzError>(mwhere, "appears twice in the archive");
     check_member_sizes(st, bytes.size(), total, mwhere);
     total += st.size;
     const std::string data = read_member(za.get(), index, st.size, mwhere);
@@ -477,10 +469,10 @@ std::string build_zip(const std::vector<NpzEntry>& entries, bool compress,
   for (const NpzEntry& e : entries) {
     check_npz_name(e.name, where);
     if (!seen.insert(e.name).second)
-      fail_npz(where, "entry name " + quoted(e.name) + " appears twice");
+      fail_with<NpzError>(where, "entry name {} appears twice", quoted(e.name));
   }
   // libzip writes nothing at all for an archive without members.
-  if (entries.empty()) fail_npz(where, "no entries to save");
+  if (entries.empty()) fail_with<NpzError>(where, "no entries to save");
   std::vector<std::string> npys;
   npys.reserve(entries.size());
   for (const NpzEntry& e : entries) npys.push_back(dump_entry(e));
@@ -488,11 +480,12 @@ std::string build_zip(const std::vector<NpzEntry>& entries, bool compress,
   zip_error_t err;
   zip_error_init(&err);
   zip_source_t* src = zip_source_buffer_create(nullptr, 0, 0, &err);
-  if (!src) fail_npz(where, "cannot create a zip buffer (libzip: " + zip_error_text(&err) + ")");
+  if (!src)
+    fail_with<NpzError>(where, "cannot create a zip buffer (libzip: {})", zip_error_text(&err));
   ZipPtr za(zip_open_from_source(src, ZIP_TRUNCATE, &err));
   if (!za) {
     zip_source_free(src);
-    fail_npz(where, "cannot create a zip archive (libzip: " + zip_error_text(&err) + ")");
+    fail_with<NpzError>(where, "cannot create a zip archive (libzip: {})", zip_error_text(&err));
   }
   zip_error_fini(&err);
   // Keep the buffer alive past zip_close, which is when libzip writes into it.
@@ -501,31 +494,32 @@ std::string build_zip(const std::vector<NpzEntry>& entries, bool compress,
 
   for (std::size_t k = 0; k < entries.size(); ++k) {
     zip_source_t* s = zip_source_buffer(za.get(), npys[k].data(), npys[k].size(), 0);
-    if (!s) fail_npz(where, std::string("libzip: ") + zip_strerror(za.get()));
+    if (!s) fail_with<NpzError>(where, "libzip: {}", zip_strerror(za.get()));
     const std::string member = entries[k].name + ".npy";
     const zip_int64_t idx = zip_file_add(za.get(), member.c_str(), s, ZIP_FL_ENC_GUESS);
     if (idx < 0) {
       zip_source_free(s);
-      fail_npz(where, "cannot add " + quoted(member) + " (libzip: " + zip_strerror(za.get()) + ")");
+      fail_with<NpzError>(where, "cannot add {} (libzip: {})", quoted(member),
+                          zip_strerror(za.get()));
     }
     const zip_uint64_t u = static_cast<zip_uint64_t>(idx);
     if (zip_set_file_compression(za.get(), u, compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0) != 0 ||
         zip_file_set_mtime(za.get(), u, kMemberMtime, 0) != 0)
-      fail_npz(where, std::string("libzip: ") + zip_strerror(za.get()));
+      fail_with<NpzError>(where, "libzip: {}", zip_strerror(za.get()));
   }
   if (zip_close(za.get()) != 0)
-    fail_npz(where, std::string("cannot write the zip (libzip: ") + zip_strerror(za.get()) + ")");
+    fail_with<NpzError>(where, "cannot write the zip (libzip: {})", zip_strerror(za.get()));
   za.release();  // zip_close freed it
 
   zip_stat_t st;
   zip_stat_init(&st);
   if (zip_source_stat(src, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) || zip_source_open(src) != 0)
-    fail_npz(where, "cannot read back the zip buffer");
+    fail_with<NpzError>(where, "cannot read back the zip buffer");
   std::string out(static_cast<std::size_t>(st.size), '\0');
   const zip_int64_t got = zip_source_read(src, out.data(), out.size());
   zip_source_close(src);
   if (got < 0 || static_cast<std::uint64_t>(got) != st.size)
-    fail_npz(where, "cannot read back the zip buffer");
+    fail_with<NpzError>(where, "cannot read back the zip buffer");
   return out;
 }
 
@@ -562,8 +556,8 @@ const char* npz_dtype_name(NpzDtype dtype) {
 
 namespace detail {
 void throw_npz_dtype_mismatch(const std::string& name, NpzDtype wanted, NpzDtype held) {
-  throw NpzError("npz entry " + quoted(name) + " holds " + npz_dtype_name(held) + ", not " +
-                 npz_dtype_name(wanted));
+  fail_with<NpzError>(fmt::format("npz entry {}", quoted(name)), "holds {}, not {}",
+                      npz_dtype_name(held), npz_dtype_name(wanted));
 }
 }  // namespace detail
 
@@ -580,12 +574,12 @@ const NpzEntry* find_npz_entry(const std::vector<NpzEntry>& entries, std::string
 }
 
 void check_npz_name(const std::string& name, const std::string& what) {
-  if (name.empty()) fail_npz(what, "empty entry name");
+  if (name.empty()) fail_with<NpzError>(what, "empty entry name");
   if (name.size() > kMaxNameBytes)
-    fail_npz(what, "entry name " + quoted(name) + " is longer than 1024 bytes");
+    fail_with<NpzError>(what, "entry name {} is longer than 1024 bytes", quoted(name));
   for (char c : name)
     if (c == '/' || c == '\\' || c == '\0')
-      fail_npz(what, "entry name " + quoted(name) + " contains '/', '\\' or NUL");
+      fail_with<NpzError>(what, "entry name {} contains '/', '\\' or NUL", quoted(name));
 }
 
 std::string save_npz_bytes(const std::vector<NpzEntry>& entries, bool compress) {
@@ -599,7 +593,7 @@ void save_npz(const std::string& path, const std::vector<NpzEntry>& entries, boo
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    fail_npz(where, "cannot create the temporary file '" + tmp + "': " + errno_text(errno));
+    fail_with<NpzError>(where, "cannot create the temporary file '{}': {}", tmp, errno_text(errno));
   const char* step = "write";
   int e = write_all(fd, bytes);
   if (e == 0) {
@@ -616,8 +610,10 @@ void save_npz(const std::string& path, const std::vector<NpzEntry>& entries, boo
   }
   if (e != 0) {
     ::unlink(tmp.c_str());
-    fail_npz(where, std::string("cannot ") + step + " the temporary file '" + tmp +
-                        "': " + errno_text(e) + " (the previous file, if any, is unchanged)");
+    fail_with<NpzError>(where,
+                        "cannot {} the temporary file '{}': {} (the previous file, if any, is "
+                        "unchanged)",
+                        step, tmp, errno_text(e));
   }
   // Make the rename itself durable. Some filesystems refuse to fsync a directory; the
   // file is already in place, so that is not an error.
@@ -635,7 +631,7 @@ std::vector<NpzEntry> load_npz_bytes(std::string_view bytes, const std::string& 
   try {
     return read_zip(bytes, label);
   } catch (const std::bad_alloc&) {
-    fail_npz("load_npz: " + label, "out of memory while reading");
+    fail_with<NpzError>("load_npz: " + label, "out of memory while reading");
   }
 }
 
@@ -643,14 +639,14 @@ NpzEntry::Array load_npy_bytes(std::string_view bytes, const std::string& label)
   try {
     return parse_npy(bytes, "load_npy: " + label);
   } catch (const std::bad_alloc&) {
-    fail_npz("load_npy: " + label, "out of memory while reading");
+    fail_with<NpzError>("load_npy: " + label, "out of memory while reading");
   }
 }
 
 std::vector<NpzEntry> load_npz(const std::string& path) {
   const std::string where = "load_npz: '" + path + "'";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_npz(where, "cannot open: " + errno_text(errno));
+  if (fd < 0) fail_with<NpzError>(where, "cannot open: {}", errno_text(errno));
   std::string bytes;
   std::string err;
   struct stat sb;
@@ -677,7 +673,7 @@ std::vector<NpzEntry> load_npz(const std::string& path) {
     }
   }
   ::close(fd);
-  if (!err.empty()) fail_npz(where, err);
+  if (!err.empty()) fail_with<NpzError>(where, "{}", err);
   return load_npz_bytes(bytes, "'" + path + "'");
 }
 
