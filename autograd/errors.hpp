@@ -1,7 +1,7 @@
 #pragma once
 // The one place that formats errors. Every op reports bad input through `fail(op, ...)`,
-// so messages always read "op: what is wrong (shapes)"; the tape reports a misused graph
-// through fail_with<GraphError>(op, ...) in the same voice.
+// so messages always read "op: what is wrong (shapes)"; the tape (GraphError), the npz layer
+// (NpzError) and checkpoints (CheckpointError) build theirs with fail_with<Error>(op, ...).
 #include <stdexcept>
 #include <string>
 #include <string_view>

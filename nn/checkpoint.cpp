@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/errors.hpp"  // fail_with, shape_str
 #include "autograd/tape.hpp"
 
 namespace tapegrad {
@@ -27,9 +28,8 @@ bool is_config(const std::string& name) {
   return name.rfind(kConfigPrefix, 0) == 0 || name.rfind(kTrainingPrefix, 0) == 0;
 }
 
-[[noreturn]] void fail_checkpoint(const std::string& label, const std::string& what) {
-  throw CheckpointError(fmt::format("checkpoint {}: {}", label, what));
-}
+// Messages read "checkpoint <file>: what is wrong", built by fail_with as every error is.
+std::string checkpoint_op(const std::string& label) { return "checkpoint " + label; }
 
 template <class V>
 NpzEntry scalar_entry(const std::string& field, V value) {
@@ -43,15 +43,19 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
               const std::string& label) {
   const std::string name = kConfigPrefix + field;
   const NpzEntry* e = find_npz_entry(entries, name);
-  if (!e) fail_checkpoint(label, fmt::format("missing config entry '{}' (not a TinyGPT "
-                                             "checkpoint, or written by another version)", name));
+  if (!e)
+    fail_with<CheckpointError>(checkpoint_op(label),
+                               "missing config entry '{}' (not a TinyGPT "
+                               "checkpoint, or written by another version)",
+                               name);
   if (e->dtype() != npz_dtype_of<V>())
-    fail_checkpoint(label, fmt::format("config entry '{}' is {}, expected {}", name,
-                                       npz_dtype_name(e->dtype()), npz_dtype_name(npz_dtype_of<V>())));
+    fail_with<CheckpointError>(checkpoint_op(label), "config entry '{}' is {}, expected {}", name,
+                               npz_dtype_name(e->dtype()), npz_dtype_name(npz_dtype_of<V>()));
   const xt::xarray<V>& a = e->as<V>();
   if (a.size() != 1)
-    fail_checkpoint(label, fmt::format("config entry '{}' has shape {}, expected one value",
-                                       name, shape_str(e->shape())));
+    fail_with<CheckpointError>(checkpoint_op(label),
+                               "config entry '{}' has shape {}, expected one value", name,
+                               shape_str(e->shape()));
   return a.data()[0];
 }
 
@@ -84,27 +88,29 @@ void assign_parameters(const std::vector<NpzEntry>& entries, Module<T>& module,
   for (const NpzEntry& e : entries) {
     if (is_config(e.name)) continue;
     if (!by_name.emplace(e.name, &e).second)
-      fail_checkpoint(label, fmt::format("entry '{}' appears twice", e.name));
+      fail_with<CheckpointError>(checkpoint_op(label), "entry '{}' appears twice", e.name);
     if (!module.has_parameter(e.name))
-      fail_checkpoint(label, fmt::format("entry '{}' is not a parameter of the model", e.name));
+      fail_with<CheckpointError>(checkpoint_op(label), "entry '{}' is not a parameter of the model",
+                                 e.name);
   }
   for (const NamedParameter<T>& p : module.named_parameters()) {
     const auto it = by_name.find(p.name);
     if (it == by_name.end())
-      fail_checkpoint(label, fmt::format("parameter '{}' {} is missing", p.name,
-                                         p.tensor.shape_string()));
+      fail_with<CheckpointError>(checkpoint_op(label), "parameter '{}' {} is missing", p.name,
+                                 p.tensor.shape_string());
     const NpzEntry& e = *it->second;
     // float32 widens to a double model without loss (a trained model can be gradient-
     // checked in double); float64 into a float model would round, so it stays an error.
     const bool widens = std::is_same_v<T, double> && e.holds<float>();
     if (e.dtype() != npz_dtype_of<T>() && !widens)
-      fail_checkpoint(label, fmt::format("parameter '{}' is {} in the file but the model is {}",
-                                         p.name, npz_dtype_name(e.dtype()),
-                                         npz_dtype_name(npz_dtype_of<T>())));
+      fail_with<CheckpointError>(checkpoint_op(label),
+                                 "parameter '{}' is {} in the file but the model is {}", p.name,
+                                 npz_dtype_name(e.dtype()), npz_dtype_name(npz_dtype_of<T>()));
     if (e.shape() != p.tensor.shape())
-      fail_checkpoint(label, fmt::format("parameter '{}' has shape {} in the file but {} in "
-                                         "the model", p.name, shape_str(e.shape()),
-                                         p.tensor.shape_string()));
+      fail_with<CheckpointError>(checkpoint_op(label),
+                                 "parameter '{}' has shape {} in the file but {} in "
+                                 "the model",
+                                 p.name, shape_str(e.shape()), p.tensor.shape_string());
   }
   NoGradGuard guard;
   for (const NamedParameter<T>& p : module.named_parameters()) {
@@ -130,7 +136,8 @@ void check_same_architecture(const TinyGPTConfig& file, const TinyGPTConfig& mod
                                            differences.empty() ? "" : "; ", f.name, a, f.name, b);
   }
   if (!differences.empty())
-    fail_checkpoint(label, fmt::format("the file's model differs from this model: {}", differences));
+    fail_with<CheckpointError>(checkpoint_op(label), "the file's model differs from this model: {}",
+                               differences);
 }
 
 }  // namespace
@@ -156,7 +163,8 @@ bool added_in_format_3(std::string_view field) {
 TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries, const std::string& label) {
   const std::int64_t format = read_scalar<std::int64_t>(entries, "format", label);
   if (format < 1 || format > kFormat)
-    fail_checkpoint(label, fmt::format("format {} is not a supported format (1 to {})", format, kFormat));
+    fail_with<CheckpointError>(checkpoint_op(label),
+                               "format {} is not a supported format (1 to {})", format, kFormat);
   TinyGPTConfig c;
   for (const FieldInfo& f : config_fields()) {
     const std::string name = kConfigPrefix + std::string(f.name);
@@ -166,13 +174,13 @@ TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries, const st
       if (field_is_real(f.name)) set_field_from_double(c, f.name, read_scalar<double>(entries, f.name, label));
       else set_field_from_int64(c, f.name, read_scalar<std::int64_t>(entries, f.name, label));
     } catch (const ShapeError& e) {
-      fail_checkpoint(label, fmt::format("config entry '{}': {}", name, e.what()));
+      fail_with<CheckpointError>(checkpoint_op(label), "config entry '{}': {}", name, e.what());
     }
   }
   try {
     c.validate();
   } catch (const ShapeError& e) {
-    fail_checkpoint(label, fmt::format("invalid config: {}", e.what()));
+    fail_with<CheckpointError>(checkpoint_op(label), "invalid config: {}", e.what());
   }
   return c;
 }
@@ -219,16 +227,18 @@ TinyGPT<T> load_checkpoint(const std::string& path) {
     }
   const long double expected = expected_parameters(config);
   if (expected > held && expected > kAlwaysBuildable)
-    fail_checkpoint(path, fmt::format("the config describes {:.0f} parameters but the file "
-                                      "holds {:.0f}", static_cast<double>(expected),
-                                      static_cast<double>(held)));
+    fail_with<CheckpointError>(checkpoint_op(path),
+                               "the config describes {:.0f} parameters but the file "
+                               "holds {:.0f}",
+                               static_cast<double>(expected), static_cast<double>(held));
   // Tiny layers can keep the scalar count small while the tensor count explodes (16385
   // layers of d_model 4 took minutes to build: found by fuzz/fuzz_checkpoint).
   const long double tensors = expected_tensors(config);
   if (tensors > held_tensors && tensors > kAlwaysBuildableTensors)
-    fail_checkpoint(path, fmt::format("the config describes {:.0f} parameter tensors but the "
-                                      "file holds {:.0f}", static_cast<double>(tensors),
-                                      static_cast<double>(held_tensors)));
+    fail_with<CheckpointError>(checkpoint_op(path),
+                               "the config describes {:.0f} parameter tensors but the "
+                               "file holds {:.0f}",
+                               static_cast<double>(tensors), static_cast<double>(held_tensors));
   TinyGPT<T> model(config);
   assign_parameters(entries, model, path);
   return model;

@@ -1,0 +1,109 @@
+#include "nn/file_io.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "autograd/errors.hpp"  // fail_with: messages built as the ops build theirs
+#include "nn/npz.hpp"           // NpzError
+
+namespace tapegrad::detail {
+
+namespace {
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+// 0, or the errno of the failed write.
+int write_all(int fd, std::string_view bytes) {
+  const char* p = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string read_file_bytes(const std::string& path, const std::string& where) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail_with<NpzError>(where, "cannot open: {}", errno_text(errno));
+  std::string bytes;
+  std::string err;
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0) {
+    err = "cannot stat: " + errno_text(errno);
+  } else if (!S_ISREG(sb.st_mode)) {
+    err = "not a regular file";
+  } else {
+    try {
+      bytes.resize(static_cast<std::size_t>(sb.st_size));
+    } catch (const std::exception&) {
+      err = "too large to read (" + std::to_string(sb.st_size) + " bytes)";
+    }
+    std::size_t got = 0;
+    while (err.empty() && got < bytes.size()) {
+      const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        err = "read error: " + errno_text(errno);
+      else if (n == 0)
+        bytes.resize(got);  // shrank while reading
+      else
+        got += static_cast<std::size_t>(n);
+    }
+  }
+  ::close(fd);
+  if (!err.empty()) fail_with<NpzError>(where, "{}", err);
+  return bytes;
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::string& where) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fail_with<NpzError>(where, "cannot create the temporary file '{}': {}", tmp, errno_text(errno));
+  const char* step = "write";
+  int e = write_all(fd, bytes);
+  if (e == 0) {
+    step = "fsync";
+    if (::fsync(fd) != 0) e = errno;
+  }
+  if (::close(fd) != 0 && e == 0) {
+    step = "close";
+    e = errno;
+  }
+  if (e == 0) {
+    step = "rename";
+    if (::rename(tmp.c_str(), path.c_str()) != 0) e = errno;
+  }
+  if (e != 0) {
+    ::unlink(tmp.c_str());
+    fail_with<NpzError>(where,
+                        "cannot {} the temporary file '{}': {} (the previous file, if any, is "
+                        "unchanged)",
+                        step, tmp, errno_text(e));
+  }
+  // Make the rename itself durable. Some filesystems refuse to fsync a directory; the
+  // file is already in place, so that is not an error.
+  const auto slash = path.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace tapegrad::detail
