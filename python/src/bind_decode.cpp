@@ -39,18 +39,24 @@ const Tensor<T>& for_cache(const char* op, const PyTensor& t) {
   py::arg("heads"), py::arg("kv_heads") = 0, py::arg("head_dim") = 0,                       \
       py::arg("scale") = py::none(), py::arg("causal") = false, py::arg("window") = 0
 
+// f(q, k) on the two tensors' shared dtype.
+template <class F>
+PyTensor on_q_k(const char* op, const PyTensor& q, const PyTensor& k, F&& f) {
+  check_same_dtype(op, q, k);
+  return std::visit([&](const auto& Q) {
+    return PyTensor(f(Q, k.get<element_t<decltype(Q)>>()));
+  }, q.v);
+}
+
 void bind_attention_parts(py::module_& m) {
   m.def("attention_weights", [](const PyTensor& q, const PyTensor& k, std::size_t heads,
                                 std::size_t kv_heads, std::size_t head_dim,
                                 std::optional<double> scale, bool causal, std::size_t window) {
-    check_same_dtype("attention_weights", q, k);
     const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
-    return std::visit([&](const auto& Q) {
-      using T = element_t<decltype(Q)>;
-      const Tensor<T>& K = k.get<T>();
-      const AttentionDims d = check_attention_spec("attention_weights", Q.shape(), K.shape(), K.shape(), spec);
-      return PyTensor(attention_weights(Q, K, d));
-    }, q.v);
+    return on_q_k("attention_weights", q, k, [&](const auto& Q, const auto& K) {
+      return attention_weights(Q, K, check_attention_spec("attention_weights", Q.shape(), K.shape(),
+                                                          K.shape(), spec));
+    });
   }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
   "q (B,Tq,heads*hd), k (B,Tk,kv_heads*hd) -> softmax weights (B,heads,Tq,Tk), 0 where masked");
   m.def("attention_mix", [](const PyTensor& weights, const PyTensor& v, std::size_t heads,
@@ -78,12 +84,9 @@ void bind_attention_parts(py::module_& m) {
   m.def("attention_scores", [](const PyTensor& q, const PyTensor& k, std::size_t heads,
                                std::size_t kv_heads, std::size_t head_dim,
                                std::optional<double> scale, bool causal, std::size_t window) {
-    check_same_dtype("attention_scores", q, k);
     const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
-    return std::visit([&](const auto& Q) {
-      using T = element_t<decltype(Q)>;
-      return PyTensor(attention_scores(Q, k.get<T>(), spec));
-    }, q.v);
+    return on_q_k("attention_scores", q, k,
+                  [&](const auto& Q, const auto& K) { return attention_scores(Q, K, spec); });
   }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
   "scale * q.k (B,heads,Tq,Tk), -inf where masked: what the softmax sees; a constant");
   m.def("flash_attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v,
