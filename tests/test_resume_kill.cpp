@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
 #include <string>
@@ -172,6 +173,46 @@ TEST_CASE("resume: a disk that fills while checkpointing is exit 1 and leaves th
   CHECK(slurp(previous) == before);
   CHECK(checkpoints(out) == std::vector<fs::path>{previous});
   CHECK(files_matching(out, ".*\\.tmp\\..*").empty());
+}
+
+TEST_CASE("resume: a small tmpfs that fills while checkpointing is exit 1 and leaves the previous checkpoint intact", "[resume][kill]") {
+  const fs::path dir = scratch("tmpfs_full");
+  const fs::path first = dir / "first", mnt = dir / "mnt";
+  fs::create_directories(mnt);
+  const std::string run = std::string(kResumeTiny) + " --steps 20 --warmup 5 --threads 1";
+  REQUIRE(run_trainer(run + " --stop-at 10 --out " + quoted(first), dir).code == 0);
+  const fs::path previous = first / "ckpt-00000010.npz";
+  // A tmpfs of the previous checkpoint's pages and one more, in a mount namespace of the
+  // test's own (so nothing outside sees it): the resumed run's next checkpoint cannot fit,
+  // as on a full disk. What is left on it is checked inside the namespace, before it goes.
+  const std::size_t pages = (fs::file_size(previous) + 4095) / 4096 + 1;
+  const std::string script =
+      "mount -t tmpfs -o size=" + std::to_string(pages * 4096) + " tmpfs " + quoted(mnt) +
+      " || exit 77; cp " + quoted(previous) + " " + quoted(mnt) + "/; '" +
+      std::string(TAPEGRAD_TRAIN_BIN) + "' --resume " + quoted(mnt / "ckpt-00000010.npz") +
+      " --checkpoint-every 5 --quiet --skip-gradcheck --threads 1 --eval-size 40 --out " +
+      quoted(mnt) + " >" + quoted(dir / "o.txt") + " 2>" + quoted(dir / "e.txt") +
+      "; rc=$?; cmp -s " + quoted(previous) + " " + quoted(mnt / "ckpt-00000010.npz") +
+      " && echo intact >" + quoted(dir / "intact.txt") + "; ls -A " + quoted(mnt) + " >" +
+      quoted(dir / "left.txt") + "; exit $rc";
+  std::ofstream(dir / "in_namespace.sh") << script << "\n";
+  const int status = std::system(("unshare -m bash " + quoted(dir / "in_namespace.sh")).c_str());
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77 || (WEXITSTATUS(status) == 1 && !fs::exists(dir / "left.txt"))) {
+    WARN("no private tmpfs here (unshare -m / mount refused): the file-size-limit case above stands for it");
+    return;
+  }
+  const std::string err = slurp(dir / "e.txt");
+  INFO(err);
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(count_lines(err) == 1);
+  CHECK(err.find("cannot write the training checkpoint") != std::string::npos);
+  CHECK(err.find("ckpt-00000010.npz is intact") != std::string::npos);
+  CHECK(fs::exists(dir / "intact.txt"));
+  const std::string left = slurp(dir / "left.txt");
+  CHECK(left.find("ckpt-00000010.npz") != std::string::npos);
+  CHECK(left.find("ckpt-00000015.npz") == std::string::npos);
+  CHECK(left.find(".tmp.") == std::string::npos);
 }
 
 #endif
