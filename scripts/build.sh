@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds tapegrad (Release) in build/ after installing what is missing.
 #   scripts/build.sh [extra cmake args...]
+# TAPEGRAD_BUILD_TARGET=name builds that target (and what it needs) instead of everything.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-cmake --build "$root/build" -j "$(nproc)"
+cmake --build "$root/build" -j "$(nproc)" ${TAPEGRAD_BUILD_TARGET:+--target "$TAPEGRAD_BUILD_TARGET"}
