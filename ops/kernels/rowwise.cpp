@@ -42,7 +42,7 @@ enum class ExpOut { kNone, kExp, kScaledExp };
 // out[k] = exp(row[k] - shift) (times scale for kScaledExp) for k < L, out may be row; returns
 // sum(exp(row[k] - shift)) (not for kScaledExp): the hadd of the vector part, then the tail
 // from left to right. The vector part is xsimd's exp, as glibc's std::exp stays scalar
-// (XTENSOR.md, section 5); the tail, shorter than a vector, gets std::exp's own numbers
+// (it does not vectorise); the tail, shorter than a vector, gets std::exp's own numbers
 // several at a time, through out or (kNone) a buffer on the stack.
 template <ExpOut kOut, class T>
 T exp_shifted(const T* row, std::size_t L, T shift, T scale, T* out) {
