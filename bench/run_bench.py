@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tapegrad against libtorch, side by side (issue 6).
+"""tapegrad against libtorch, side by side.
 
 Installs libtorch-dev when missing, builds tapegrad_bench and torch_reference in Release
 (build-bench/), then runs every workload for both frameworks ALTERNATELY in the same run
@@ -421,7 +421,7 @@ TARGETS = [
     ("MHA forward S3", r"^mha_fwd_f(32|64)_S3$", 1.0, "time"),
     ("MHA forward S4", r"^mha_fwd_f(32|64)_S4$", 1.0, "time"),
     ("1,000-op chain", r"^chain1000$", 0.2, "time"),
-    ("Cached one-token decode (issue 14)", r"^decode_ctx(256|1024)$", 0.5, "time"),
+    ("Cached one-token decode", r"^decode_ctx(256|1024)$", 0.5, "time"),
     ("Peak RSS, MHA fwd+bwd S4", r"^mha_fwdbwd_f(32|64)_S4$", 1.0, "rss"),
     ("Batched matmul kernel >= 80% of same-FLOP sgemm", r"^bmm_S[234]$", 0.8, "kernel_fraction"),
     ("Batched matmul op (allocates its result) >= 80%", r"^bmm_S[234]$", 0.8, "fraction"),
@@ -541,7 +541,7 @@ def markdown(doc):
                        f"{b.get('kernel_fraction', 0):.0%} |")
         out.append("")
     gqa_rows(out, res)
-    out.append("### Issue 6's targets\n")
+    out.append("### The targets\n")
     out.append("Each cell: the measured value, then met or MISSED. The targets are stated at "
                "1 thread in both environments; the 2-thread columns check that they still hold.\n")
     cols = [(t, e) for t in (1, 2) for e in ("default", "tuned")]
