@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -532,6 +533,9 @@ std::string report_header(const ReportInputs& in) {
         "run through tapegrad's own autograd; nothing is copied from elsewhere.\n\n";
   md += "- Command: `" + in.command + "`" + (in.quick ? " (**quick mode**: a reduced study for tests, not the full one)" : "") + "\n";
   char buf[4096];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "- Written: %Y-%m-%d %H:%M UTC\n", std::gmtime(&now));
+  md += buf;
   std::snprintf(buf, sizeof buf,
                 "- Wall time: %s in all (sweep %s, training %s, learning rates %s, ablation %s), "
                 "%d thread%s; CPU time %s%s%s.\n",
@@ -567,12 +571,9 @@ SweepContext sweep_context(const ReportInputs& in) {
 
 // Part 1's heading and set-up.
 void sweep_intro(const SweepContext& c, std::string& md) {
-  [[maybe_unused]] const auto& pts = c.pts;
-  [[maybe_unused]] const auto& tks = c.tks;
-  [[maybe_unused]] const auto& dks = c.dks;
-  [[maybe_unused]] const std::size_t dmin = c.dmin, dmax = c.dmax;
-  [[maybe_unused]] const ReportInputs& in = c.in;
-  [[maybe_unused]] char buf[4096];
+  const auto& pts = c.pts;
+  const ReportInputs& in = c.in;
+  char buf[4096];
   md += "## 1. The sweep: random queries and keys through the softmax\n\n";
   std::snprintf(buf, sizeof buf,
                 "Q, K, V and the upstream gradient G have independent normal(0, 1) entries; "
@@ -588,18 +589,14 @@ void sweep_intro(const SweepContext& c, std::string& md) {
                 g([&] { double m = 0; for (auto& p : pts) m = std::max(m, p.sdpa_weights_diff); return m; }(), 2).c_str(),
                 g([&] { double m = 0; for (auto& p : pts) m = std::max(m, p.sdpa_grad_q_rel_diff); return m; }(), 2).c_str());
   md += buf;
-
 }
 
 // Finding 1: the score spread against d_k.
 void sweep_spread(const SweepContext& c, std::string& md) {
-  [[maybe_unused]] const auto& pts = c.pts;
-  [[maybe_unused]] const auto& tks = c.tks;
-  [[maybe_unused]] const auto& dks = c.dks;
-  [[maybe_unused]] const std::size_t dmin = c.dmin, dmax = c.dmax;
-  [[maybe_unused]] const ReportInputs& in = c.in;
-  [[maybe_unused]] char buf[4096];
-  // Finding 1.
+  const auto& pts = c.pts;
+  const auto& tks = c.tks;
+  const auto& dks = c.dks;
+  const std::size_t dmin = c.dmin, dmax = c.dmax;
   md += "### Finding 1: without the scale, the score spread grows as sqrt(d_k)\n\n";
   md += "![score std](sweep_score_std.svg)\n\n";
   {
@@ -644,13 +641,10 @@ void sweep_spread(const SweepContext& c, std::string& md) {
 
 // Finding 2: the largest weight, the entropy and the saturated rows.
 void sweep_saturation(const SweepContext& c, std::string& md) {
-  [[maybe_unused]] const auto& pts = c.pts;
-  [[maybe_unused]] const auto& tks = c.tks;
-  [[maybe_unused]] const auto& dks = c.dks;
-  [[maybe_unused]] const std::size_t dmin = c.dmin, dmax = c.dmax;
-  [[maybe_unused]] const ReportInputs& in = c.in;
-  [[maybe_unused]] char buf[4096];
-  // Finding 2.
+  const auto& pts = c.pts;
+  const auto& tks = c.tks;
+  const auto& dks = c.dks;
+  const std::size_t dmin = c.dmin, dmax = c.dmax;
   md += "### Finding 2: large scores saturate the softmax into near one-hot rows\n\n";
   md += "![max weight](sweep_max_weight.svg)\n\n![entropy](sweep_entropy.svg)\n\n"
         "![saturated rows](sweep_saturated_rows.svg)\n\n";
@@ -705,18 +699,14 @@ void sweep_saturation(const SweepContext& c, std::string& md) {
             g(u->log_tk) + " | " + pct(u->frac_saturated) + " | " + pct(s->frac_saturated) + " |\n";
     }
   md += "\n";
-
 }
 
 // Finding 3: the gradient at the scores and at Q.
 void sweep_gradient(const SweepContext& c, std::string& md) {
-  [[maybe_unused]] const auto& pts = c.pts;
-  [[maybe_unused]] const auto& tks = c.tks;
-  [[maybe_unused]] const auto& dks = c.dks;
-  [[maybe_unused]] const std::size_t dmin = c.dmin, dmax = c.dmax;
-  [[maybe_unused]] const ReportInputs& in = c.in;
-  [[maybe_unused]] char buf[4096];
-  // Finding 3.
+  const auto& pts = c.pts;
+  const auto& tks = c.tks;
+  const auto& dks = c.dks;
+  const std::size_t dmin = c.dmin, dmax = c.dmax;
   md += "### Finding 3: the gradient through a saturated softmax all but vanishes\n\n";
   md += "![gradient at the scores](sweep_grad_scores.svg)\n\n![ratio](sweep_grad_ratio.svg)\n\n"
         "![gradient at Q](sweep_grad_q.svg)\n\n";
@@ -799,17 +789,13 @@ void sweep_gradient(const SweepContext& c, std::string& md) {
             g(u->rms_grad_q / s->rms_grad_q, 2) + " |\n";
     }
   md += "\n";
-
 }
 
 // How stable the sweep's figures are (half-split standard errors).
 void sweep_stability(const SweepContext& c, std::string& md) {
-  [[maybe_unused]] const auto& pts = c.pts;
-  [[maybe_unused]] const auto& tks = c.tks;
-  [[maybe_unused]] const auto& dks = c.dks;
-  [[maybe_unused]] const std::size_t dmin = c.dmin, dmax = c.dmax;
-  [[maybe_unused]] const ReportInputs& in = c.in;
-  [[maybe_unused]] char buf[4096];
+  const auto& pts = c.pts;
+  const auto& tks = c.tks;
+  const auto& dks = c.dks;
   // Stability.
   double se_std = 0, se_w = 0, se_h = 0, se_gs = 0, se_gq = 0, se_gs_s = 0;
   for (const SweepPoint& p : pts) {
@@ -843,10 +829,10 @@ void sweep_stability(const SweepContext& c, std::string& md) {
 
 // Part 2's heading, set-up and per-arm table.
 void training_setup(const ReportInputs& in, std::string& md) {
-  [[maybe_unused]] const auto& runs = in.runs;
-  [[maybe_unused]] const TrainingOptions& o = in.training;
-  [[maybe_unused]] const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
-  [[maybe_unused]] char buf[4096];
+  const auto& runs = in.runs;
+  const TrainingOptions& o = in.training;
+  const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
+  char buf[4096];
   md += "## 2. Training: TinyGPT on `" + o.task + "`, scaled against unscaled\n\n";
   std::snprintf(buf, sizeof buf,
                 "TinyGPT with %zu head%s per layer (d_model = %zu x d_head), %zu layers, MLP x%zu, "
@@ -909,10 +895,9 @@ void training_setup(const ReportInputs& in, std::string& md) {
 
 // Finding 4: what the scale does to training, and the plots.
 void training_finding(const ReportInputs& in, std::string& md) {
-  [[maybe_unused]] const auto& runs = in.runs;
-  [[maybe_unused]] const TrainingOptions& o = in.training;
-  [[maybe_unused]] const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
-  [[maybe_unused]] char buf[4096];
+  const auto& runs = in.runs;
+  const TrainingOptions& o = in.training;
+  const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
   md += "\n### Finding 4: what the scale does to training\n\n";
   for (AttentionInit init : o.inits) {
     md += "- **" + to_string(init) + " init.**\n";
