@@ -3,7 +3,7 @@
 // the workload list, deterministic inputs, the timing loop, peak RSS, the JSON line, and
 // naive double-precision references used to check each framework's answer once at
 // start-up (so a broken fast path cannot report a fast-looking number).
-// Standard library only: neither framework is visible here.
+// The standard library and nlohmann-json only: neither framework is visible here.
 #include <sys/resource.h>
 #include <time.h>
 
@@ -20,6 +20,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace bench {
 
@@ -302,32 +304,26 @@ struct Result {
   }
 };
 
-inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
+// One JSON line on stdout per workload; run_bench.py reads it. A number that is not finite
+// (a median of no samples) is written as null.
 inline void print_json(const char* framework, const Args& a, const Result& r, long start_rss_kb) {
-  std::ostringstream o;
-  o << "{\"framework\":\"" << framework << "\",\"workload\":\"" << a.workload
-    << "\",\"threads\":" << a.threads << ",\"repeats\":" << a.repeats
-    << ",\"warmup\":" << a.warmup << ",\"median_ms\":" << json_number(median(r.samples_ms))
-    << ",\"min_ms\":"
-    << json_number(r.samples_ms.empty() ? std::nan("")
-                                        : *std::min_element(r.samples_ms.begin(), r.samples_ms.end()))
-    << ",\"peak_rss_kb\":" << peak_rss_kb() << ",\"start_rss_kb\":" << start_rss_kb
-    << ",\"faults_per_step\":" << json_number(r.faults_per_step)
-    << ",\"samples_ms\":[";
-  for (std::size_t i = 0; i < r.samples_ms.size(); ++i)
-    o << (i ? "," : "") << json_number(r.samples_ms[i]);
-  o << "],\"cpu_samples_ms\":[";
-  for (std::size_t i = 0; i < r.cpu_ms.size(); ++i) o << (i ? "," : "") << json_number(r.cpu_ms[i]);
-  o << "]";
-  for (const auto& [k, v] : r.extra) o << ",\"" << k << "\":" << json_number(v);
-  o << "}\n";
-  std::fputs(o.str().c_str(), stdout);
+  nlohmann::ordered_json o;
+  o["framework"] = framework;
+  o["workload"] = a.workload;
+  o["threads"] = a.threads;
+  o["repeats"] = a.repeats;
+  o["warmup"] = a.warmup;
+  o["median_ms"] = median(r.samples_ms);
+  o["min_ms"] = r.samples_ms.empty()
+                    ? std::nan("")
+                    : *std::min_element(r.samples_ms.begin(), r.samples_ms.end());
+  o["peak_rss_kb"] = peak_rss_kb();
+  o["start_rss_kb"] = start_rss_kb;
+  o["faults_per_step"] = r.faults_per_step;
+  o["samples_ms"] = r.samples_ms;
+  o["cpu_samples_ms"] = r.cpu_ms;
+  for (const auto& [k, v] : r.extra) o[k] = v;
+  std::fputs((o.dump() + "\n").c_str(), stdout);
   std::fflush(stdout);
 }
 

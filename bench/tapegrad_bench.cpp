@@ -650,12 +650,15 @@ void print_info() {
     const char* v = std::getenv(k);
     return std::string(v ? v : "(unset)");
   };
-  std::printf(
-      "{\"framework\":\"tapegrad\",\"openblas_config\":\"%s\",\"openblas_corename\":\"%s\","
-      "\"openblas_threads\":%d,\"OPENBLAS_CORETYPE\":\"%s\",\"OPENBLAS_L2_SIZE\":\"%s\","
-      "\"compiler\":\"g++ %s\"}\n",
-      openblas_get_config(), openblas_get_corename(), openblas_get_num_threads(),
-      env("OPENBLAS_CORETYPE").c_str(), env("OPENBLAS_L2_SIZE").c_str(), __VERSION__);
+  nlohmann::ordered_json info;
+  info["framework"] = "tapegrad";
+  info["openblas_config"] = openblas_get_config();
+  info["openblas_corename"] = openblas_get_corename();
+  info["openblas_threads"] = openblas_get_num_threads();
+  info["OPENBLAS_CORETYPE"] = env("OPENBLAS_CORETYPE");
+  info["OPENBLAS_L2_SIZE"] = env("OPENBLAS_L2_SIZE");
+  info["compiler"] = std::string("g++ ") + __VERSION__;
+  std::printf("%s\n", info.dump().c_str());
 }
 
 }  // namespace

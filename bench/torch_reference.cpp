@@ -691,18 +691,13 @@ void set_blas_threads(int n) {
 }
 
 void print_info() {
-  std::string cfg = at::show_config() + at::get_parallel_info();
-  std::string esc;
-  for (char c : cfg) {
-    if (c == '"' || c == '\\') esc += '\\';
-    if (c == '\n') { esc += "\\n"; continue; }
-    if (c == '\t') { esc += ' '; continue; }
-    esc += c;
-  }
-  std::printf(
-      "{\"framework\":\"libtorch\",\"version\":\"%s\",\"intra_op_threads\":%d,"
-      "\"openblas_threads\":%d,\"config\":\"%s\"}\n",
-      TORCH_VERSION, at::get_num_threads(), blas_threads(), esc.c_str());
+  nlohmann::ordered_json info;
+  info["framework"] = "libtorch";
+  info["version"] = TORCH_VERSION;
+  info["intra_op_threads"] = at::get_num_threads();
+  info["openblas_threads"] = blas_threads();
+  info["config"] = at::show_config() + at::get_parallel_info();
+  std::printf("%s\n", info.dump().c_str());
 }
 
 }  // namespace

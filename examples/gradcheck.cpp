@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "examples/common/cli.hpp"
 #include "ops/attention.hpp"
@@ -167,15 +168,6 @@ std::string shapes_text(const std::vector<Shape>& shapes) {
   return s;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out;
-}
-
 }  // namespace
 
 // The --json file, written atomically: opened as "<path>.tmp.<pid>" before any case runs
@@ -245,9 +237,8 @@ int main(int argc, char** argv) {
 
   std::printf("%-38s %-34s %12s %12s  %s\n", "op", "input shapes", "max abs err", "max rel err",
               "pass");
-  std::string json = "[\n";
+  nlohmann::ordered_json rows_json = nlohmann::ordered_json::array();
   bool all_passed = true;
-  int rows = 0;
   Generator gen(2024);
   for (const Case& c : cases) {
     Inputs inputs;
@@ -262,17 +253,15 @@ int main(int argc, char** argv) {
     all_passed = all_passed && pass;
     std::printf("%-38s %-34s %12.3e %12.3e  %s\n", c.op.c_str(), shapes_text(c.shapes).c_str(),
                 abs_err, rel_err, pass ? "pass" : "FAIL");
-    json += fmt::format(
-        "{}  {{\"op\": \"{}\", \"input_shapes\": \"{}\", \"max_abs_error\": {:.6e}, "
-        "\"max_rel_error\": {:.6e}, \"pass\": {}}}",
-        rows ? ",\n" : "", json_escape(c.op), shapes_text(c.shapes), abs_err, rel_err,
-        pass ? "true" : "false");
-    ++rows;
+    rows_json.push_back({{"op", c.op},
+                         {"input_shapes", shapes_text(c.shapes)},
+                         {"max_abs_error", abs_err},
+                         {"max_rel_error", rel_err},
+                         {"pass", pass}});
   }
-  json += "\n]\n";
-  std::printf("%d cases, %s\n", rows, all_passed ? "all passed" : "SOME FAILED");
+  std::printf("%zu cases, %s\n", rows_json.size(), all_passed ? "all passed" : "SOME FAILED");
   if (!json_path.empty()) {
-    const std::string error = json_out.commit(json);
+    const std::string error = json_out.commit(rows_json.dump(2) + "\n");
     if (!error.empty()) {
       std::fprintf(stderr, "gradcheck: %s\n", error.c_str());
       return 2;

@@ -10,6 +10,7 @@ packages=(
   cmake g++ make ccache pkg-config    # toolchain (ccache: rebuilds are cheap; pkg-config finds libzip)
   libxtensor-dev xtl-dev libxsimd-dev libxtensor-blas-dev libopenblas-dev
   libfmt-dev libzip-dev libcli11-dev  # formatting, .npz checkpoints, example CLIs
+  nlohmann-json3-dev                  # the programs' JSON files (metrics.json, gradcheck --json)
   catch2                              # tests (Catch2 v2; built with the library by default)
 )
 test_packages=(

@@ -15,12 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "json_file.hpp"
 #include "run_program.hpp"
 
 namespace fs = std::filesystem;
 using tapegrad::test::ProgramRun;
 
 namespace {
+
+using tapegrad::test::field;
+using tapegrad::test::read_json;
 
 fs::path scratch(const std::string& name) {
   return tapegrad::test::scratch_dir("test_data_parallel", name);
@@ -65,12 +69,6 @@ std::vector<double> losses(const fs::path& csv) {
   return out;
 }
 
-std::string json_value(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + key + "\": ([^,\\n]*)"))) return "<missing>";
-  return m[1];
-}
-
 }  // namespace
 
 TEST_CASE("data parallel: 2 ranks follow 1 process's loss curve, end identical, resume alone",
@@ -96,7 +94,7 @@ TEST_CASE("data parallel: 2 ranks follow 1 process's loss curve, end identical, 
   CHECK(tapegrad::test::count_lines(std::regex_replace(
             two.out, std::regex("^(?!held-out).*\n", std::regex::multiline), "")) == 1);
   CHECK(std::regex_search(two.out, std::regex("data-parallel: 2 ranks.*parameters identical")));
-  const std::string metrics = tapegrad::test::slurp(dir / "two" / "metrics.json");
+  const nlohmann::json metrics = read_json(dir / "two" / "metrics.json");
 
   // the data-parallel checkpoint, evaluated and trained on in one process
   const ProgramRun resumed = run_single(
@@ -104,8 +102,8 @@ TEST_CASE("data parallel: 2 ranks follow 1 process's loss curve, end identical, 
       "--threads 1 --out " + sh_arg(dir / "resumed"), dir);
   INFO(resumed.err);
   REQUIRE(resumed.code == 0);
-  CHECK(json_value(tapegrad::test::slurp(dir / "resumed" / "metrics.json"), "eval_loss") ==
-        json_value(metrics, "eval_loss"));
+  CHECK(field(read_json(dir / "resumed" / "metrics.json"), "eval_loss") ==
+        field(metrics, "eval_loss"));
 
   // stopped at step 20 under mpirun, continued to 50 in one process: the single run's curve
   const ProgramRun stopped = run_ranks(

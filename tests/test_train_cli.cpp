@@ -12,11 +12,15 @@
 #include <string>
 
 #include "nn/checkpoint.hpp"
+#include "json_file.hpp"
 #include "run_program.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
+
+using tapegrad::test::field;
+using tapegrad::test::read_json;
 
 using RunResult = tapegrad::test::ProgramRun;
 using tapegrad::test::slurp;
@@ -28,14 +32,6 @@ RunResult run(const std::string& args, const fs::path& dir) {
   return tapegrad::test::run_program(TAPEGRAD_TRAIN_BIN, args, dir);
 }
 std::size_t lines(const std::string& s) { return tapegrad::test::count_lines(s); }
-
-// The raw text of a metrics.json value ("0.123...", "\"sort\"", "null").
-std::string json_value(const std::string& json, const std::string& key) {
-  std::smatch m;
-  std::regex re("\"" + key + "\": ([^,\\n]*)");
-  if (!std::regex_search(json, m, re)) return "<missing>";
-  return m[1];
-}
 
 const char* kTiny = "--d-model 16 --heads 2 --layers 1 --batch 8 --eval-size 40 --threads 1 --quiet";
 
@@ -133,21 +129,20 @@ TEST_CASE("train cli: a tiny run writes its outputs and --resume reproduces eval
     INFO(f);
     CHECK(fs::is_regular_file(a / f));
   }
-  std::string metrics = slurp(a / "metrics.json");
+  const nlohmann::json metrics = read_json(a / "metrics.json");
   for (const char* key : {"task", "steps", "final_train_loss", "eval_loss", "eval_token_accuracy",
                           "eval_exact_accuracy", "train_seconds", "tokens_per_second",
                           "parameters", "seed", "d_model", "heads", "layers", "lr"}) {
     INFO(key);
-    CHECK(json_value(metrics, key) != "<missing>");
-    CHECK(json_value(metrics, key) != "null");
+    CHECK(metrics.contains(key));
+    CHECK(!field(metrics, key).is_null());
   }
-  CHECK(json_value(metrics, "task") == "\"sort\"");
-  CHECK(json_value(metrics, "steps") == "20");
-  CHECK(json_value(metrics, "seed") == "3");
+  CHECK(field(metrics, "task") == "sort");
+  CHECK(field(metrics, "steps") == 20);
+  CHECK(field(metrics, "seed") == 3);
   // d_model 16, 1 layer, vocab 11, context 16, mlp 4x: embeddings 11*16 + 16*16, block
   // 2*16 + 4*16*16 + 2*16 + (16*64 + 64) + (64*16 + 16), final norm 2*16, head 16*11
-  CHECK(json_value(metrics, "parameters") ==
-        std::to_string(176 + 256 + 32 + 1024 + 32 + 1088 + 1040 + 32 + 176));
+  CHECK(field(metrics, "parameters") == 176 + 256 + 32 + 1024 + 32 + 1088 + 1040 + 32 + 176);
   std::string csv = slurp(a / "loss.csv");
   CHECK(csv.rfind("step,loss,lr\n", 0) == 0);
   CHECK(lines(csv) == 21);
@@ -162,9 +157,9 @@ TEST_CASE("train cli: a tiny run writes its outputs and --resume reproduces eval
   // Same seed, same losses, bit for bit.
   RunResult r2 = run(common + " --out '" + b.string() + "'", dir);
   REQUIRE(r2.code == 0);
-  std::string metrics2 = slurp(b / "metrics.json");
-  CHECK(json_value(metrics2, "final_train_loss") == json_value(metrics, "final_train_loss"));
-  CHECK(json_value(metrics2, "eval_loss") == json_value(metrics, "eval_loss"));
+  const nlohmann::json metrics2 = read_json(b / "metrics.json");
+  CHECK(field(metrics2, "final_train_loss") == field(metrics, "final_train_loss"));
+  CHECK(field(metrics2, "eval_loss") == field(metrics, "eval_loss"));
   CHECK(slurp(b / "loss.csv") == csv);
 
   // The checkpoint evaluates to the identical eval loss.
@@ -173,11 +168,11 @@ TEST_CASE("train cli: a tiny run writes its outputs and --resume reproduces eval
                      dir);
   INFO(r3.err);
   REQUIRE(r3.code == 0);
-  std::string metrics3 = slurp(c / "metrics.json");
-  CHECK(json_value(metrics3, "eval_loss") == json_value(metrics, "eval_loss"));
-  CHECK(json_value(metrics3, "eval_exact_accuracy") == json_value(metrics, "eval_exact_accuracy"));
-  CHECK(json_value(metrics3, "task") == "\"sort\"");
-  CHECK(json_value(metrics3, "steps") == "0");
+  const nlohmann::json metrics3 = read_json(c / "metrics.json");
+  CHECK(field(metrics3, "eval_loss") == field(metrics, "eval_loss"));
+  CHECK(field(metrics3, "eval_exact_accuracy") == field(metrics, "eval_exact_accuracy"));
+  CHECK(field(metrics3, "task") == "sort");
+  CHECK(field(metrics3, "steps") == 0);
 
   // Resuming with a different task is refused.
   RunResult r4 = run(std::string("--resume '") + (a / "model.npz").string() +
@@ -197,9 +192,10 @@ TEST_CASE("train cli: --detect-anomaly checks a healthy run without changing its
   REQUIRE(plain.code == 0);
   REQUIRE(checked.code == 0);
   CHECK(slurp(dir / "plain" / "loss.csv") == slurp(dir / "checked" / "loss.csv"));
-  std::string a = slurp(dir / "plain" / "metrics.json"), b = slurp(dir / "checked" / "metrics.json");
-  CHECK(json_value(a, "final_train_loss") == json_value(b, "final_train_loss"));
-  CHECK(json_value(a, "eval_loss") == json_value(b, "eval_loss"));
+  const nlohmann::json a = read_json(dir / "plain" / "metrics.json"),
+                     b = read_json(dir / "checked" / "metrics.json");
+  CHECK(field(a, "final_train_loss") == field(b, "final_train_loss"));
+  CHECK(field(a, "eval_loss") == field(b, "eval_loss"));
 }
 
 TEST_CASE("train cli: recall takes its curriculum defaults and the options override them", "[train_cli]") {
@@ -209,14 +205,14 @@ TEST_CASE("train cli: recall takes its curriculum defaults and the options overr
                     dir);
   INFO(d.err);
   REQUIRE(d.code == 0);
-  std::string m = slurp(dir / "defaults" / "metrics.json");
-  CHECK(json_value(m, "recall_min_pairs") == "2");
-  CHECK(json_value(m, "recall_chain") == "0.5");
-  CHECK(json_value(m, "recall_dense_loss") == "\"on\"");
-  CHECK(json_value(m, "recall_grow_steps") == "0");
-  CHECK(json_value(m, "weight_decay") == "0");
-  CHECK(json_value(m, "attention_init") == "\"variance_preserving\"");
-  CHECK(json_value(m, "eval_sequences") == "40");  // evaluation unchanged: --eval-size
+  const nlohmann::json m = read_json(dir / "defaults" / "metrics.json");
+  CHECK(field(m, "recall_min_pairs") == 2);
+  CHECK(field(m, "recall_chain") == 0.5);
+  CHECK(field(m, "recall_dense_loss") == "on");
+  CHECK(field(m, "recall_grow_steps") == 0);
+  CHECK(field(m, "weight_decay") == 0);
+  CHECK(field(m, "attention_init") == "variance_preserving");
+  CHECK(field(m, "eval_sequences") == 40);  // evaluation unchanged: --eval-size
 
   RunResult o = run(std::string(kTiny) + " --task recall --steps 2 --warmup 0 --skip-gradcheck "
                         "--recall-min-pairs 8 --recall-chain 0 --no-recall-dense-loss "
@@ -225,18 +221,18 @@ TEST_CASE("train cli: recall takes its curriculum defaults and the options overr
                     dir);
   INFO(o.err);
   REQUIRE(o.code == 0);
-  std::string g = slurp(dir / "given" / "metrics.json");
-  CHECK(json_value(g, "recall_min_pairs") == "8");
-  CHECK(json_value(g, "recall_chain") == "0");
-  CHECK(json_value(g, "recall_dense_loss") == "\"off\"");
-  CHECK(json_value(g, "recall_grow_steps") == "1");
-  CHECK(json_value(g, "attention_init") == "\"gpt2\"");
+  const nlohmann::json g = read_json(dir / "given" / "metrics.json");
+  CHECK(field(g, "recall_min_pairs") == 8);
+  CHECK(field(g, "recall_chain") == 0);
+  CHECK(field(g, "recall_dense_loss") == "off");
+  CHECK(field(g, "recall_grow_steps") == 1);
+  CHECK(field(g, "attention_init") == "gpt2");
   // sort records no recall settings
   RunResult sr = run(std::string(kTiny) + " --steps 1 --warmup 0 --skip-gradcheck --out '" +
                          (dir / "sort").string() + "'",
                      dir);
   REQUIRE(sr.code == 0);
-  CHECK(json_value(slurp(dir / "sort" / "metrics.json"), "recall_chain") == "<missing>");
+  CHECK(!read_json(dir / "sort" / "metrics.json").contains("recall_chain"));
 }
 
 TEST_CASE("train cli: the gradient check table covers every parameter tensor", "[train_cli]") {
@@ -254,12 +250,13 @@ TEST_CASE("train cli: the gradient check table covers every parameter tensor", "
   }
   CHECK(r.out.find("gradient check passed") != std::string::npos);
   CHECK(r.out.find(" NO\n") == std::string::npos);
-  CHECK(json_value(slurp(dir / "o" / "metrics.json"), "gradcheck") == "\"passed\"");
+  CHECK(field(read_json(dir / "o" / "metrics.json"), "gradcheck") == "passed");
 }
 
 TEST_CASE("train cli: a text model trains samples and resumes for sampling", "[train_cli]") {
   fs::path dir = scratch("text");
-  fs::path corpus = dir / "corpus.txt";
+  // A quote, a backslash and a tab in the name: metrics.json must still parse and hold it.
+  fs::path corpus = dir / "corpus \"quoted\" \\ \t.txt";
   {
     std::ofstream f(corpus, std::ios::binary);
     for (int i = 0; i < 60; ++i) f << "the quick brown fox jumps over the lazy dog. caf\xc3\xa9!\n";
@@ -271,9 +268,10 @@ TEST_CASE("train cli: a text model trains samples and resumes for sampling", "[t
                     dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
-  std::string metrics = slurp(a / "metrics.json");
-  CHECK(json_value(metrics, "task") == "\"text\"");
-  CHECK(json_value(metrics, "eval_loss") != "null");
+  const nlohmann::json metrics = read_json(a / "metrics.json");
+  CHECK(field(metrics, "task") == "text");
+  CHECK(field(metrics, "text_file") == corpus.string());
+  CHECK(!field(metrics, "eval_loss").is_null());
   std::string sample = slurp(a / "sample.txt");
   CHECK(sample.rfind("the", 0) == 0);  // the prompt, then the continuation
   RunResult s = run("--resume '" + (a / "model.npz").string() +
@@ -311,11 +309,11 @@ TEST_CASE("train cli: --arch llama passes the start-up gradient check and trains
                         (dir / "out").string() + "'", dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
-  const std::string metrics = slurp(dir / "out" / "metrics.json");
-  CHECK(json_value(metrics, "gradcheck") == "\"passed\"");
-  CHECK(json_value(metrics, "positions") == "\"rope\"");
-  CHECK(json_value(metrics, "mlp") == "\"swiglu\"");
-  CHECK(json_value(metrics, "kv_heads") == "1");  // llama: heads 2 -> 1 K/V head
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  CHECK(field(metrics, "gradcheck") == "passed");
+  CHECK(field(metrics, "positions") == "rope");
+  CHECK(field(metrics, "mlp") == "swiglu");
+  CHECK(field(metrics, "kv_heads") == 1);  // llama: heads 2 -> 1 K/V head
   const tapegrad::TinyGPTConfig c = tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string());
   CHECK(c.qk_norm);
   CHECK(c.window == 5);
@@ -329,7 +327,7 @@ TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run
                         (dir / "out").string() + "'", dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
-  const double loss = std::stod(json_value(slurp(dir / "out" / "metrics.json"), "eval_loss"));
+  const double loss = field(read_json(dir / "out" / "metrics.json"), "eval_loss").get<double>();
   CHECK(loss == Approx(1.9032962322235107).epsilon(1e-6));
 }
 #endif

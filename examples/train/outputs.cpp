@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
 #include <xtensor/xadapt.hpp>
 
 #include "examples/common/svg_plot.hpp"
@@ -36,74 +37,75 @@ double mean_of_last(const std::vector<LossRecord>& losses, std::size_t count) {
   return sum / double(n);
 }
 
-void set_results(JsonObject& m, const RunSummary& r) {
+void set_results(nlohmann::ordered_json& m, const RunSummary& r) {
   const Settings& s = r.settings;
   const std::optional<tasks::EvalResult>& eval = r.report.eval;
   const TrainingProgress& p = r.progress;
-  m.set("task", r.task.name);
-  if (s.text_mode()) m.set("text_file", s.text);
-  m.set("steps", s.steps);
-  m.set("final_train_loss", p.losses.empty() ? std::nan("") : p.losses.back().loss);
-  m.set("final_train_loss_avg50", mean_of_last(p.losses, 50));
-  m.set("eval_loss", eval ? eval->loss : std::nan(""));
-  m.set("eval_token_accuracy", eval ? eval->token_accuracy : std::nan(""));
-  m.set("eval_exact_accuracy", eval ? eval->exact_accuracy : std::nan(""));
-  m.set("eval_sequences", eval ? eval->sequences : std::size_t(0));
-  m.set("eval_tokens", eval ? eval->tokens : std::size_t(0));
-  m.set("accuracy_method",
-        "teacher-forced argmax on answer positions; exact = every answer token right "
-        "(equal to greedy decoding's exact accuracy)");
-  m.set("train_seconds", p.train_seconds);
-  m.set("train_cpu_seconds", p.train_cpu_seconds);
-  m.set("tokens_per_second", p.train_seconds > 0 ? double(p.tokens_seen) / p.train_seconds : 0.0);
-  m.set("tokens_seen", p.tokens_seen);
-  m.set("parameters", r.model.parameter_count());
-  m.set("seed", std::int64_t(s.seed));
-  m.set("gradcheck", r.gradcheck.status);
-  m.set("gradcheck_max_rel_error", r.gradcheck.max_rel_error);
-  m.set("gradcheck_seconds", r.gradcheck.seconds);
-  m.set("resumed_from", s.resume);
-  m.set("resumed_at_step", r.resumed_at_step);
-  m.set("checkpoints_written", p.checkpoints_written);
-  m.set("checkpoint_ms_mean", p.checkpoints_written > 0
-                                  ? 1e3 * p.checkpoint_seconds / double(p.checkpoints_written)
-                                  : std::nan(""));
-  m.set("checkpoint_bytes", p.checkpoint_bytes);
+  m["task"] = r.task.name;
+  if (s.text_mode()) m["text_file"] = s.text;
+  m["steps"] = s.steps;
+  m["final_train_loss"] = p.losses.empty() ? std::nan("") : p.losses.back().loss;
+  m["final_train_loss_avg50"] = mean_of_last(p.losses, 50);
+  m["eval_loss"] = eval ? eval->loss : std::nan("");
+  m["eval_token_accuracy"] = eval ? eval->token_accuracy : std::nan("");
+  m["eval_exact_accuracy"] = eval ? eval->exact_accuracy : std::nan("");
+  m["eval_sequences"] = eval ? eval->sequences : std::size_t(0);
+  m["eval_tokens"] = eval ? eval->tokens : std::size_t(0);
+  m["accuracy_method"] =
+      "teacher-forced argmax on answer positions; exact = every answer token right "
+      "(equal to greedy decoding's exact accuracy)";
+  m["train_seconds"] = p.train_seconds;
+  m["train_cpu_seconds"] = p.train_cpu_seconds;
+  m["tokens_per_second"] = p.train_seconds > 0 ? double(p.tokens_seen) / p.train_seconds : 0.0;
+  m["tokens_seen"] = p.tokens_seen;
+  m["parameters"] = r.model.parameter_count();
+  m["seed"] = std::int64_t(s.seed);
+  m["gradcheck"] = r.gradcheck.status;
+  m["gradcheck_max_rel_error"] = r.gradcheck.max_rel_error;
+  m["gradcheck_seconds"] = r.gradcheck.seconds;
+  m["resumed_from"] = s.resume;
+  m["resumed_at_step"] = r.resumed_at_step;
+  m["checkpoints_written"] = p.checkpoints_written;
+  m["checkpoint_ms_mean"] = p.checkpoints_written > 0
+                                ? 1e3 * p.checkpoint_seconds / double(p.checkpoints_written)
+                                : std::nan("");
+  m["checkpoint_bytes"] = p.checkpoint_bytes;
 }
 
-void set_settings(JsonObject& m, const RunSummary& r) {
+void set_settings(nlohmann::ordered_json& m, const RunSummary& r) {
   const Settings& s = r.settings;
   const TinyGPTConfig& c = r.model.config();
   for (const FieldInfo& f : config_fields()) {
-    if (f.kind == FieldInfo::Kind::size) m.set(f.name, std::size_t(field_to_int64(c, f.name)));
-    else if (f.kind == FieldInfo::Kind::real) m.set(f.name, field_to_double(c, f.name));
-    else if (f.kind != FieldInfo::Kind::seed) m.set(f.name, field_to_string(c, f.name));
+    if (f.kind == FieldInfo::Kind::size) m[f.name] = std::size_t(field_to_int64(c, f.name));
+    else if (f.kind == FieldInfo::Kind::real) m[f.name] = field_to_double(c, f.name);
+    else if (f.kind != FieldInfo::Kind::seed) m[f.name] = field_to_string(c, f.name);
   }
-  m.set("init_seed", std::int64_t(c.seed));
-  m.set("batch", s.batch);
-  m.set("lr", s.lr);
-  m.set("min_lr", s.min_lr);
-  m.set("warmup", s.warmup);
-  m.set("weight_decay", s.weight_decay);
-  m.set("beta1", s.beta1);
-  m.set("beta2", s.beta2);
-  m.set("clip", s.clip);
-  m.set("threads", num_threads());
+  m["init_seed"] = std::int64_t(c.seed);
+  m["batch"] = s.batch;
+  m["lr"] = s.lr;
+  m["min_lr"] = s.min_lr;
+  m["warmup"] = s.warmup;
+  m["weight_decay"] = s.weight_decay;
+  m["beta1"] = s.beta1;
+  m["beta2"] = s.beta2;
+  m["clip"] = s.clip;
+  m["threads"] = num_threads();
   if (r.task.name == "recall") {
-    m.set("recall_min_pairs", s.recall_min_pairs);
-    m.set("recall_grow_steps", s.recall_grow_steps);
-    m.set("recall_chain", s.recall_chain);
-    m.set("recall_dense_loss", s.recall_dense_loss ? "on" : "off");
+    m["recall_min_pairs"] = s.recall_min_pairs;
+    m["recall_grow_steps"] = s.recall_grow_steps;
+    m["recall_chain"] = s.recall_chain;
+    m["recall_dense_loss"] = s.recall_dense_loss ? "on" : "off";
   }
 }
 
 }  // namespace
 
 std::string metrics_json(const RunSummary& run) {
-  JsonObject m;
+  nlohmann::ordered_json m;
   set_results(m, run);
   set_settings(m, run);
-  return m.dump();
+  // A path or a text file's name need not be UTF-8: replace what is not instead of failing.
+  return m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 void write_outputs(const RunSummary& run, std::FILE* log) {
