@@ -83,9 +83,6 @@ class MultiHeadAttention : public Module<T> {
     if (path_) return *path_;
     return keep_ || keys < kFlashFromKeys ? AttentionPath::fused : AttentionPath::flash;
   }
-  // fwd+bwd, 1 thread, 8 heads of 32, causal (tools/flash_bench): fused took 0.6x flash's
-  // time at 64 and 256 keys; flash took 0.6x fused's at 512.
-  static constexpr std::size_t kFlashFromKeys = 512;
 
   std::size_t heads() const { return spec_.heads; }
   std::size_t kv_heads() const { return spec_.kv_heads; }

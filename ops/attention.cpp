@@ -140,11 +140,13 @@ AttentionResult<T> attend(const char* op, const Tensor<T>& q, const Tensor<T>& k
 }
 
 // The shared body of both multi-head entry points; `op` names the one the user called.
-// Self-attention is the spec with q, k, v = x @ Wq, x @ Wk, x @ Wv, all (B, T, D).
+// Self-attention is the spec with q, k, v = x @ Wq, x @ Wk, x @ Wv, all (B, T, D). Without
+// `want_weights` a long sequence takes the flash path, which never forms them.
 template <class T>
 AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T>& Wq,
                               const Tensor<T>& Wk, const Tensor<T>& Wv, const Tensor<T>& Wo,
-                              std::size_t heads, const MultiHeadOptions& options) {
+                              std::size_t heads, const MultiHeadOptions& options,
+                              bool want_weights) {
   const Shape xs = x.shape();
   if (xs.size() != 3) fail(op, "x must be (B, T, D), got {}", shape_str(xs));
   const std::size_t D = xs[2];
@@ -162,8 +164,10 @@ AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T
   const AttentionDims d = check_attention_spec(op, xs, xs, xs, spec);
   // (B, T, D) @ (D, D) -> (B, T, D)
   const Tensor<T> q = matmul(x, Wq), k = matmul(x, Wk), v = matmul(x, Wv);
-  const AttentionResult<T> r =
-      attend(op, q, k, v, d, options.fused ? AttentionPath::fused : AttentionPath::composed);
+  const AttentionPath path = !options.fused                            ? AttentionPath::composed
+                             : !want_weights && d.Tk >= kFlashFromKeys ? AttentionPath::flash
+                                                                       : AttentionPath::fused;
+  const AttentionResult<T> r = attend(op, q, k, v, d, path);
   // y = merged heads @ Wo: (B, T, D) @ (D, D) -> (B, T, D)
   return {matmul(r.out, Wo), r.weights};
 }
@@ -240,7 +244,7 @@ Tensor<T> multi_head_attention(const Tensor<T>& x, const Tensor<T>& Wq, const Te
                                bool causal) {
   MultiHeadOptions options;
   options.causal = causal;
-  return multi_head<T>("multi_head_attention", x, Wq, Wk, Wv, Wo, heads, options).out;
+  return multi_head<T>("multi_head_attention", x, Wq, Wk, Wv, Wo, heads, options, false).out;
 }
 
 template <class T>
@@ -248,7 +252,8 @@ AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const T
                                                      const Tensor<T>& Wk, const Tensor<T>& Wv,
                                                      const Tensor<T>& Wo, std::size_t heads,
                                                      const MultiHeadOptions& options) {
-  return multi_head<T>("multi_head_attention_with_weights", x, Wq, Wk, Wv, Wo, heads, options);
+  return multi_head<T>("multi_head_attention_with_weights", x, Wq, Wk, Wv, Wo, heads, options,
+                       true);
 }
 
 #define TAPEGRAD_INSTANTIATE(T)                                                              \

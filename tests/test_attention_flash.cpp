@@ -230,12 +230,12 @@ std::vector<double> losses(const TransformerConfig& c, AttentionPath path, int s
 
 }  // namespace
 
-TEST_CASE("flash: MultiHeadAttention takes flash from 512 keys unless the weights are kept or a path is forced", "[flash][transformer]") {
+TEST_CASE("flash: MultiHeadAttention takes flash from kFlashFromKeys keys unless the weights are kept or a path is forced", "[flash][transformer]") {
   Generator gen(1);
   MultiHeadAttention<double> attn(8, 2, gen);
   CHECK(attn.path() == AttentionPath::flash);
-  CHECK(attn.path(511) == AttentionPath::fused);
-  CHECK(attn.path(512) == AttentionPath::flash);
+  CHECK(attn.path(kFlashFromKeys - 1) == AttentionPath::fused);
+  CHECK(attn.path(kFlashFromKeys) == AttentionPath::flash);
   attn.keep_weights(true);
   CHECK(attn.path() == AttentionPath::fused);
   attn(random<double>({1, 3, 8}, 2, false));
@@ -244,6 +244,44 @@ TEST_CASE("flash: MultiHeadAttention takes flash from 512 keys unless the weight
   CHECK(attn.path() == AttentionPath::composed);
   attn.keep_weights(false);
   CHECK(attn.path() == AttentionPath::composed);
+}
+
+// multi_head_attention returns no weights, so from kFlashFromKeys positions on it takes the
+// flash path; multi_head_attention_with_weights must form them and stays fused. The two
+// agree to round-off, forward and every gradient; the tape shows which op ran.
+TEST_CASE("flash: multi_head_attention takes flash from kFlashFromKeys positions, with_weights stays fused", "[flash][attention]") {
+  for (const bool causal : {true, false}) {
+    for (const std::size_t T : {kFlashFromKeys - 1, kFlashFromKeys}) {
+      INFO("causal " << causal << ", T " << T);
+      const Array<double> x0 = random<double>({1, T, 16}, 11, false).value();
+      std::vector<Array<double>> w0;
+      for (std::uint64_t seed : {12, 13, 14, 15}) w0.push_back(random<double>({16, 16}, seed, false, -0.3, 0.3).value());
+      const Array<double> g = random<double>({1, T, 16}, 16, false).value();
+      auto run_op = [&](bool with_weights) {
+        Tensor<double> x(x0, true), Wq(w0[0], true), Wk(w0[1], true), Wv(w0[2], true), Wo(w0[3], true);
+        MultiHeadOptions options;
+        options.causal = causal;
+        const Tensor<double> y = with_weights
+                                     ? multi_head_attention_with_weights(x, Wq, Wk, Wv, Wo, 2, options).out
+                                     : multi_head_attention(x, Wq, Wk, Wv, Wo, 2, causal);
+        const std::string tape = tape_string<double>();
+        sum(y * Tensor<double>(g)).backward();
+        return std::make_pair(tape, std::vector<Array<double>>{y.value(), x.grad(), Wq.grad(), Wk.grad(),
+                                                               Wv.grad(), Wo.grad()});
+      };
+      const auto [plain_tape, plain] = run_op(false);
+      const auto [fused_tape, fused] = run_op(true);
+      const bool flash = T >= kFlashFromKeys;
+      CHECK((plain_tape.find("flash_attention") != std::string::npos) == flash);
+      CHECK((plain_tape.find("attention_weights") != std::string::npos) == !flash);
+      CHECK(fused_tape.find("attention_weights") != std::string::npos);
+      CHECK(fused_tape.find("flash_attention") == std::string::npos);
+      for (std::size_t i = 0; i < plain.size(); ++i) {
+        INFO("result " << i << " (y, dx, dWq, dWk, dWv, dWo)");
+        CHECK(rel_diff(plain[i], fused[i]) <= 1e-12);
+      }
+    }
+  }
 }
 
 TEST_CASE("flash: a llama model trains to the same losses with flash and with fused", "[flash][transformer]") {
