@@ -74,14 +74,12 @@ class MultiHeadAttention : public Module<T> {
   void set_head_mask(const std::vector<bool>& keep);
   const std::vector<bool>& head_mask() const { return head_keep_; }
   // Forces one path (composed, fused or flash: the same attention, tested equal), for
-  // comparisons and studies. Unforced (the default), the path follows what is asked for:
-  // the fused kernels when keep_weights is on (only they return the weights) or when
-  // there are fewer than kFlashFromKeys keys, flash from there on, where its memory,
-  // linear in T, and its speed both win.
+  // comparisons and studies. Unforced (the default), default_attention_path decides, with
+  // keep_weights as the wish for the weights: fused below kFlashFromKeys keys or when the
+  // weights are kept, flash from there on.
   void set_path(AttentionPath path) { path_ = path; }
   AttentionPath path(std::size_t keys = kFlashFromKeys) const {
-    if (path_) return *path_;
-    return keep_ || keys < kFlashFromKeys ? AttentionPath::fused : AttentionPath::flash;
+    return path_ ? *path_ : default_attention_path(keys, keep_);
   }
 
   std::size_t heads() const { return spec_.heads; }

@@ -164,9 +164,8 @@ AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T
   const AttentionDims d = check_attention_spec(op, xs, xs, xs, spec);
   // (B, T, D) @ (D, D) -> (B, T, D)
   const Tensor<T> q = matmul(x, Wq), k = matmul(x, Wk), v = matmul(x, Wv);
-  const AttentionPath path = !options.fused                            ? AttentionPath::composed
-                             : !want_weights && d.Tk >= kFlashFromKeys ? AttentionPath::flash
-                                                                       : AttentionPath::fused;
+  const AttentionPath path =
+      options.fused ? default_attention_path(d.Tk, want_weights) : AttentionPath::composed;
   const AttentionResult<T> r = attend(op, q, k, v, d, path);
   // y = merged heads @ Wo: (B, T, D) @ (D, D) -> (B, T, D)
   return {matmul(r.out, Wo), r.weights};

@@ -57,6 +57,12 @@ enum class AttentionPath {
 // its memory is linear in T (17 MiB against fused's 86 MiB at 1024).
 inline constexpr std::size_t kFlashFromKeys = 1024;
 
+// The path attention takes when none is forced: the fused kernels when the caller wants the
+// weights (only they return them) or below kFlashFromKeys keys, flash from there on.
+inline AttentionPath default_attention_path(std::size_t keys, bool want_weights) {
+  return want_weights || keys < kFlashFromKeys ? AttentionPath::fused : AttentionPath::flash;
+}
+
 // q (B, Tq, heads*head_dim), k (B, Tk, kv_heads*head_dim), v (B, Tk, kv_heads*v_head_dim)
 // -> out (B, Tq, heads*v_head_dim) with the heads already merged, weights
 // (B, heads, Tq, Tk). Query head h reads kv head h / (heads / kv_heads) (PyTorch's

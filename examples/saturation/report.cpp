@@ -796,7 +796,6 @@ void sweep_stability(const SweepContext& c, std::string& md) {
   const auto& pts = c.pts;
   const auto& tks = c.tks;
   const auto& dks = c.dks;
-  // Stability.
   double se_std = 0, se_w = 0, se_h = 0, se_gs = 0, se_gq = 0, se_gs_s = 0;
   for (const SweepPoint& p : pts) {
     se_std = std::max(se_std, p.se_score_std);
