@@ -94,11 +94,16 @@ inline std::vector<std::string> words(const std::string& s) {
 }
 
 // Waits for `pid`; its exit code, or minus the signal that killed it.
+// A wait status as one number: the exit code, or minus the signal that ended the process.
+inline int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? -WTERMSIG(status) : -1000;
+}
+
 inline int wait_for(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return WIFSIGNALED(status) ? -WTERMSIG(status) : -1000;
+  return exit_code(status);
 }
 
 }  // namespace tapegrad::test
