@@ -73,7 +73,7 @@ TEST_CASE("sampling: the specification's temperature table, to four decimals", "
   }
 }
 
-TEST_CASE("sampling: top-p 0.9 at T=1 keeps 'the' and 'a'; greedy picks 'the' at 0.7155", "[sampling]") {
+TEST_CASE("sampling: top-p 0.9 at T=1 keeps 'the' and 'a' and greedy picks 'the' at 0.7155", "[sampling]") {
   const std::vector<double> full = probs(1.0);
   const std::vector<double> p = probs(1.0, 0, 0.9);
   CHECK(kept(p) == 2);

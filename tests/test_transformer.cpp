@@ -188,7 +188,7 @@ TEST_CASE("transformer: the fused attention path equals the composed one inside 
   kernels::set_num_threads(1);
 }
 
-TEST_CASE("transformer: the gpt2 preset is the GPT-2 model; the llama preset has no gpt2 parts", "[transformer]") {
+TEST_CASE("transformer: the gpt2 preset is the GPT-2 model and the llama preset has no gpt2 parts", "[transformer]") {
   Transformer<float> g(tiny(gpt2_preset()));
   CHECK(g.has_parameter("pos_emb.weight"));
   CHECK(g.has_parameter("blocks.0.norm1.bias"));
