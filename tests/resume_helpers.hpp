@@ -93,13 +93,13 @@ inline std::vector<std::string> words(const std::string& s) {
   return out;
 }
 
-// Waits for `pid`; its exit code, or minus the signal that killed it.
 // A wait status as one number: the exit code, or minus the signal that ended the process.
 inline int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? -WTERMSIG(status) : -1000;
 }
 
+// Waits for `pid`; its exit code, or minus the signal that killed it.
 inline int wait_for(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
