@@ -72,8 +72,8 @@ void block_scores(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
 }
 
 // x[j] <- exp(x[j] - shift) for j < n, returning their sum; whole SIMD vectors through
-// xsimd's exp (the exponentials are a third of flash's work at head_dim 32: the forward and
-// both backward passes each recompute a block's), the tail through std::exp.
+// xsimd's exp (the exponentials are a large share of flash's work at head_dim 32: the
+// forward and the backward each compute a block's), the tail through std::exp.
 template <class T>
 T exp_shifted(T* x, std::size_t n, T shift) {
   using batch = xsimd::batch<T>;
@@ -220,78 +220,142 @@ void row_terms(const HeadLayout& L, const T* y, const T* dy, T* D) {
   });
 }
 
+// Zeroes rows [0, rows) of a head's columns [0, width) in a matrix of leading dimension ld.
+template <class T>
+void zero_rows(T* x, std::size_t rows, std::size_t ld, std::size_t width) {
+  for (std::size_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + width, T(0));
+}
+
+// Where one task adds its gradients: dk and dv from key row j0 (the pair's key block),
+// dq from query row r0 (its query block); a null pointer is a gradient this task leaves.
+template <class T>
+struct PairGrads {
+  T *dk, *dv, *dq;
+};
+
+// The block pair (query block at r0, key block kb) of one head: P and dS once, then
+// dv += P^T dy, dk += scale dS^T q, dq += scale dS k for the gradients asked for.
+template <class T>
+void pair_backward(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, std::size_t r0,
+                   std::size_t rows, std::size_t kb, T scale, const PairGrads<T>& out) {
+  const Range keys = pair_keys(L, r0, rows, kb);  // empty: outside the band
+  const std::size_t a = keys.begin, m = keys.end - keys.begin, off = a - kb * BK;
+  if (m == 0) return;
+  thread_local std::vector<T> pb, ds;
+  pb.resize(BQ * BK);
+  ds.resize(BQ * BK);
+  block_probs(L, hd, g, r0, rows, a, m, scale, pb.data(), ds.data());
+  // dv[a:a+m] (m, dv) += p^T (m, rows) @ dy[r0:] (rows, dv)
+  if (out.dv && L.dv)
+    gemm_strided<T>(true, false, m, L.dv, rows, T(1), pb.data(), m, g.dy + r0 * L.y_ld(),
+                    L.y_ld(), T(1), out.dv + off * L.v_ld(), L.v_ld());
+  // dk[a:a+m] (m, dh) += scale * ds^T (m, rows) @ q[r0:] (rows, dh)
+  if (out.dk && L.dh)
+    gemm_strided<T>(true, false, m, L.dh, rows, scale, ds.data(), m, hd.q + r0 * L.q_ld(),
+                    L.q_ld(), T(1), out.dk + off * L.k_ld(), L.k_ld());
+  // dq[r0:] (rows, dh) += scale * ds (rows, m) @ k[a:a+m] (m, dh)
+  if (out.dq && L.dh)
+    gemm_strided<T>(false, false, rows, L.dh, m, scale, ds.data(), m, hd.k + a * L.k_ld(),
+                    L.k_ld(), T(1), out.dq, L.q_ld());
+}
+
+// The gradients' memory at batch item b: dk and dv of kv head kv, dq of query head h, each
+// from its first row (null where not wanted).
+template <class T>
+struct HeadGrads {
+  const HeadLayout& L;
+  T *dq, *dk, *dv;
+  T* dk_of(std::size_t b, std::size_t kv, std::size_t j0) const {
+    return dk ? dk + (b * L.Tk + j0) * L.k_ld() + kv * L.dh : nullptr;
+  }
+  T* dv_of(std::size_t b, std::size_t kv, std::size_t j0) const {
+    return dv ? dv + (b * L.Tk + j0) * L.v_ld() + kv * L.dv : nullptr;
+  }
+  T* dq_of(std::size_t b, std::size_t h, std::size_t r0) const {
+    return dq ? dq + (b * L.Tq + r0) * L.q_ld() + h * L.dh : nullptr;
+  }
+};
+
+// One task per (b, kv): it owns that kv head's dk and dv and the dq of every query head of
+// its group, so each block pair's P and dS are computed once and feed all three gradients.
+// Sums run in the two-pass order (dk, dv: query head, then query block; dq: key block), so
+// both ways give the same bits.
+template <class T>
+void backward_one_pass(const HeadLayout& L, const T* q, const T* k, const T* v, const T* dy,
+                       const T* lse, const T* D, T scale, const HeadGrads<T>& G) {
+  const std::size_t nq = query_blocks(L), nk = key_blocks(L);
+  parallel_for_if_worth(L.B * L.KV, 1.5 * band_flops(L), [&](std::size_t p) {
+    const std::size_t b = p / L.KV, kv = p % L.KV;
+    if (G.dk) zero_rows(G.dk_of(b, kv, 0), L.Tk, L.k_ld(), L.dh);
+    if (G.dv) zero_rows(G.dv_of(b, kv, 0), L.Tk, L.v_ld(), L.dv);
+    for (std::size_t h = kv * L.group(); h < (kv + 1) * L.group(); ++h) {
+      if (G.dq) zero_rows(G.dq_of(b, h, 0), L.Tq, L.q_ld(), L.dh);
+      const Head<T> hd = head_of(L, b, h, q, k, v);
+      const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D);
+      for (std::size_t kb = 0; kb < nk; ++kb)
+        for (std::size_t qb = 0; qb < nq; ++qb) {
+          const std::size_t r0 = qb * BQ;
+          pair_backward(L, hd, g, r0, std::min(BQ, L.Tq - r0), kb, scale,
+                        {G.dk_of(b, kv, kb * BK), G.dv_of(b, kv, kb * BK), G.dq_of(b, h, r0)});
+        }
+    }
+  });
+}
+
+// Two passes with disjoint writes, for when there are too few (b, kv) heads to keep the
+// threads busy. dk, dv: tasks (b, kv, key block) own those rows of the kv head's gradient and
+// sum every query head of the group and every query block in a fixed order. dq: tasks
+// (b, h, query block) own those rows of dq and sum the key blocks in order. P and dS are
+// recomputed in both: 2 of the 7 products are repeated.
+template <class T>
+void backward_two_passes(const HeadLayout& L, const T* q, const T* k, const T* v, const T* dy,
+                         const T* lse, const T* D, T scale, const HeadGrads<T>& G) {
+  const std::size_t nq = query_blocks(L), nk = key_blocks(L);
+  const double flops = 2.0 * band_flops(L);
+  if (G.dk || G.dv)
+    parallel_for_if_worth(L.B * L.KV * nk, flops, [&](std::size_t p) {
+      const std::size_t b = p / (L.KV * nk), kv = p / nk % L.KV, kb = p % nk, j0 = kb * BK;
+      const PairGrads<T> out{G.dk_of(b, kv, j0), G.dv_of(b, kv, j0), nullptr};
+      const std::size_t n = std::min(BK, L.Tk - j0);
+      if (out.dk) zero_rows(out.dk, n, L.k_ld(), L.dh);
+      if (out.dv) zero_rows(out.dv, n, L.v_ld(), L.dv);
+      for (std::size_t h = kv * L.group(); h < (kv + 1) * L.group(); ++h) {
+        const Head<T> hd = head_of(L, b, h, q, k, v);
+        const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D);
+        for (std::size_t r0 = 0; r0 < L.Tq; r0 += BQ)
+          pair_backward(L, hd, g, r0, std::min(BQ, L.Tq - r0), kb, scale, out);
+      }
+    });
+  if (G.dq)
+    parallel_for_if_worth(L.B * L.H * nq, flops, [&](std::size_t p) {
+      const std::size_t bh = p / nq, r0 = (p % nq) * BQ, b = bh / L.H, h = bh % L.H;
+      const std::size_t rows = std::min(BQ, L.Tq - r0);
+      const PairGrads<T> out{nullptr, nullptr, G.dq_of(b, h, r0)};
+      zero_rows(out.dq, rows, L.q_ld(), L.dh);
+      const Head<T> hd = head_of(L, b, h, q, k, v);
+      const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D);
+      const Range kbs = key_blocks_of(L, r0, rows);
+      for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb)
+        pair_backward(L, hd, g, r0, rows, kb, scale, out);
+    });
+}
+
 }  // namespace
 
-// Two passes with disjoint writes. dk, dv: tasks (b, kv, key block) own those rows of the
-// kv head's gradient and sum every query head of the group and every query block in a fixed
-// order. dq: tasks (b, h, query block) own those rows of dq and sum the key blocks in order.
-// P and dS are recomputed in both: 2 of the 7 products are repeated, the price of needing
-// neither atomics nor a per-thread copy of dk and dv.
+// One pass unless the (b, kv) tasks would leave threads idle (fewer than two per thread and
+// not a multiple of the thread count): the choice changes speed, never the bits.
 template <class T>
 void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const T* v,
                               const T* y, const T* lse, const T* dy, T scale, T* dq, T* dk,
                               T* dv) {
   std::vector<T> D(L.B * L.H * L.Tq);
   row_terms(L, y, dy, D.data());
-  const std::size_t nq = query_blocks(L), nk = key_blocks(L);
-  const double flops = 2.0 * band_flops(L);
-  if (dk || dv)
-    parallel_for_if_worth(L.B * L.KV * nk, flops, [&](std::size_t p) {
-      const std::size_t b = p / (L.KV * nk), kv = p / nk % L.KV, kb = p % nk, j0 = kb * BK;
-      const std::size_t n = std::min(BK, L.Tk - j0);
-      T* dkb = dk ? dk + (b * L.Tk + j0) * L.k_ld() + kv * L.dh : nullptr;
-      T* dvb = dv ? dv + (b * L.Tk + j0) * L.v_ld() + kv * L.dv : nullptr;
-      thread_local std::vector<T> pb, ds;
-      pb.resize(BQ * BK);
-      ds.resize(BQ * BK);
-      for (std::size_t r = 0; r < n; ++r) {
-        if (dkb) std::fill(dkb + r * L.k_ld(), dkb + r * L.k_ld() + L.dh, T(0));
-        if (dvb) std::fill(dvb + r * L.v_ld(), dvb + r * L.v_ld() + L.dv, T(0));
-      }
-      for (std::size_t h = kv * L.group(); h < (kv + 1) * L.group(); ++h) {
-        const Head<T> hd = head_of(L, b, h, q, k, v);
-        const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D.data());
-        for (std::size_t r0 = 0; r0 < L.Tq; r0 += BQ) {
-          const std::size_t rows = std::min(BQ, L.Tq - r0);
-          const Range keys = pair_keys(L, r0, rows, kb);  // empty: outside the band
-          const std::size_t a = keys.begin, m = keys.end - keys.begin, off = a - j0;
-          if (m == 0) continue;
-          block_probs(L, hd, g, r0, rows, a, m, scale, pb.data(), ds.data());
-          // dv[a:a+m] (m, dv) += p^T (m, rows) @ dy[r0:] (rows, dv)
-          if (dvb && L.dv)
-            gemm_strided<T>(true, false, m, L.dv, rows, T(1), pb.data(), m,
-                            g.dy + r0 * L.y_ld(), L.y_ld(), T(1), dvb + off * L.v_ld(), L.v_ld());
-          // dk[a:a+m] (m, dh) += scale * ds^T (m, rows) @ q[r0:] (rows, dh)
-          if (dkb && L.dh)
-            gemm_strided<T>(true, false, m, L.dh, rows, scale, ds.data(), m,
-                            hd.q + r0 * L.q_ld(), L.q_ld(), T(1), dkb + off * L.k_ld(), L.k_ld());
-        }
-      }
-    });
-  if (dq)
-    parallel_for_if_worth(L.B * L.H * nq, flops, [&](std::size_t p) {
-      const std::size_t bh = p / nq, r0 = (p % nq) * BQ, b = bh / L.H, h = bh % L.H;
-      const std::size_t rows = std::min(BQ, L.Tq - r0);
-      const Head<T> hd = head_of(L, b, h, q, k, v);
-      const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D.data());
-      T* dqb = dq + (b * L.Tq + r0) * L.q_ld() + h * L.dh;
-      for (std::size_t r = 0; r < rows; ++r)
-        std::fill(dqb + r * L.q_ld(), dqb + r * L.q_ld() + L.dh, T(0));
-      thread_local std::vector<T> pb, ds;
-      pb.resize(BQ * BK);
-      ds.resize(BQ * BK);
-      const Range kbs = key_blocks_of(L, r0, rows);
-      for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb) {
-        const Range keys = pair_keys(L, r0, rows, kb);
-        const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
-        if (n == 0) continue;
-        block_probs(L, hd, g, r0, rows, j0, n, scale, pb.data(), ds.data());
-        // dq[r0:] (rows, dh) += scale * ds (rows, n) @ k[j0:] (n, dh)
-        if (L.dh)
-          gemm_strided<T>(false, false, rows, L.dh, n, scale, ds.data(), n,
-                          hd.k + j0 * L.k_ld(), L.k_ld(), T(1), dqb, L.q_ld());
-      }
-    });
+  const HeadGrads<T> G{L, dq, dk, dv};
+  const std::size_t tasks = L.B * L.KV, threads = std::size_t(std::max(1, num_threads()));
+  if (tasks >= 2 * threads || tasks % threads == 0)
+    backward_one_pass(L, q, k, v, dy, lse, D.data(), scale, G);
+  else
+    backward_two_passes(L, q, k, v, dy, lse, D.data(), scale, G);
 }
 
 #define TAPEGRAD_INSTANTIATE(T)                                                                \

@@ -37,6 +37,10 @@ void flash_attention_forward(const HeadLayout& L, const T* q, const T* k, const 
 // overwritten; any of them may be null when not wanted. P = exp(scale q k^T - lse) is
 // recomputed block by block; D = rowsum(dy * y); dS = P * (dy v^T - D);
 // dq = scale dS k, dk = scale dS^T q, dv = P^T dy (summed over a kv head's group).
+// One pass over the block pairs when there are enough (batch item, kv head) tasks for the
+// threads (each task owns its kv head's dk, dv and its query heads' dq), else two passes
+// that recompute P and dS (one owning rows of dk and dv, one rows of dq); both sum in the
+// same order, so the bits do not depend on which runs.
 template <class T>
 void flash_attention_backward(const HeadLayout& L, const T* q, const T* k, const T* v,
                               const T* y, const T* lse, const T* dy, T scale, T* dq, T* dk,
