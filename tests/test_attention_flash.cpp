@@ -107,7 +107,8 @@ void check_flash(const Sizes& s, const AttentionSpec& spec, double tol) {
 // Every mask x length for one (H, KV), alternating (dv, scale) between (dh, default) and
 // (wider than dh, 1 = unscaled). Lengths: 1, a query block -1 / = / +1, a key block
 // -1 / = / +1, a prime, and Tq < Tk (bottom-right). Window 70 spans key-block edges;
-// window Tk + 2 is wider than every row's past. At 129 and 131 the work is above the
+// window Tk + 2 is wider than every row's past. 600 keys are five key blocks, more than
+// one group of the backward's key-block loop. At 129 and 131 the work is above the
 // kernels' threshold for going parallel, so the 2-thread runs use two threads.
 //
 // The backward runs in one pass when the (batch, kv head) tasks fill the threads and in two
@@ -120,7 +121,7 @@ void sweep(std::size_t H, std::size_t KV, double tol) {
                 "the lengths below straddle these blocks");
   const std::pair<std::size_t, std::size_t> lengths[] = {
       {1, 1},     {63, 63},  {64, 64}, {65, 65},  {127, 127},
-      {128, 128}, {129, 129}, {131, 131}, {1, 131}, {37, 131}, {65, 200}};
+      {128, 128}, {129, 129}, {131, 131}, {1, 131}, {37, 131}, {65, 200}, {77, 600}, {600, 600}};
   int variant = 0;
   for (const auto& [Tq, Tk] : lengths)
     for (int mask = 0; mask < 5; ++mask) {

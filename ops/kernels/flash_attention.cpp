@@ -5,9 +5,9 @@
 #include <limits>
 #include <vector>
 
-#include "platform/simd.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/parallel.hpp"
+#include "ops/kernels/rowwise.hpp"
 
 namespace tapegrad::kernels {
 
@@ -71,26 +71,6 @@ void block_scores(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
                   hd.k + j0 * L.k_ld(), L.k_ld(), T(0), s, n);
 }
 
-// x[j] <- exp(x[j] - shift) for j < n, returning their sum; whole SIMD vectors through
-// xsimd's exp (the exponentials are a large share of flash's work at head_dim 32: the
-// forward and the backward each compute a block's), the tail through std::exp.
-template <class T>
-T exp_shifted(T* x, std::size_t n, T shift) {
-  using batch = xsimd::batch<T>;
-  constexpr std::size_t W = batch::size;
-  const batch sb(shift);
-  batch acc(T(0));
-  std::size_t j = 0;
-  for (; j + W <= n; j += W) {
-    const batch e = xsimd::exp(batch::load_unaligned(x + j) - sb);
-    e.store_unaligned(x + j);
-    acc += e;
-  }
-  T sum = j > 0 ? xsimd::hadd(acc) : T(0);
-  for (; j < n; ++j) sum += (x[j] = std::exp(x[j] - shift));
-  return sum;
-}
-
 // ---------------------------------------------------------------- forward
 
 // Online softmax of one score row against its running max m and sum l: p <- exp(s - m')
@@ -102,11 +82,11 @@ T online_row(T* s, std::size_t n, Range vis, T& m, T& l) {
     std::fill(s, s + n, T(0));
     return T(1);
   }
-  const T mx = *std::max_element(s + vis.begin, s + vis.end);
+  const T mx = row_max(s + vis.begin, vis.end - vis.begin);
   const T m_new = std::max(m, mx);
   const T alpha = std::exp(m - m_new);  // m = -inf: exp(-inf) = 0, m_new is finite
   std::fill(s, s + vis.begin, T(0));
-  const T sum = exp_shifted(s + vis.begin, vis.end - vis.begin, m_new);
+  const T sum = exp_shifted_inplace(s + vis.begin, vis.end - vis.begin, m_new);
   std::fill(s + vis.end, s + n, T(0));
   l = l * alpha + sum;
   m = m_new;
@@ -184,7 +164,7 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
     const Range vis = lse == -std::numeric_limits<T>::infinity() ? Range{}
                                                                  : visible(L, r0 + r, j0, n);
     std::fill(pr, pr + vis.begin, T(0));  // an empty Range is [0, 0): all zeros
-    exp_shifted(pr + vis.begin, vis.end - vis.begin, lse);
+    exp_shifted_inplace(pr + vis.begin, vis.end - vis.begin, lse);
     std::fill(pr + vis.end, pr + n, T(0));
   }
   // dp (rows, n) = dy[r0:] (rows, dv) @ v[j0:j0+n]^T (dv, n)
@@ -276,6 +256,11 @@ struct HeadGrads {
   }
 };
 
+// Key blocks are visited kKeyGroup at a time: the group's dk and dv rows (512 keys) stay in
+// the core's cache while each query block's q, dy and dq rows are read once per group rather
+// than once per key block.
+constexpr std::size_t kKeyGroup = 4;
+
 // One task per (b, kv): it owns that kv head's dk and dv and the dq of every query head of
 // its group, so each block pair's P and dS are computed once and feed all three gradients.
 // Sums run in the two-pass order (dk, dv: query head, then query block; dq: key block), so
@@ -292,12 +277,13 @@ void backward_one_pass(const HeadLayout& L, const T* q, const T* k, const T* v, 
       if (G.dq) zero_rows(G.dq_of(b, h, 0), L.Tq, L.q_ld(), L.dh);
       const Head<T> hd = head_of(L, b, h, q, k, v);
       const HeadGrad<T> g = head_grad_of(L, b, h, dy, lse, D);
-      for (std::size_t kb = 0; kb < nk; ++kb)
-        for (std::size_t qb = 0; qb < nq; ++qb) {
-          const std::size_t r0 = qb * BQ;
-          pair_backward(L, hd, g, r0, std::min(BQ, L.Tq - r0), kb, scale,
-                        {G.dk_of(b, kv, kb * BK), G.dv_of(b, kv, kb * BK), G.dq_of(b, h, r0)});
-        }
+      for (std::size_t kg = 0; kg < nk; kg += kKeyGroup)
+        for (std::size_t qb = 0; qb < nq; ++qb)
+          for (std::size_t kb = kg; kb < std::min(nk, kg + kKeyGroup); ++kb) {
+            const std::size_t r0 = qb * BQ;
+            pair_backward(L, hd, g, r0, std::min(BQ, L.Tq - r0), kb, scale,
+                          {G.dk_of(b, kv, kb * BK), G.dv_of(b, kv, kb * BK), G.dq_of(b, h, r0)});
+          }
     }
   });
 }

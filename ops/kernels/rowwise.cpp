@@ -21,7 +21,8 @@ namespace {
 template <class T>
 constexpr T kMasked = -std::numeric_limits<T>::infinity();  // a masked score
 
-// The largest of row[0..L), -inf if L = 0; a nan is never taken, as in `x > m ? x : m`.
+}  // namespace
+
 // Four running maxima instead of one: a max is exact, so the order does not change the
 // result (at most the sign of a zero maximum, which no exp(x - max) can see), and one
 // chain of dependent compares was a third of a short row's time.
@@ -35,6 +36,8 @@ T row_max(const T* row, std::size_t L) {
   const T m01 = m[1] > m[0] ? m[1] : m[0], m23 = m[3] > m[2] ? m[3] : m[2];
   return m23 > m01 ? m23 : m01;
 }
+
+namespace {
 
 // What exp_shifted writes to out: nothing, exp(row - shift), or exp(row - shift) * scale.
 enum class ExpOut { kNone, kExp, kScaledExp };
@@ -70,6 +73,11 @@ T exp_shifted(const T* row, std::size_t L, T shift, T scale, T* out) {
   return sum;
 }
 }  // namespace
+
+template <class T>
+T exp_shifted_inplace(T* row, std::size_t L, T shift) {
+  return exp_shifted<ExpOut::kExp>(row, L, shift, T(1), row);
+}
 
 template <class T>
 void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
@@ -142,6 +150,10 @@ void softmax_backward_row(const T* y, const T* dy, T* dx, std::size_t L, T scale
   for (; k < L; ++k) dx[k] = y[k] * (dy[k] - dot) * scale;
 }
 
+template float row_max(const float*, std::size_t);
+template double row_max(const double*, std::size_t);
+template float exp_shifted_inplace(float*, std::size_t, float);
+template double exp_shifted_inplace(double*, std::size_t, double);
 template void softmax_row_inplace(float*, std::size_t);
 template void softmax_rows_inplace(float*, std::size_t, std::size_t, const std::size_t*);
 template void softmax_rows_inplace(double*, std::size_t, std::size_t, const std::size_t*);

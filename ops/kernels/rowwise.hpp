@@ -21,6 +21,15 @@ template <class T>
 void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
                           const std::size_t* lengths);
 
+// The largest of row[0..L), -inf if L = 0; a nan is never taken, as in `x > m ? x : m`.
+template <class T>
+T row_max(const T* row, std::size_t L);
+
+// row[k] <- exp(row[k] - shift) for k < L; returns their sum (the vector part's, then the
+// tail's from left to right).
+template <class T>
+T exp_shifted_inplace(T* row, std::size_t L, T shift);
+
 // log(sum(exp(row))) over L >= 1 elements, computed as m + log(sum(exp(row - m))) with m the
 // row max, so that no exponent is positive and nothing overflows. The row is only read.
 template <class T>
