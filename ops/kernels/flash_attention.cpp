@@ -93,50 +93,62 @@ T online_row(T* s, std::size_t n, Range vis, T& m, T& l) {
   return alpha;
 }
 
-// One query block of one head: acc accumulates P @ V over the key blocks, rescaled as the
-// row maxima grow; y = acc / l and lse = m + log l at the end.
+// Query blocks are taken kQueryGroup at a time: each key block's K and V rows, once read,
+// serve the group's four query blocks instead of one (at T 32768 a head's K and V are 8 MiB,
+// read from memory once per group).
+constexpr std::size_t kQueryGroup = 4;
+
+// The query rows [g0, g0 + rows) of one head, rows <= kQueryGroup * BQ, block by block
+// against each key block: acc accumulates P @ V, rescaled as the row maxima grow; y = acc / l
+// and lse = m + log l at the end. Each row sees the key blocks in the same order whatever
+// the grouping.
 template <class T>
-void forward_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::size_t rows,
+void forward_group(const HeadLayout& L, const Head<T>& hd, std::size_t g0, std::size_t rows,
                    T scale, T* y, T* lse) {
   thread_local std::vector<T> s, acc, m, l;
   s.resize(BQ * BK);
   acc.assign(rows * L.dv, T(0));
   m.assign(rows, -std::numeric_limits<T>::infinity());
   l.assign(rows, T(0));
-  const Range kbs = key_blocks_of(L, r0, rows);
-  for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb) {
-    const Range keys = pair_keys(L, r0, rows, kb);
-    const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
-    if (n == 0) continue;
-    block_scores(L, hd, r0, rows, j0, n, scale, s.data());
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T alpha = online_row(s.data() + r * n, n, visible(L, r0 + r, j0, n), m[r], l[r]);
-      if (alpha != T(1))
-        for (std::size_t c = 0; c < L.dv; ++c) acc[r * L.dv + c] *= alpha;
+  const Range kbs = key_blocks_of(L, g0, rows);
+  for (std::size_t kb = kbs.begin; kb < kbs.end; ++kb)
+    for (std::size_t b0 = 0; b0 < rows; b0 += BQ) {
+      const std::size_t r0 = g0 + b0, n_rows = std::min(BQ, rows - b0);
+      const Range keys = pair_keys(L, r0, n_rows, kb);
+      const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
+      if (n == 0) continue;
+      block_scores(L, hd, r0, n_rows, j0, n, scale, s.data());
+      for (std::size_t r = 0; r < n_rows; ++r) {
+        const std::size_t i = b0 + r;
+        const T alpha = online_row(s.data() + r * n, n, visible(L, r0 + r, j0, n), m[i], l[i]);
+        if (alpha != T(1))
+          for (std::size_t c = 0; c < L.dv; ++c) acc[i * L.dv + c] *= alpha;
+      }
+      // acc[b0:] (n_rows, dv) += p (n_rows, n) @ v[j0:j0+n] (n, dv)
+      if (L.dv)
+        gemm_strided<T>(false, false, n_rows, L.dv, n, T(1), s.data(), n,
+                        hd.v + j0 * L.v_ld(), L.v_ld(), T(1), acc.data() + b0 * L.dv, L.dv);
     }
-    // acc (rows, dv) += p (rows, n) @ v[j0:j0+n] (n, dv)
-    if (L.dv)
-      gemm_strided<T>(false, false, rows, L.dv, n, T(1), s.data(), n, hd.v + j0 * L.v_ld(),
-                      L.v_ld(), T(1), acc.data(), L.dv);
-  }
   for (std::size_t r = 0; r < rows; ++r) {
     const bool none = l[r] == T(0);  // the row sees no key: output 0, lse -inf
     const T inv = none ? T(0) : T(1) / l[r];
-    for (std::size_t c = 0; c < L.dv; ++c) y[(r0 + r) * L.y_ld() + c] = acc[r * L.dv + c] * inv;
-    lse[r0 + r] = none ? -std::numeric_limits<T>::infinity() : m[r] + std::log(l[r]);
+    for (std::size_t c = 0; c < L.dv; ++c) y[(g0 + r) * L.y_ld() + c] = acc[r * L.dv + c] * inv;
+    lse[g0 + r] = none ? -std::numeric_limits<T>::infinity() : m[r] + std::log(l[r]);
   }
 }
 
 }  // namespace
 
-// Tasks are (b, h, query block): each writes its own rows of y's head columns and of lse.
+// Tasks are (b, h, group of query blocks): each writes its own rows of y's head columns and
+// of lse. The last groups come first: under a causal mask they see the most keys, and the
+// threads take tasks in order, so the long ones are not left for the end.
 template <class T>
 void flash_attention_forward(const HeadLayout& L, const T* q, const T* k, const T* v, T scale,
                              T* y, T* lse) {
-  const std::size_t nq = query_blocks(L);
-  parallel_for_if_worth(L.B * L.H * nq, band_flops(L), [&](std::size_t p) {
-    const std::size_t bh = p / nq, r0 = (p % nq) * BQ, b = bh / L.H, h = bh % L.H;
-    forward_block(L, head_of(L, b, h, q, k, v), r0, std::min(BQ, L.Tq - r0), scale,
+  const std::size_t group_rows = kQueryGroup * BQ, ng = (L.Tq + group_rows - 1) / group_rows;
+  parallel_for_if_worth(L.B * L.H * ng, band_flops(L), [&](std::size_t p) {
+    const std::size_t bh = p / ng, g0 = (ng - 1 - p % ng) * group_rows, b = bh / L.H, h = bh % L.H;
+    forward_group(L, head_of(L, b, h, q, k, v), g0, std::min(group_rows, L.Tq - g0), scale,
                   y + b * L.Tq * L.y_ld() + h * L.dv, lse + bh * L.Tq);
   });
 }
