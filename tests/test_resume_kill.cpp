@@ -145,6 +145,36 @@ TEST_CASE("resume: 20 SIGKILLs, at random moments and inside writes, leave loada
   CHECK(files_matching(out, ".*\\.tmp\\..*").empty());  // the killed writers' files are gone
 }
 
+TEST_CASE("resume: a run resumed after a kill between a rename and the pruning writes beside two checkpoints, not three", "[resume][kill]") {
+  // A kill after a new checkpoint's rename and before the oldest is removed leaves three.
+  // The resumed run must prune before it writes: otherwise a second such kill leaves four,
+  // and every further one a checkpoint more.
+  const fs::path dir = scratch("prune_first");
+  const fs::path out = dir / "run", three = dir / "three";
+  // a model large enough that a checkpoint write lasts milliseconds, even on a tmpfs
+  const std::string run = "--d-model 128 --heads 4 --layers 2 --batch 8 --eval-size 40 --quiet "
+                          "--skip-gradcheck --seed 3 --steps 20 --warmup 5 --threads 1";
+  REQUIRE(run_trainer(run + " --checkpoint-every 5 --stop-at 10 --out " + quoted(three), dir).code == 0);
+  fs::copy_file(three / "ckpt-00000005.npz", three / "ckpt-00000004.npz");
+  const std::vector<fs::path> left = checkpoints(three);
+  REQUIRE(left.size() == 3);
+  std::mt19937 rng(20261202);
+  bool caught = false;
+  for (int attempt = 0; attempt < 40 && !caught; ++attempt) {
+    fs::remove_all(out);
+    fs::copy(three, out);
+    const pid_t pid = start_trainer(words("--resume " + out.string() + " --quiet --skip-gradcheck --threads 1 "
+                                          "--eval-size 40 --checkpoint-every 1 --stop-at 11 --out " + out.string()), dir);
+    const int code = kill_inside_a_write(pid, out, rng, 30);
+    INFO("attempt " << attempt << ": " << slurp(dir / "bg_stderr.txt"));
+    REQUIRE((code == -SIGKILL || code == 0));
+    if (code != -SIGKILL || !writing_a_checkpoint(out, pid)) continue;  // the pauses missed the write
+    caught = true;
+    CHECK(checkpoints(out) == std::vector<fs::path>{out / "ckpt-00000005.npz", out / "ckpt-00000010.npz"});
+  }
+  CHECK(caught);
+}
+
 TEST_CASE("resume: SIGINT and SIGTERM write a checkpoint, name it, exit 130 / 143, and resume to the same end", "[resume][kill]") {
   const fs::path dir = scratch("sigint");
   const std::string run = std::string(kResumeTiny) + " --steps 400 --warmup 20 --threads 1";

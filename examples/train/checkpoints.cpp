@@ -134,6 +134,10 @@ void remove_stale_temporaries(const std::string& dir) {
 
 std::string write_training_checkpoint(const TrainerState& t) {
   const std::string path = checkpoint_path(t.settings.out, t.progress.step);
+  // Pruning before the write too keeps at most three on disk whatever a kill interrupts: a
+  // run killed between a rename and its pruning leaves three, and the resumed run's first
+  // write would otherwise add a fourth.
+  prune(t.settings.out);
   std::vector<NpzEntry> extra = model_entries(t.model, t.task);
   for (NpzEntry& e : training_state_entries(capture(t))) extra.push_back(std::move(e));
   try {

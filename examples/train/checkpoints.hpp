@@ -34,7 +34,8 @@ struct TrainerState {
   const TrainingProgress& progress;
 };
 
-// Writes ckpt-<progress.step>.npz and removes all but the last two. Throws
+// Writes ckpt-<progress.step>.npz, removing all but the last two before the write and after
+// it (so two complete ones stay on disk while it is written, three at most). Throws
 // std::runtime_error naming the file, the reason and the checkpoint still intact.
 std::string write_training_checkpoint(const TrainerState& state);
 
