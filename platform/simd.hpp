@@ -31,3 +31,37 @@ inline __m512i _mm512_mask_blend_epi16(__mmask32 mask, __m512i a, __m512i w) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <xsimd/xsimd.hpp>
 #pragma GCC diagnostic pop
+
+#include <type_traits>
+
+namespace tapegrad::simd {
+
+// The horizontal sums of as many batches as a batch has lanes, as one batch: lane w holds
+// the sum of v[w]'s lanes. xsimd 8.1's haddp is wrong for 16 float lanes (AVX-512: sums of
+// 0..15 + 100 w came back off by up to 3200), while its 4- and 8-lane versions and every
+// double width are right; there each batch's two 256-bit halves are added first and the
+// 8-lane haddp gives the sums of the first and of the last eight batches.
+template <class T, class A>
+xsimd::batch<T, A> haddp(const xsimd::batch<T, A>* v) {
+#if XSIMD_WITH_AVX512F
+  if constexpr (std::is_same_v<T, float> && std::is_base_of_v<xsimd::avx512f, A>) {
+    using Half = xsimd::batch<float, xsimd::avx>;
+    Half halves[8];
+    alignas(64) float sums[16];
+    for (std::size_t part = 0; part < 2; ++part) {
+      for (std::size_t w = 0; w < 8; ++w) {
+        const __m512 x = v[8 * part + w];
+        const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+        halves[w] = Half(_mm256_add_ps(_mm512_castps512_ps256(x), high));
+      }
+      xsimd::haddp(halves).store_aligned(sums + 8 * part);
+    }
+    return xsimd::batch<T, A>::load_aligned(sums);
+  } else
+#endif
+  {
+    return xsimd::haddp(v);
+  }
+}
+
+}  // namespace tapegrad::simd

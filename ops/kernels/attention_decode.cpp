@@ -65,7 +65,7 @@ void run_scores(const T* q, std::size_t G, std::size_t dh, const T* k, std::size
         for (std::size_t w = 0; w < W; ++w)
           partial[w] = xsimd::fma(qd, V::load_unaligned(kj + w * k_ld + d), partial[w]);
       }
-      xsimd::haddp(partial).store_aligned(sums);
+      simd::haddp(partial).store_aligned(sums);
       for (std::size_t w = 0; w < W; ++w) {
         T tail = 0;
         for (std::size_t d = d_vec; d < dh; ++d) tail += qg[d] * k[(j + w) * k_ld + d];
