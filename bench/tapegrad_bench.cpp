@@ -596,6 +596,16 @@ std::vector<NpzEntry> toygpt_reference() {
   return e;
 }
 
+// One entry per parameter, "<prefix><name>", for each of the llama weights in `sets`.
+void add_llama_weights(std::vector<NpzEntry>& e, const std::vector<bench::LlamaParam>& ps,
+                       const std::vector<std::pair<std::string, const bench::LlamaWeights*>>& sets) {
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const Shape shape(ps[i].shape.begin(), ps[i].shape.end());
+    for (const auto& [prefix, weights] : sets)
+      e.push_back(entry<float>(prefix + ps[i].name, shape, (*weights)[i]));
+  }
+}
+
 // The batch, the timed weights ("train.<name>"), the check weights ("check.<name>") and
 // tapegrad's loss and gradients at the check weights on the first two sequences.
 std::vector<NpzEntry> llama_reference() {
@@ -606,12 +616,21 @@ std::vector<NpzEntry> llama_reference() {
   std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.batch, g.context + 1}, seq)};
   const auto [loss, grads] = llama_loss_and_grads(g, check, seq, 2);
   e.push_back(entry<double>("check_loss", {}, std::vector<double>{loss}));
-  for (std::size_t i = 0; i < ps.size(); ++i) {
-    const Shape shape(ps[i].shape.begin(), ps[i].shape.end());
-    e.push_back(entry<float>("train." + ps[i].name, shape, train[i]));
-    e.push_back(entry<float>("check." + ps[i].name, shape, check[i]));
-    e.push_back(entry<float>("check_grad." + ps[i].name, shape, grads[i]));
-  }
+  add_llama_weights(e, ps, {{"train.", &train}, {"check.", &check}, {"check_grad.", &grads}});
+  return e;
+}
+
+// The prompt and its next token (tokens, context of them), the timed weights
+// ("train.<name>"), the check weights ("check.<name>") and tapegrad's logits of one cached
+// step after the prompt at the check weights ("check_logits", vocab).
+std::vector<NpzEntry> decode_reference(std::size_t context) {
+  const bench::LlamaShape g = bench::decode_shape(context);
+  const std::vector<bench::LlamaParam> ps = bench::llama_parameters(g);
+  const bench::LlamaWeights train = bench::llama_train_weights(g, ps), check = bench::llama_check_weights(ps);
+  const std::vector<std::int64_t> tokens = bench::decode_tokens(g);
+  std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.context}, tokens),
+                             entry<double>("check_logits", {g.vocab}, decode_logits(g, check, tokens))};
+  add_llama_weights(e, ps, {{"train.", &train}, {"check.", &check}});
   return e;
 }
 
@@ -639,6 +658,8 @@ bool dump_reference(const Args& a) {
     e = llama_reference();
   else if (const bench::FlashShape fs = bench::parse_flash(a.workload); fs.T != 0)
     e = flash_reference(fs);
+  else if (const std::size_t context = bench::parse_decode(a.workload))
+    e = decode_reference(context);
   else
     return false;
   save_npz(a.dump, e);

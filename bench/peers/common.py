@@ -29,6 +29,11 @@ TOYGPT = dict(vocab=65, context=64, d_model=128, heads=4, layers=2, mlp_ratio=4,
 LLAMA = dict(TOYGPT, kv_heads=2, hidden=352, rope_theta=10000.0, norm_eps=1e-5)
 FLASH = dict(B=1, H=8, dh=32)
 FLASH_LENGTHS = (2048, 8192, 32768)
+# bench::decode_shape: the llama preset at d_model 256, 4 layers, 8 heads over 2 KV heads,
+# vocab 256, one sequence; hidden = 2/3 * 4 * 256 rounded up to 32
+DECODE = dict(vocab=256, d_model=256, layers=4, heads=8, kv_heads=2, hidden=704,
+              rope_theta=10000.0, norm_eps=1e-5)
+DECODE_CONTEXTS = (256, 1024)
 
 
 class CheckFailed(Exception):
@@ -37,6 +42,17 @@ class CheckFailed(Exception):
 
 class DoesNotFit(Exception):
     """The peer's way of running the workload needs more memory than the machine has."""
+
+
+class NotWritten(Exception):
+    """The peer has no program for this kind of workload."""
+
+
+def builder(table, w, who):
+    """table[w["kind"]], the peer's class for the workload; NotWritten when it has none."""
+    if w["kind"] not in table:
+        raise NotWritten(f"{who} has no {w['kind']} program (it runs {', '.join(table)})")
+    return table[w["kind"]]
 
 
 def workload(name):
@@ -55,6 +71,9 @@ def workload(name):
     m = re.fullmatch(r"flash_fwdbwd_f32_T(\d+)", name)
     if m and int(m.group(1)) in FLASH_LENGTHS:
         return dict(FLASH, kind="flash", name=name, T=int(m.group(1)), dtype="float32")
+    m = re.fullmatch(r"decode_ctx(\d+)", name)
+    if m and int(m.group(1)) in DECODE_CONTEXTS:
+        return dict(DECODE, kind="decode", name=name, context=int(m.group(1)))
     return None
 
 
@@ -135,6 +154,15 @@ def check_mha(w, ref, y, grads):
     return errors
 
 
+def check_decode(ref, logits):
+    """The start-up check of a cached decode workload: the logits of one cached step after
+    the prompt, at the check weights, against tapegrad's (which its own start-up check
+    holds to 1e-4 of a naive forward in double)."""
+    errors = {}
+    compare(errors, "check_logits_rel_err", [("logits", logits, ref["check_logits"])], 1e-4)
+    return errors
+
+
 def check_flash(ref, out, grads):
     """The start-up check of a long-context attention workload: out and the gradients in
     FLASH_GRADS' order, as numpy arrays, against tapegrad's."""
@@ -187,6 +215,11 @@ def flops(w):
         return 3 * fwd if w["backward"] else fwd
     if w["kind"] == "flash":
         return 6.0 * 2.0 * w["B"] * w["H"] * w["T"] ** 2 * w["dh"] / 2.0
+    if w["kind"] == "decode":  # bench::decode_flops: one token's products
+        D, Q = w["d_model"], w["d_model"]
+        KV = w["kv_heads"] * (D // w["heads"])
+        per_layer = D * (2 * Q + 2 * KV) + 3 * D * w["hidden"] + 2.0 * w["context"] * Q
+        return 2.0 * (w["layers"] * per_layer + D * w["vocab"])
     tokens, D, L, C, V = w["batch"] * w["context"], w["d_model"], w["layers"], w["context"], w["vocab"]
     if w["kind"] == "toygpt":
         per = 2.0 * (L * (4 + 2 * w["mlp_ratio"]) * D * D + D * V) + L * 4.0 * C * D
@@ -244,6 +277,9 @@ def run(framework, args, build, info):
     except DoesNotFit as e:
         print(f"{framework}: {args.workload} does not fit: {e}", file=sys.stderr)
         return 5
+    except NotWritten as e:
+        print(f"{framework}: {args.workload} not written: {e}", file=sys.stderr)
+        return 4
     med = statistics.median(samples)
     out = dict(framework=framework, workload=args.workload, threads=args.threads,
                repeats=args.repeats, warmup=args.warmup, median_ms=round(med, 6),

@@ -180,7 +180,7 @@ class Flash:
 
 
 def build(w, ref, a):
-    return {"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash}[w["kind"]](w, ref)
+    return common.builder({"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash}, w, "jax_jit")(w, ref)
 
 
 sys.exit(common.run("jax_jit", args, build, info))

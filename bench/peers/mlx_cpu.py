@@ -177,7 +177,7 @@ class Flash:
 
 
 def build(w, ref, a):
-    return {"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash}[w["kind"]](w, ref)
+    return common.builder({"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash}, w, "mlx_cpu")(w, ref)
 
 
 sys.exit(common.run("mlx_cpu", args, build, info))

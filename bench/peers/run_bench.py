@@ -46,7 +46,8 @@ PEERS = {
 NATIVE = ("tapegrad", "libtorch")
 WORKLOADS = ([f"mha_{p}_{d}_S{i}" for p in ("fwd", "fwdbwd") for d in ("f32", "f64") for i in range(1, 5)]
              + ["gqa_fwdbwd_f32_S3", "toygpt_step", "llama_step"]
-             + [f"flash_fwdbwd_f32_T{t}" for t in (2048, 8192, 32768)] + ["gemm_peak_f32"])
+             + [f"flash_fwdbwd_f32_T{t}" for t in (2048, 8192, 32768)]
+             + [f"decode_ctx{c}" for c in (256, 1024)] + ["gemm_peak_f32"])
 # A step of minutes: checked at T 2048 and 8192 (the same kernels), timed once here.
 UNCHECKED = {"flash_fwdbwd_f32_T32768"}
 NATIVE_ONLY = {"gemm_peak_f32"}  # the ceiling the GFLOP/s are read against: no peer runs it
@@ -241,6 +242,8 @@ def fmt_ratio(o):
             return "not installed"
         if "not run" in e:
             return "not run"
+        if "not written" in e:
+            return "not written"
         return "error"
     cpu = f" [{o['ratio_cpu']:.2f}]" if "ratio_cpu" in o else ""
     return f"{o['ratio']:.2f} ({o['ratio_min']:.2f}){cpu}"

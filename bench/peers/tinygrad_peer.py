@@ -202,7 +202,7 @@ class Flash:
 
 
 def build(w, ref, a):
-    return {"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash}[w["kind"]](w, ref)
+    return common.builder({"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash}, w, "tinygrad")(w, ref)
 
 
 sys.exit(common.run("tinygrad", args, build, info))

@@ -104,6 +104,25 @@ def _rope_tables(w):
     return ang.cos().float(), ang.sin().float()
 
 
+def _rope(x, cos, sin, start=0):
+    """rotate_half RoPE of x (B, heads, T, dh) at positions start .. start+T-1."""
+    T, half = x.shape[2], x.shape[3] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos[start:start + T] + rot * sin[start:start + T]
+
+
+def llama_logits(w, P, x, attend):
+    """x (B, T, D) through the llama blocks, the final RMSNorm and the head -> logits.
+    attend(l, h) is layer l's attention of its normed input h, (B, T, heads * dh) before Wo."""
+    D, eps = w["d_model"], w["norm_eps"]
+    for l in range(w["layers"]):
+        b = f"blocks.{l}."
+        x = x + attend(l, F.rms_norm(x, (D,), P[b + "norm1.weight"], eps)) @ P[b + "attn.Wo"]
+        h = F.rms_norm(x, (D,), P[b + "norm2.weight"], eps)
+        x = x + (F.silu(h @ P[b + "mlp.gate.weight"]) * (h @ P[b + "mlp.up.weight"])) @ P[b + "mlp.down.weight"]
+    return F.rms_norm(x, (D,), P["norm_f.weight"], eps) @ P["head.weight"]
+
+
 class Llama(torch.nn.Module):
     """The llama preset: RMSNorm, rotate_half RoPE, GQA through SDPA's enable_gqa, SwiGLU,
     no biases, untied head; parameters in bench::llama_parameters' order and layout."""
@@ -116,27 +135,18 @@ class Llama(torch.nn.Module):
         self.P = dict(zip(names, self.ps))
         self.cos, self.sin = _rope_tables(w)
 
-    def rope(self, x):
-        T, half = x.shape[2], x.shape[3] // 2
-        rot = torch.cat([-x[..., half:], x[..., :half]], -1)
-        return x * self.cos[:T] + rot * self.sin[:T]
-
     def forward(self, tokens, targets):
         w, P = self.w, self.P
-        D, H, KV, eps = w["d_model"], w["heads"], w["kv_heads"], w["norm_eps"]
         B, T = tokens.shape
-        x = P["tok_emb.weight"][tokens]
-        for l in range(w["layers"]):
+
+        def attend(l, h):
             b = f"blocks.{l}."
-            h = F.rms_norm(x, (D,), P[b + "norm1.weight"], eps)
-            q = self.rope(_heads(h @ P[b + "attn.Wq"], B, T, H))
-            k = self.rope(_heads(h @ P[b + "attn.Wk"], B, T, KV))
-            v = _heads(h @ P[b + "attn.Wv"], B, T, KV)
+            q = _rope(_heads(h @ P[b + "attn.Wq"], B, T, w["heads"]), self.cos, self.sin)
+            k = _rope(_heads(h @ P[b + "attn.Wk"], B, T, w["kv_heads"]), self.cos, self.sin)
+            v = _heads(h @ P[b + "attn.Wv"], B, T, w["kv_heads"])
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            x = x + o.transpose(1, 2).reshape(B, T, D) @ P[b + "attn.Wo"]
-            h = F.rms_norm(x, (D,), P[b + "norm2.weight"], eps)
-            x = x + (F.silu(h @ P[b + "mlp.gate.weight"]) * (h @ P[b + "mlp.up.weight"])) @ P[b + "mlp.down.weight"]
-        logits = F.rms_norm(x, (D,), P["norm_f.weight"], eps) @ P["head.weight"]
+            return o.transpose(1, 2).reshape(B, T, -1)
+        logits = llama_logits(w, P, P["tok_emb.weight"][tokens], attend)
         return F.cross_entropy(logits.reshape(-1, w["vocab"]), targets.reshape(-1))
 
 
@@ -211,10 +221,70 @@ class Flash:
         return common.check_flash(self.ref, out, [t.grad.numpy() for t in self.p])
 
 
+class CachedLlama:
+    """The llama preset with a KV cache as a PyTorch user writes one: per layer K and V
+    (1, kv_heads, context, head_dim) allocated once; the prompt goes through in one forward
+    (SDPA, is_causal) that fills positions 0 .. n-1; a step writes one token's rotated key
+    and its value at its position and attends over the cache up to it (SDPA, enable_gqa:
+    each query head reads its K/V head in place)."""
+
+    def __init__(self, w, ref, prefix):
+        self.w = w
+        names = [k[len(prefix):] for k in ref.files if k.startswith(prefix)]
+        self.P = {n: _t(ref, prefix + n) for n in names}
+        self.cos, self.sin = _rope_tables(w)
+        shape = (1, w["kv_heads"], w["context"], w["d_model"] // w["heads"])
+        self.K = [torch.zeros(shape) for _ in range(w["layers"])]
+        self.V = [torch.zeros(shape) for _ in range(w["layers"])]
+
+    def forward(self, tokens, start):
+        """tokens (1, T) at positions start .. start+T-1 -> logits (1, T, vocab)."""
+        w, P = self.w, self.P
+        T, end = tokens.shape[1], start + tokens.shape[1]
+
+        def attend(l, h):
+            b = f"blocks.{l}."
+            q = _rope(_heads(h @ P[b + "attn.Wq"], 1, T, w["heads"]), self.cos, self.sin, start)
+            self.K[l][:, :, start:end] = _rope(_heads(h @ P[b + "attn.Wk"], 1, T, w["kv_heads"]),
+                                               self.cos, self.sin, start)
+            self.V[l][:, :, start:end] = _heads(h @ P[b + "attn.Wv"], 1, T, w["kv_heads"])
+            o = F.scaled_dot_product_attention(q, self.K[l][:, :, :end], self.V[l][:, :, :end],
+                                               is_causal=T > 1, enable_gqa=True)
+            return o.transpose(1, 2).reshape(1, T, -1)
+        return llama_logits(w, P, P["tok_emb.weight"][tokens], attend)
+
+
+class Decode:
+    """One cached token at a time, as tapegrad_bench's decode: the prompt (context - 1
+    tokens) prefilled outside the timed region; each timed step is one token at position
+    context - 1 under no_grad and the argmax of its logits (the next step's token). The
+    next step writes the same slot again, so every step attends over `context` keys. The
+    compiled peer compiles the one-token step (its position is always the same)."""
+
+    def __init__(self, w, ref, compile_fn):
+        self.w, self.ref, self.compile_fn = w, ref, compile_fn
+        self.tokens = torch.from_numpy(np.asarray(ref["tokens"]).copy()).view(1, -1)
+        self.pos = w["context"] - 1
+        self.model, self.f = self.prefilled("train.")
+        self.tok = self.tokens[:, self.pos:]
+
+    def prefilled(self, prefix):
+        m = CachedLlama(self.w, self.ref, prefix)
+        with torch.no_grad():
+            m.forward(self.tokens[:, :self.pos], 0)
+        return m, self.compile_fn(lambda tok: m.forward(tok, self.pos))
+
+    def step(self):
+        with torch.no_grad():
+            self.tok = self.f(self.tok).argmax(-1)
+
+    def check(self):
+        m, f = self.prefilled("check.")
+        with torch.no_grad():
+            logits = f(self.tokens[:, self.pos:])
+        return common.check_decode(self.ref, logits.reshape(-1).numpy())
+
+
 def build(w, ref, compile_fn):
-    kind = w["kind"]
-    if kind == "mha":
-        return Mha(w, ref, compile_fn)
-    if kind in ("toygpt", "llama"):
-        return Train(w, ref, compile_fn)
-    return Flash(w, ref, compile_fn)
+    table = {"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash, "decode": Decode}
+    return common.builder(table, w, "torch")(w, ref, compile_fn)
