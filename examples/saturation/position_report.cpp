@@ -66,7 +66,8 @@ std::string position_markdown(const PositionResults& p, const std::vector<Check>
         "the same with a learned table instead. Residual stream: width 256, 32 layers of "
         "tanh(h A) with A normal(0, 1/256), without residuals and as h + tanh(rms_norm(h) A). "
         "The random draws are tapegrad's, not NumPy's, so the pattern and the magnitudes are "
-        "what compares with the specification's table, not the digits.\n\n";
+        "what compares with the transformer chapter's printed gaps, cosines and norms, not the "
+        "digits.\n\n";
   md += checks_table(checks);
   md += "| layer | cos to input, no residual | norm, no residual | cos, with residual | norm, with residual |\n"
         "|---|---|---|---|---|\n";
@@ -121,8 +122,9 @@ std::string ablation_markdown(const AblationResult& a, const AblationOptions& o,
         std::to_string(o.eval_size) + " held-out sequences with each head's output zeroed in turn "
         "before Wo (`Transformer::ablate_head`, which works on any model, a loaded checkpoint "
         "too). The margin is the correct token's logit minus the best other one, averaged over the "
-        "answer positions. The specification's note reports accuracy 1.000 for six of eight heads "
-        "and above 0.99 for the other two, the margin moving by 1.02 to 5.18.\n\n";
+        "answer positions. The transformer chapter reports, ablating heads one at a time, \"accuracy "
+        "at 1.000 for six of the eight, and above 0.99 for the other two, while the logit margin "
+        "moves by between 1.02 and 5.18\".\n\n";
   md += "| ablated | exact accuracy | mean margin | margin change |\n|---|---|---|---|\n";
   const double base = a.rows.front().mean_margin;
   for (const AblationRow& r : a.rows)
