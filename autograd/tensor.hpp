@@ -7,8 +7,6 @@
 #include <random>
 #include <string>
 
-#include "platform/simd.hpp"  // before xtensor, which includes xsimd
-
 #include <xtensor/xarray.hpp>
 
 #include "autograd/allocator.hpp"

@@ -1,36 +1,11 @@
 #pragma once
 // xsimd, for every file that uses it directly or through xtensor: the engine (autograd/,
 // through xtensor), the kernels and the optimisers. It sits in platform/, below all of
-// them, so that neither autograd/ nor ops/kernels/ reaches into the other for it. Include
-// it before any xtensor or xsimd header: both fixes below must come before xsimd's code.
+// them, so that neither autograd/ nor ops/kernels/ reaches into the other for it.
 
-// GCC before 13, without optimisation (a Debug build), defines _mm512_mask_blend_epi8 and
-// _epi16 as macros that cast their arguments straight to a vector type. xsimd's AVX-512BW
-// select passes its batch objects, which convert to __m512i but cannot be cast like that:
-// "invalid cast from type 'const xsimd::batch<int, xsimd::avx512bw>' to type '__v64qi'",
-// and no Debug build compiled on an AVX-512 machine. The optimised headers declare them as
-// functions; these are the same functions.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && !defined(__OPTIMIZE__) && \
-    defined(__AVX512BW__)
-#include <immintrin.h>
-#undef _mm512_mask_blend_epi8
-#undef _mm512_mask_blend_epi16
-inline __m512i _mm512_mask_blend_epi8(__mmask64 mask, __m512i a, __m512i w) {
-  return (__m512i)__builtin_ia32_blendmb_512_mask((__v64qi)a, (__v64qi)w, mask);
-}
-inline __m512i _mm512_mask_blend_epi16(__mmask32 mask, __m512i a, __m512i w) {
-  return (__m512i)__builtin_ia32_blendmw_512_mask((__v32hi)a, (__v32hi)w, mask);
-}
-#endif
-
-// GCC 12's false positive about xsimd is silenced here, in one place: its AVX-512
-// intrinsics (_mm512_srai_epi32, _mm512_extractf64x4_pd, ...) start from a deliberately
-// undefined register, which GCC 12 reports as "'__Y' is used uninitialized" wherever
-// xsimd's exp, log, pow or hadd are inlined (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// <xsimd/xsimd.hpp> resolves to platform/xsimd_shim/xsimd/xsimd.hpp first, which pins
+// xtensor's storage alignment and carries the compiler workarounds, then includes xsimd.
 #include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
 
 #include <type_traits>
 

@@ -16,6 +16,16 @@ if grep -nE '(^|[";( :<>])/(usr|opt|lib|home|nix)/' "$tmp"/prefix/lib*/cmake/tap
   echo "consumer: the installed tapegradTargets name a file by absolute path (above)" >&2
   exit 1
 fi
-cmake -S "$here" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
-cmake --build "$tmp/build" -j "$(nproc)" >/dev/null
-"$tmp/build/xor_mlp"
+# Nor may it impose compile options on its users (their -march is theirs to choose).
+if grep -nE 'march|-include' "$tmp"/prefix/lib*/cmake/tapegrad/tapegradTargets*.cmake; then
+  echo "consumer: the installed tapegradTargets impose compile options on users (above)" >&2
+  exit 1
+fi
+# As a user builds it, then for the baseline x86-64 instruction set: the types tapegrad's
+# headers declare (xt::xarray<bool>, ...) must be those the library was built with.
+for flags in "" "-march=x86-64"; do
+  cmake -S "$here" -B "$tmp/build$flags" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    -DCMAKE_CXX_FLAGS="$flags" >/dev/null
+  cmake --build "$tmp/build$flags" -j "$(nproc)" >/dev/null
+  "$tmp/build$flags/xor_mlp"
+done

@@ -12,6 +12,8 @@
 
 using namespace tapegrad;
 
+extern "C" int consumer_c_answer(void);  // c_part.c
+
 template <class T>
 struct XorNet : Module<T> {
   Linear<T> hidden, out;
@@ -23,6 +25,7 @@ struct XorNet : Module<T> {
 };
 
 int main() {
+  if (consumer_c_answer() != 42) return 1;
   set_num_threads(1);
   Generator gen(3);
   XorNet<float> net(gen);
