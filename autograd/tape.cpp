@@ -49,13 +49,22 @@ namespace {
 // By rvalue reference: moving an xarray into a by-value parameter costs a construction
 // (its shape and strides copied), about 5 % of a chain of small ops.
 template <class T>
-void add_grad(TensorImpl<T>& t, Array<T>&& g) {
+void add_grad_unlocked(TensorImpl<T>& t, Array<T>&& g) {
   if (t.has_grad) {
     t.grad += g;
   } else {
     t.grad = std::move(g);
     t.has_grad = true;
   }
+}
+
+// A leaf may receive gradients from the backwards of several threads at once (a shared
+// parameter): its accumulation takes the leaf's lock. An op output is one thread's.
+template <class T>
+void add_grad(TensorImpl<T>& t, Array<T>&& g) {
+  if (!t.is_leaf) return add_grad_unlocked(t, std::move(g));
+  std::lock_guard<std::mutex> lock(t.mutex);
+  add_grad_unlocked(t, std::move(g));
 }
 }  // namespace
 

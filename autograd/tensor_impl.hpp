@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -62,23 +63,36 @@ struct TensorImpl {
   // non-const handle picks the non-const overload), so while a node still holds the
   // current version a copy is kept, and a backward that finds another version compares:
   // only a value that really changed is an error. Outside a live graph a bump is all.
-  std::uint32_t version = 0;
-  // Live nodes holding it as an input, and saves ever (as input or output). Atomic: a
-  // leaf (a parameter) may be saved by nodes of several threads' tapes at once.
+  //
+  // Threads (docs/RELIABILITY.md, "Threads"): a leaf (a parameter) may be read, saved by
+  // nodes and given gradients by several threads' tapes at once, so everything here that
+  // such a leaf's users change is atomic or under `mutex`: the version, the save counts,
+  // the snapshots and, in the backward, a leaf's gradient. An op output belongs to the one
+  // thread whose tape recorded it.
+  std::atomic<std::uint32_t> version{0};
+  // Live nodes holding it as an input, and saves ever (as input or output).
   std::atomic<std::uint32_t> saved_by{0};
   std::atomic<std::uint32_t> saves{0};
+  std::atomic<bool> has_snapshots{false};  // `snapshots` is not empty: read without the lock
+  mutable std::mutex mutex;      // guards saves_seen, snapshots, and a leaf's grad
   std::uint32_t saves_seen = 0;  // `saves` at the last bump
   std::vector<std::pair<std::uint32_t, Array<T>>> snapshots;  // (version, value then)
 
   void bump_version() {
+    std::lock_guard<std::mutex> lock(mutex);
     const std::uint32_t s = saves.load(std::memory_order_relaxed);
     const bool saved = saved_by.load(std::memory_order_relaxed) > 0 || history == History::recorded;
-    if (saved && s != saves_seen) snapshots.emplace_back(version, value);
+    const std::uint32_t v = version.load(std::memory_order_relaxed);
+    if (saved && s != saves_seen) {
+      snapshots.emplace_back(v, value);
+      has_snapshots.store(true, std::memory_order_relaxed);
+    }
     saves_seen = s;
-    ++version;
+    version.store(v + 1, std::memory_order_release);
   }
   // Whether the value differs from what it was at version v (v not the current one).
   bool changed_since(std::uint32_t v) const {
+    std::lock_guard<std::mutex> lock(mutex);
     for (const auto& [version_then, then] : snapshots)
       if (version_then == v)
         return !(std::equal(then.shape().begin(), then.shape().end(), value.shape().begin(),
@@ -86,11 +100,16 @@ struct TensorImpl {
                  std::memcmp(then.data(), value.data(), value.size() * sizeof(T)) == 0);
     return true;
   }
-  // Nothing holds a saved version any more: the copies can go.
+  // Nothing holds a saved version any more: the copies can go. Called as every saved
+  // input is released, so the common case (no copies) takes no lock.
   void drop_snapshots_if_unsaved() {
+    if (!has_snapshots.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mutex);
     if (!snapshots.empty() && saved_by.load(std::memory_order_relaxed) == 0 &&
-        history != History::recorded)
+        history != History::recorded) {
       snapshots.clear();
+      has_snapshots.store(false, std::memory_order_relaxed);
+    }
   }
   void forget_history(History why) {
     history = why;
