@@ -5,5 +5,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# Ninja for a new build folder; one made earlier keeps the generator it was made with.
+generator=()
+[[ -f "$root/build/CMakeCache.txt" ]] || generator=(-G Ninja)
+cmake -S "$root" -B "$root/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build "$root/build" -j "$(nproc)" ${TAPEGRAD_BUILD_TARGET:+--target "$TAPEGRAD_BUILD_TARGET"}

@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make ccache pkg-config    # toolchain (ccache: rebuilds are cheap; pkg-config finds libzip)
+  cmake g++ make ninja-build ccache pkg-config  # toolchain (ccache: rebuilds are cheap; pkg-config finds libzip)
   libxtensor-dev xtl-dev libxsimd-dev libxtensor-blas-dev libopenblas-dev
   libfmt-dev libzip-dev libcli11-dev  # formatting, .npz checkpoints, example CLIs
   nlohmann-json3-dev                  # the programs' JSON files (metrics.json, gradcheck --json)

@@ -17,7 +17,35 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
-step() { printf '\n== test.sh: %s (%s)\n' "$1" "$(date +%T)"; }
+# Each stage's wall time, printed at the end (also when a stage fails).
+stage_names=() stage_seconds=() stage=""
+end_stage() {
+  [[ -n "$stage" ]] || return 0
+  stage_names+=("$stage") stage_seconds+=($((SECONDS - stage_start)))
+  stage=""
+}
+print_stage_times() {
+  local status=$?
+  end_stage
+  printf '\n== test.sh: time per stage (%s)\n' "$([[ $status == 0 ]] && echo passed || echo "failed, exit $status")"
+  for i in "${!stage_names[@]}"; do
+    printf '%6d s  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]}"
+  done
+  printf '%6d s  total\n' "$SECONDS"
+}
+trap print_stage_times EXIT
+# Ninja for a new build folder; one made earlier keeps its generator.
+configure() {
+  local dir=$1 generator=()
+  shift
+  [[ -f "$dir/CMakeCache.txt" ]] || generator=(-G Ninja)
+  cmake -S "$root" -B "$dir" "${generator[@]}" "$@" >/dev/null
+}
+step() {
+  end_stage
+  stage=$1 stage_start=$SECONDS
+  printf '\n== test.sh: %s (%s)\n' "$1" "$(date +%T)"
+}
 
 step "Release build and tests"
 "$root/scripts/install-deps.sh" --test
@@ -40,7 +68,8 @@ fi
 
 step "Python bindings: pip install . into a fresh venv, pytest against it"
 # --system-site-packages: numpy and pytest from Debian; pip fetches scikit-build-core from
-# PyPI and rebuilds the library with the same CMake (docs/PYTHON.md has the time).
+# PyPI and builds with the same CMake in build-pip/, where ccache serves the library's
+# objects from the Release build above: only the module's own files compile again.
 venv=$(mktemp -d)
 "$py" -m venv --system-site-packages "$venv"
 CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q --disable-pip-version-check "$root"
@@ -49,9 +78,9 @@ rm -rf "$venv"
 
 step "Debug build of the library (-O0, AVX-512 code)"
 # Compiled only, never run, so -march=x86-64-v4 works on any x86 machine: GCC 12 broke the
-# unoptimised AVX-512 build (platform/simd.hpp), and this keeps it from breaking again.
-cmake -S "$root" -B "$root/build-debug" -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_NATIVE=OFF \
-  -DCMAKE_CXX_FLAGS=-march=x86-64-v4 -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF >/dev/null
+# unoptimised AVX-512 build (platform/xsimd_shim), and this keeps it from breaking again.
+configure "$root/build-debug" -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_NATIVE=OFF \
+  -DCMAKE_CXX_FLAGS=-march=x86-64-v4 -DTAPEGRAD_BUILD_TESTS=OFF -DTAPEGRAD_BUILD_EXAMPLES=OFF
 cmake --build "$root/build-debug" -j "$jobs" --target tapegrad
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
@@ -61,11 +90,12 @@ step "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # moves locals to ASan's fake stack, which does not keep that alignment: the test binary
 # then crashed on a vmovdqa64 in tests/test_tasks.cpp, depending on code layout. The
 # Release build above runs the same tests with the native (AVX-512) kernels.
-cmake -S "$root" -B "$root/build-asan" -DTAPEGRAD_SANITIZE=ON -DTAPEGRAD_NATIVE=OFF \
-  -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" >/dev/null
-# tapegrad_tests depends on every program the tests run (trainer, saturation, gradcheck,
-# rss_growth), so those are built sanitized too and their own reports fail their tests.
-cmake --build "$root/build-asan" -j "$jobs" --target tapegrad_tests
+configure "$root/build-asan" -DTAPEGRAD_SANITIZE=ON -DTAPEGRAD_NATIVE=OFF \
+  -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1"
+# tapegrad_all_tests: both test binaries and every program the tests run (trainer,
+# saturation, gradcheck, rss_growth, ...), built sanitized too, so their own reports fail
+# their tests.
+cmake --build "$root/build-asan" -j "$jobs" --target tapegrad_all_tests
 # detect_stack_use_after_return: an xtensor expression returned as `auto` that still
 # refers to a local of the function that built it.
 # No LeakSanitizer suppressions are needed: OpenBLAS, libzip and the thread pool ran clean.
@@ -74,10 +104,23 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 (cd "$root/build-asan" && ctest --output-on-failure -j "$jobs" --timeout 1200)
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
+step "ThreadSanitizer: the thread tests"
+# The threading contract (docs/RELIABILITY.md, "Threads"): shared parameters read, saved and
+# given gradients by several threads at once, and the kernels' own threads. Only the
+# library and the thread tests are built (tapegrad_thread_tests), to keep the stage short.
+configure "$root/build-tsan" -DTAPEGRAD_TSAN=ON -DTAPEGRAD_NATIVE=OFF \
+  -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" -DTAPEGRAD_BUILD_EXAMPLES=OFF \
+  -DTAPEGRAD_BUILD_PYTHON=OFF
+cmake --build "$root/build-tsan" -j "$jobs" --target tapegrad_thread_tests
+# OpenBLAS's own threads are not instrumented: one BLAS thread, tapegrad's pool as usual.
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" OPENBLAS_NUM_THREADS=1 \
+  "$root/build-tsan/tests/tapegrad_thread_tests" "[threads]"
+
 step "RSS over 1,000 training steps"
 "$root/build/tools/rss_growth" --steps 1000 --max-growth-kb 1024
 
 step "fuzzing (${TAPEGRAD_FUZZ_SECONDS:-20} s per target)"
 "$root/fuzz/run.sh" "${TAPEGRAD_FUZZ_SECONDS:-20}"
 
-step "all passed"
+end_stage
+echo "== test.sh: all passed"
