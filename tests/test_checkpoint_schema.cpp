@@ -249,7 +249,8 @@ TEST_CASE("checkpoint schema: each fixture holds the model its command line desc
   CHECK(v3.qk_norm);
   CHECK(v3.heads == 2);
   CHECK(v3.seed == 7);
-  const TransformerConfig current = read_checkpoint_config((fixtures(3) / "reverse_rope_tied.npz").string());
+  const TransformerConfig current =
+      read_checkpoint_config((fixtures(3) / "reverse_rope_tied.npz").string());
   CHECK(current.head_dim == 6);
   CHECK(current.mlp_hidden == 20);
   CHECK(current.rope_scaling == RopeScaling::linear);

@@ -230,7 +230,8 @@ TEST_CASE("to_torch: the checkpoints of every format read as tapegrad reads them
   std::string args;
   std::size_t files = 0;
   for (int format = 1; format <= kCheckpointFormat; ++format)
-    for (const fs::directory_entry& d : fs::directory_iterator(fixtures / ("format" + std::to_string(format)))) {
+    for (const fs::directory_entry& d :
+         fs::directory_iterator(fixtures / ("format" + std::to_string(format)))) {
       if (d.path().extension() != ".npz") continue;
       if (read_checkpoint_config(d.path().string()).learned_temperature) {
         // the torch module has no learned temperature: refused, naming the field
