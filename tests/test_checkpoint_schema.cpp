@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,20 @@ std::string read_text(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// "line N: <a> | <b>" for the first line where a and b differ, "" when they are equal.
+std::string first_difference(const std::string& a, const std::string& b) {
+  std::istringstream in_a(a), in_b(b);
+  std::string line_a, line_b;
+  for (int n = 1;; ++n) {
+    const bool more_a = static_cast<bool>(std::getline(in_a, line_a));
+    const bool more_b = static_cast<bool>(std::getline(in_b, line_b));
+    if (!more_a && !more_b) return "";
+    if (more_a != more_b || line_a != line_b)
+      return "line " + std::to_string(n) + ": " + (more_a ? line_a : "(end)") + " | " +
+             (more_b ? line_b : "(end)");
+  }
+}
+
 fs::path fixtures(int format) {
   return fs::path(TAPEGRAD_FIXTURES_DIR) / "checkpoints" / ("format" + std::to_string(format));
 }
@@ -129,7 +144,6 @@ TEST_CASE("checkpoint schema: the newest format's fields are optional only in ol
   for (const FieldInfo& f : config_fields()) {
     if (f.since != kCheckpointFormat) continue;
     ++newest_fields;
-    REQUIRE(field_to_string(c, f.name) != field_to_string(config_before_fields(), f.name));
     std::vector<NpzEntry> lacking = without(config_entries(c), f.name);
     CHECK_THROWS_WITH(config_from_entries(lacking, "mem"),
                       Catch::Contains(f.name) && Catch::Contains("format " + std::to_string(f.since)));
@@ -210,7 +224,7 @@ TEST_CASE("checkpoint schema: tools/checkpoint_schema.json is this build's schem
   const std::string path = std::string(TAPEGRAD_SOURCE_DIR) + "/tools/checkpoint_schema.json";
   INFO("regenerate it: build/tools/checkpoint_schema > tools/checkpoint_schema.json");
   const std::string generated = checkpoint_schema_json();
-  CHECK(read_text(path) == generated);
+  CHECK(first_difference(read_text(path), generated) == "");
   const nlohmann::json schema = nlohmann::json::parse(generated);
   CHECK(schema.at("format") == kCheckpointFormat);
   REQUIRE(schema.at("fields").size() == config_fields().size());
