@@ -17,9 +17,6 @@ namespace tapegrad {
 
 namespace {
 
-// 3: every field of nn/config.hpp (2: all but added_in_format_3's; 1: the GPT-2 model's
-// fields only; both still read).
-constexpr std::int64_t kFormat = 3;
 // A model of at most this many parameters is cheap enough to build just to report what a
 // file lacks.
 constexpr long double kAlwaysBuildable = 1 << 22;
@@ -140,10 +137,31 @@ void check_same_architecture(const TinyGPTConfig& file, const TinyGPTConfig& mod
                                differences);
 }
 
+bool is_known_config_key(const std::string& key) {
+  if (key == "format") return true;
+  for (const FieldInfo& f : config_fields())
+    if (key == f.name) return true;
+  for (const char* extra : kConfigExtras)
+    if (key == extra) return true;
+  return false;
+}
+
+// A `__config__.` entry this build does not know is a field of a newer build (or damage):
+// reading the file without it would build another model than the one that was saved.
+void check_config_names(const std::vector<NpzEntry>& entries, const std::string& label) {
+  const std::string prefix = kConfigPrefix;
+  for (const NpzEntry& e : entries)
+    if (e.name.rfind(prefix, 0) == 0 && !is_known_config_key(e.name.substr(prefix.size())))
+      fail_with<CheckpointError>(checkpoint_op(label),
+                                 "config entry '{}' is not a field of this build's model "
+                                 "(written by a newer version?)",
+                                 e.name);
+}
+
 }  // namespace
 
 std::vector<NpzEntry> config_entries(const TinyGPTConfig& c) {
-  std::vector<NpzEntry> entries = {scalar_entry<std::int64_t>("format", kFormat)};
+  std::vector<NpzEntry> entries = {scalar_entry<std::int64_t>("format", kCheckpointFormat)};
   for (const FieldInfo& f : config_fields()) {
     if (field_is_real(f.name)) entries.push_back(scalar_entry<double>(f.name, field_to_double(c, f.name)));
     else entries.push_back(scalar_entry<std::int64_t>(f.name, field_to_int64(c, f.name)));
@@ -151,25 +169,27 @@ std::vector<NpzEntry> config_entries(const TinyGPTConfig& c) {
   return entries;
 }
 
-// Fields a format-2 file (before the learned temperature and the QK-norm gain's initial
-// value) does not have. Their defaults are the model it describes.
-bool added_in_format_3(std::string_view field) {
-  return field == "qk_norm_gain" || field == "learned_temperature";
-}
-
-// Format 1 (before the modern parts) wrote the GPT-2 model's fields only; every field it
-// lacks takes its default, which is that model's value. Format 2 lacks the fields of
-// added_in_format_3, which take their defaults too. In format 3 every field must be there.
+// The rule of nn/checkpoint.hpp: a field the file's format has must be there; a field it
+// predates keeps its `old` value unless the file holds it anyway.
 TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries, const std::string& label) {
   const std::int64_t format = read_scalar<std::int64_t>(entries, "format", label);
-  if (format < 1 || format > kFormat)
+  if (format < 1)
+    fail_with<CheckpointError>(checkpoint_op(label), "format {} is not a checkpoint format", format);
+  if (format > kCheckpointFormat)
     fail_with<CheckpointError>(checkpoint_op(label),
-                               "format {} is not a supported format (1 to {})", format, kFormat);
-  TinyGPTConfig c;
+                               "format {} is newer than this build, which reads formats 1 to {}",
+                               format, kCheckpointFormat);
+  check_config_names(entries, label);
+  TinyGPTConfig c = config_before_fields();
   for (const FieldInfo& f : config_fields()) {
     const std::string name = kConfigPrefix + std::string(f.name);
-    const bool may_lack = format == 1 || (format == 2 && added_in_format_3(f.name));
-    if (may_lack && !find_npz_entry(entries, name)) continue;
+    if (!find_npz_entry(entries, name)) {
+      if (f.since > format) continue;
+      fail_with<CheckpointError>(checkpoint_op(label),
+                                 "missing config entry '{}', which every file of format {} "
+                                 "holds (the field came with format {})",
+                                 name, format, f.since);
+    }
     try {
       if (field_is_real(f.name)) set_field_from_double(c, f.name, read_scalar<double>(entries, f.name, label));
       else set_field_from_int64(c, f.name, read_scalar<std::int64_t>(entries, f.name, label));

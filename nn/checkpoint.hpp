@@ -1,14 +1,24 @@
 #pragma once
 // Checkpoints: every parameter plus the model's configuration in one .npz (nn/npz) that
 // numpy.load reads. Keys are the parameter names (`blocks.0.attn.Wq`); the configuration
-// sits under the reserved prefix `__config__.` as 0-d entries: `format` (3), then one entry
+// sits under the reserved prefix `__config__.` as 0-d entries: `format`, then one entry
 // per field of nn/config.hpp under the field's name: sizes, flags and choices (the index of
 // the choice's name) as int64, the seed as the int64 bit pattern, reals as float64
-// (attention_scale NaN = the default 1/sqrt(head_dim)). Files of format 1, written before
-// the modern fields existed, still load: each field they lack takes the gpt2 preset's value;
-// so do files of format 2, which lack the QK-norm gain and the learned temperature.
+// (attention_scale NaN = the default 1/sqrt(head_dim)).
+//
+// The schema is the field list itself: each field names the format that first stored it
+// (`since`) and the value older files stand for (`old`). This build writes format
+// kCheckpointFormat, the newest `since`. A file of format F must hold every field with
+// since <= F; a field it predates takes its `old` value (a file may hold such a field
+// anyway, as format-2 files written just before format 3 do: it is read). A file newer
+// than this build, or a `__config__.` entry that is neither a field nor one of
+// kConfigExtras, is an error naming it. tests/fixtures/checkpoints/ holds a file of every
+// format, each of which must load.
+//
 // Saving is atomic (save_npz). Loading reads and checks everything before it writes a
 // single value, so a failed load leaves the model as it was.
+#include <array>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,13 +38,17 @@ class CheckpointError : public std::runtime_error {
 };
 
 inline constexpr const char* kConfigPrefix = "__config__.";
+inline constexpr std::int64_t kCheckpointFormat = kNewestFieldFormat;
+// What programs store under the config prefix beside the model's fields: the task a model
+// was trained on and a text task's vocabulary (tasks/tasks.hpp's kTaskKey, kVocabKey).
+inline constexpr std::array<const char*, 2> kConfigExtras = {"train_task", "text_vocab"};
 // A training checkpoint's optimiser, generator and progress entries (nn/training_state):
 // reserved like the config's, so model-only loaders skip them.
 inline constexpr const char* kTrainingPrefix = "__train__.";
 
 // The config as npz entries (`__config__.*`) and back. config_from_entries throws
-// CheckpointError naming `label` if an entry is missing, has the wrong dtype or shape,
-// or the config does not validate.
+// CheckpointError naming `label` if the format is unknown, an entry is missing, unknown,
+// has the wrong dtype or shape, or the config does not validate.
 std::vector<NpzEntry> config_entries(const TinyGPTConfig& config);
 TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries,
                                   const std::string& label);

@@ -161,8 +161,9 @@ V from_int64(const FieldInfo& f, std::int64_t i) {
 
 // ---- the walks over the one list ---------------------------------------------------------
 
-#define TAPEGRAD_FIELD_INFO(role, type, name, default_value, lo, hi, doc)                 \
-  FieldInfo{#name, doc, FieldRole::role, kind_of<type>(), double(lo), double(hi), choices_of<type>()},
+#define TAPEGRAD_FIELD_INFO(role, type, name, default_value, lo, hi, since, old, doc) \
+  FieldInfo{#name, doc, FieldRole::role, since, kind_of<type>(), double(lo), double(hi), \
+            choices_of<type>()},
 
 const FieldInfo& info(const std::string& field) {
   for (const FieldInfo& f : config_fields())
@@ -173,7 +174,7 @@ const FieldInfo& info(const std::string& field) {
 // Calls visit(info, member) for the field named `field`, with the member by reference.
 template <class C, class F>
 void visit_field(C& c, const std::string& field, F&& visit) {
-#define TAPEGRAD_VISIT_ONE(role, type, name, default_value, lo, hi, doc) \
+#define TAPEGRAD_VISIT_ONE(role, type, name, default_value, lo, hi, since, old, doc) \
   if (field == #name) return visit(info(#name), c.name);
   TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_VISIT_ONE)
 #undef TAPEGRAD_VISIT_ONE
@@ -191,6 +192,14 @@ const std::vector<FieldInfo>& config_fields() {
   return fields;
 }
 #undef TAPEGRAD_FIELD_INFO
+
+TransformerConfig config_before_fields() {
+  TransformerConfig c;
+#define TAPEGRAD_OLD_VALUE(role, type, name, default_value, lo, hi, since, old, doc) c.name = old;
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_OLD_VALUE)
+#undef TAPEGRAD_OLD_VALUE
+  return c;
+}
 
 std::string field_to_string(const TransformerConfig& c, const std::string& field) {
   std::string out;
@@ -294,7 +303,8 @@ RopeSpec TransformerConfig::rope() const {
 // ---- validation and equality ------------------------------------------------------------
 
 void TransformerConfig::validate() const {
-#define TAPEGRAD_CHECK_RANGE(role, type, name, default_value, lo, hi, doc) check_range(info(#name), name);
+#define TAPEGRAD_CHECK_RANGE(role, type, name, default_value, lo, hi, since, old, doc) \
+  check_range(info(#name), name);
   TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_CHECK_RANGE)
 #undef TAPEGRAD_CHECK_RANGE
   const std::size_t kv = resolved_kv_heads();
@@ -311,7 +321,7 @@ void TransformerConfig::validate() const {
 }
 
 bool TransformerConfig::operator==(const TransformerConfig& o) const {
-#define TAPEGRAD_EQUAL(role, type, name, default_value, lo, hi, doc) &&name == o.name
+#define TAPEGRAD_EQUAL(role, type, name, default_value, lo, hi, since, old, doc) &&name == o.name
   return true TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_EQUAL);
 #undef TAPEGRAD_EQUAL
 }

@@ -9,6 +9,7 @@
 // trained before the modern parts existed: learned positions, LayerNorm, a GELU MLP with
 // biases, one K/V head per query head. The `llama` preset swaps each part for its modern
 // replacement.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -37,66 +38,82 @@ enum class FieldRole { architecture, initialisation };
 
 inline constexpr double kUnbounded = 1e300;
 
-// X(role, type, name, default, min, max, doc): min/max bound numbers (inclusive); they are
-// ignored for flags and choices. Sizes stop at 2^24, so that a damaged or hostile
+// X(role, type, name, default, min, max, since, old, doc): min/max bound numbers (inclusive);
+// they are ignored for flags and choices. Sizes stop at 2^24, so that a damaged or hostile
 // checkpoint cannot describe a model whose size arithmetic overflows.
+// `since` is the checkpoint format that first stored the field, and `old` the value a file
+// of an earlier format stands for (the model that was built before the field existed). The
+// format this build writes is the newest `since`, so a new field is a line here with
+// since = that format + 1 and old = the value that keeps older files' models unchanged
+// (nn/checkpoint.hpp has the rule; docs/ARCHITECTURE.md walks through it).
 #define TAPEGRAD_TRANSFORMER_FIELDS(X)                                                          \
-  X(architecture, std::size_t, vocab, 0, 1, 1 << 24, "vocabulary size: tokens are ids in [0, vocab)") \
-  X(architecture, std::size_t, context, 0, 1, 1 << 24, "longest sequence the model takes")     \
-  X(architecture, std::size_t, d_model, 64, 1, 1 << 24, "width of the residual stream")        \
-  X(architecture, std::size_t, layers, 2, 1, 1 << 24, "transformer blocks")                       \
-  X(architecture, std::size_t, heads, 4, 1, 1 << 24, "query heads")                               \
-  X(architecture, std::size_t, kv_heads, 0, 0, 1 << 24,                                           \
-    "key/value heads, shared by heads/kv_heads query heads each (0: = heads, MHA; 1: MQA)")    \
-  X(architecture, std::size_t, head_dim, 0, 0, 1 << 24,                                        \
-    "width of one head (0: d_model/heads); heads*head_dim need not equal d_model")             \
-  X(architecture, NormKind, norm, NormKind::layer_norm, 0, 0,                                  \
-    "normalisation: layer (LayerNorm) or rms (RMSNorm)")                                       \
-  X(architecture, double, norm_eps, 1e-5, 1e-12, 1.0, "epsilon inside every norm")             \
-  X(architecture, MlpKind, mlp, MlpKind::gelu, 0, 0,                                           \
-    "feed-forward: gelu (up, GELU, down) or swiglu (down(silu(gate(x)) * up(x)))")             \
-  X(architecture, std::size_t, mlp_ratio, 4, 1, 64,                                            \
-    "the default hidden width: mlp_ratio*d_model (gelu), 2/3 of it (swiglu)")                  \
-  X(architecture, std::size_t, mlp_hidden, 0, 0, 1 << 24,                                      \
-    "feed-forward hidden width (0: from mlp_ratio; swiglu rounds up to mlp_multiple)")         \
-  X(architecture, std::size_t, mlp_multiple, 32, 1, 1 << 16,                                   \
-    "swiglu's default hidden width is rounded up to a multiple of this")                       \
-  X(architecture, bool, mlp_bias, true, 0, 0, "the feed-forward Linears have biases")          \
-  X(architecture, PositionKind, positions, PositionKind::learned, 0, 0,                        \
-    "positions: learned (a table added to the embeddings), rope (rotary, on q and k) or none") \
-  X(architecture, double, rope_theta, 10000.0, 1e-6, kUnbounded,                               \
-    "RoPE base: inv_freq[i] = theta^(-2i/head_dim) (Llama 3: 500000)")                         \
-  X(architecture, RopeStyle, rope_style, RopeStyle::half, 0, 0,                                \
-    "RoPE pairs: half (i, i+head_dim/2; HF/NeoX) or interleaved (2i, 2i+1; Meta/GPT-J)")       \
-  X(architecture, RopeScaling, rope_scaling, RopeScaling::none, 0, 0,                          \
-    "RoPE frequency scaling: none, linear, ntk, llama3 or yarn")                               \
-  X(architecture, double, rope_factor, 1.0, 1e-6, 1e6,                                         \
-    "RoPE scaling factor (linear, ntk, llama3, yarn)")                                         \
-  X(architecture, double, rope_low_freq_factor, 1.0, 1e-6, 1e6, "llama3 scaling: low_freq_factor") \
-  X(architecture, double, rope_high_freq_factor, 4.0, 1e-6, 1e6,                               \
-    "llama3 scaling: high_freq_factor")                                                        \
-  X(architecture, std::size_t, rope_original_context, 0, 0, 1 << 24,                           \
-    "llama3/yarn scaling: original_max_position_embeddings")                                   \
-  X(architecture, double, rope_beta_fast, 32.0, 1e-6, 1e6, "yarn scaling: beta_fast")          \
-  X(architecture, double, rope_beta_slow, 1.0, 1e-6, 1e6, "yarn scaling: beta_slow")           \
-  X(architecture, std::size_t, window, 0, 0, 1 << 24,                                          \
-    "sliding window: each query sees this many keys, itself included (0: full causal)")        \
-  X(architecture, bool, qk_norm, false, 0, 0,                                                  \
-    "RMSNorm with a learned gain over each head's q and k, before RoPE")                       \
-  X(initialisation, double, qk_norm_gain, 1.0, 1e-6, 1e6,                                      \
-    "initial value of every QK-norm gain: the scores start at gain^2 x q.k of unit-RMS heads") \
-  X(architecture, bool, learned_temperature, false, 0, 0,                                      \
+  X(architecture, std::size_t, vocab, 0, 1, 1 << 24, 1, 0,                                      \
+    "vocabulary size: tokens are ids in [0, vocab)")                                            \
+  X(architecture, std::size_t, context, 0, 1, 1 << 24, 1, 0,                                    \
+    "longest sequence the model takes")                                                         \
+  X(architecture, std::size_t, d_model, 64, 1, 1 << 24, 1, 64,                                  \
+    "width of the residual stream")                                                             \
+  X(architecture, std::size_t, layers, 2, 1, 1 << 24, 1, 2,                                     \
+    "transformer blocks")                                                                       \
+  X(architecture, std::size_t, heads, 4, 1, 1 << 24, 1, 4,                                      \
+    "query heads")                                                                              \
+  X(architecture, std::size_t, kv_heads, 0, 0, 1 << 24, 2, 0,                                   \
+    "key/value heads, shared by heads/kv_heads query heads each (0: = heads, MHA; 1: MQA)")     \
+  X(architecture, std::size_t, head_dim, 0, 0, 1 << 24, 2, 0,                                   \
+    "width of one head (0: d_model/heads); heads*head_dim need not equal d_model")              \
+  X(architecture, NormKind, norm, NormKind::layer_norm, 0, 0, 1, NormKind::layer_norm,          \
+    "normalisation: layer (LayerNorm) or rms (RMSNorm)")                                        \
+  X(architecture, double, norm_eps, 1e-5, 1e-12, 1.0, 2, 1e-5,                                  \
+    "epsilon inside every norm")                                                                \
+  X(architecture, MlpKind, mlp, MlpKind::gelu, 0, 0, 2, MlpKind::gelu,                          \
+    "feed-forward: gelu (up, GELU, down) or swiglu (down(silu(gate(x)) * up(x)))")              \
+  X(architecture, std::size_t, mlp_ratio, 4, 1, 64, 1, 4,                                       \
+    "the default hidden width: mlp_ratio*d_model (gelu), 2/3 of it (swiglu)")                   \
+  X(architecture, std::size_t, mlp_hidden, 0, 0, 1 << 24, 2, 0,                                 \
+    "feed-forward hidden width (0: from mlp_ratio; swiglu rounds up to mlp_multiple)")          \
+  X(architecture, std::size_t, mlp_multiple, 32, 1, 1 << 16, 2, 32,                             \
+    "swiglu's default hidden width is rounded up to a multiple of this")                        \
+  X(architecture, bool, mlp_bias, true, 0, 0, 2, true,                                          \
+    "the feed-forward Linears have biases")                                                     \
+  X(architecture, PositionKind, positions, PositionKind::learned, 0, 0, 2, PositionKind::learned, \
+    "positions: learned (a table added to the embeddings), rope (rotary, on q and k) or none")  \
+  X(architecture, double, rope_theta, 10000.0, 1e-6, kUnbounded, 2, 10000.0,                    \
+    "RoPE base: inv_freq[i] = theta^(-2i/head_dim) (Llama 3: 500000)")                          \
+  X(architecture, RopeStyle, rope_style, RopeStyle::half, 0, 0, 2, RopeStyle::half,             \
+    "RoPE pairs: half (i, i+head_dim/2; HF/NeoX) or interleaved (2i, 2i+1; Meta/GPT-J)")        \
+  X(architecture, RopeScaling, rope_scaling, RopeScaling::none, 0, 0, 2, RopeScaling::none,     \
+    "RoPE frequency scaling: none, linear, ntk, llama3 or yarn")                                \
+  X(architecture, double, rope_factor, 1.0, 1e-6, 1e6, 2, 1.0,                                  \
+    "RoPE scaling factor (linear, ntk, llama3, yarn)")                                          \
+  X(architecture, double, rope_low_freq_factor, 1.0, 1e-6, 1e6, 2, 1.0,                         \
+    "llama3 scaling: low_freq_factor")                                                          \
+  X(architecture, double, rope_high_freq_factor, 4.0, 1e-6, 1e6, 2, 4.0,                        \
+    "llama3 scaling: high_freq_factor")                                                         \
+  X(architecture, std::size_t, rope_original_context, 0, 0, 1 << 24, 2, 0,                      \
+    "llama3/yarn scaling: original_max_position_embeddings")                                    \
+  X(architecture, double, rope_beta_fast, 32.0, 1e-6, 1e6, 2, 32.0,                             \
+    "yarn scaling: beta_fast")                                                                  \
+  X(architecture, double, rope_beta_slow, 1.0, 1e-6, 1e6, 2, 1.0,                               \
+    "yarn scaling: beta_slow")                                                                  \
+  X(architecture, std::size_t, window, 0, 0, 1 << 24, 2, 0,                                     \
+    "sliding window: each query sees this many keys, itself included (0: full causal)")         \
+  X(architecture, bool, qk_norm, false, 0, 0, 2, false,                                         \
+    "RMSNorm with a learned gain over each head's q and k, before RoPE")                        \
+  X(initialisation, double, qk_norm_gain, 1.0, 1e-6, 1e6, 3, 1.0,                               \
+    "initial value of every QK-norm gain: the scores start at gain^2 x q.k of unit-RMS heads")  \
+  X(architecture, bool, learned_temperature, false, 0, 0, 3, false,                             \
     "a learned scalar per head multiplies q.k on top of attention_scale, from 1/sqrt(head_dim)") \
-  X(architecture, bool, tie_embeddings, false, 0, 0,                                           \
-    "the head reuses the token embedding's matrix, transposed")                                \
-  X(architecture, std::optional<double>, attention_scale, std::nullopt, 1e-300, kUnbounded,     \
-    "factor on q.k (default 1/sqrt(head_dim); 1 = unscaled)")                                  \
-  X(initialisation, AttentionInit, attention_init, AttentionInit::gpt2, 0, 0,                  \
-    "Wq/Wk/Wv init: gpt2 (normal 0.02) or variance_preserving (normal 1/sqrt(d_model))")       \
-  X(initialisation, Seed, seed, 0, 0, 0, "seed of the parameters' initialisation")
+  X(architecture, bool, tie_embeddings, false, 0, 0, 2, false,                                  \
+    "the head reuses the token embedding's matrix, transposed")                                 \
+  X(architecture, std::optional<double>, attention_scale, std::nullopt, 1e-300, kUnbounded, 1, std::nullopt, \
+    "factor on q.k (default 1/sqrt(head_dim); 1 = unscaled)")                                   \
+  X(initialisation, AttentionInit, attention_init, AttentionInit::gpt2, 0, 0, 1, AttentionInit::gpt2, \
+    "Wq/Wk/Wv init: gpt2 (normal 0.02) or variance_preserving (normal 1/sqrt(d_model))")        \
+  X(initialisation, Seed, seed, 0, 0, 0, 1, 0,                                                  \
+    "seed of the parameters' initialisation")
 
 struct TransformerConfig {
-#define TAPEGRAD_DECLARE_FIELD(role, type, name, default_value, lo, hi, doc) \
+#define TAPEGRAD_DECLARE_FIELD(role, type, name, default_value, lo, hi, since, old, doc) \
   type name = default_value;
   TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_DECLARE_FIELD)
 #undef TAPEGRAD_DECLARE_FIELD
@@ -117,6 +134,15 @@ struct TransformerConfig {
   bool operator!=(const TransformerConfig& o) const { return !(*this == o); }
 };
 
+// The newest format a field declares: the checkpoint format this build writes.
+#define TAPEGRAD_FIELD_SINCE(role, type, name, default_value, lo, hi, since, old, doc) since,
+inline constexpr int kNewestFieldFormat = std::max({TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_FIELD_SINCE)});
+#undef TAPEGRAD_FIELD_SINCE
+
+// Every field at its `old` value: the configuration a checkpoint stands for in the fields
+// its format predates.
+TransformerConfig config_before_fields();
+
 // The 2017 transformer as GPT-2 built it (and as tapegrad's TinyGPT always was): the
 // defaults above.
 TransformerConfig gpt2_preset();
@@ -134,6 +160,7 @@ struct FieldInfo {
   const char* name;
   const char* doc;
   FieldRole role;
+  int since;  // the checkpoint format that first stored it
   enum class Kind { size, real, flag, choice, optional_real, seed } kind;
   double min, max;
   std::vector<std::string> choices;  // Kind::choice: the names, in the order of the enum

@@ -223,6 +223,31 @@ TEST_CASE("to_torch: weights trained on in torch come back into tapegrad with to
   CHECK(read_checkpoint_config((dir / "back.npz").string()) == model.config());
 }
 
+TEST_CASE("to_torch: the checkpoints of every format read as tapegrad reads them",
+          "[to_torch]") {
+  require_torch();
+  const fs::path dir = scratch("formats"), fixtures = fs::path(TAPEGRAD_FIXTURES_DIR) / "checkpoints";
+  std::string args;
+  std::size_t files = 0;
+  for (int format = 1; format <= kCheckpointFormat; ++format)
+    for (const fs::directory_entry& d :
+         fs::directory_iterator(fixtures / ("format" + std::to_string(format)))) {
+      if (d.path().extension() != ".npz") continue;
+      if (read_checkpoint_config(d.path().string()).learned_temperature) {
+        // the torch module has no learned temperature: refused, naming the field
+        const ProgramRun r = to_torch(sh_arg(d.path()) + " --out " + sh_arg(dir / "t.pt"), dir);
+        CHECK(r.code == 2);
+        CHECK_THAT(r.err, Catch::Contains("learned_temperature"));
+        CHECK_FALSE(fs::exists(dir / "t.pt"));
+        continue;
+      }
+      args += sh_arg(d.path()) + " ";
+      ++files;
+    }
+  require_agreement(to_torch(args + "--check", dir), files);
+  CHECK(files >= 3);
+}
+
 TEST_CASE("to_torch: the RoPE pairing is saved, and the other pairing changes the logits",
           "[to_torch]") {
   const fs::path dir = scratch("rope_style");

@@ -320,9 +320,9 @@ TEST_CASE("train cli: --arch llama passes the start-up gradient check and trains
 }
 
 TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run reported", "[train_cli][checkpoint]") {
-  // tests/fixtures/checkpoint_v1/README.md: the run that wrote it reported this eval loss
+  // tests/fixtures/checkpoints/README.md: the run that wrote it reported this eval loss
   fs::path dir = scratch("v1");
-  const std::string file = std::string(TAPEGRAD_FIXTURES_DIR) + "/checkpoint_v1/sort_gpt2.npz";
+  const std::string file = std::string(TAPEGRAD_FIXTURES_DIR) + "/checkpoints/format1/sort_gpt2.npz";
   RunResult r = run("--resume '" + file + "' --steps 0 --eval-size 50 --threads 1 --quiet --out '" +
                         (dir / "out").string() + "'", dir);
   INFO(r.err);

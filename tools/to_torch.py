@@ -29,13 +29,11 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_model import CHOICES, Config, Transformer  # noqa: E402
+from torch_model import FIELDS, IMPLEMENTED, SCHEMA, Config, Transformer, typed  # noqa: E402
 
 PROGRAM = "to_torch"
-PREFIX = "__config__."
-FORMAT = 3
-# Fields a format-2 file (before them) lacks; they take their defaults, as tapegrad reads it.
-ADDED_IN_FORMAT_3 = {"qk_norm_gain", "learned_temperature"}
+PREFIX = SCHEMA["prefix"]
+FORMAT = SCHEMA["format"]
 LOGITS_TOLERANCE = 1e-5  # of max |logit|
 LOSS_TOLERANCE = 1e-6  # of the loss: float32 holds a loss of ~4 to 4.8e-7
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,64 +45,75 @@ class UsageError(Exception):
 
 # ---- the configuration: tapegrad's __config__.* entries <-> Config -------------------------
 
-FIELDS = [f.name for f in dataclasses.fields(Config)]
-REALS = {f.name for f in dataclasses.fields(Config) if f.type in (float, "float")} | {"attention_scale"}
-FLAGS = {f.name for f in dataclasses.fields(Config) if f.type in (bool, "bool")}
+NAMES = [f["name"] for f in FIELDS]
+EXTRAS = set(SCHEMA["extras"])
 
 
 def config_from_npz(entries, path):
+    """The rule of nn/checkpoint.hpp: a file of format F holds every field with since <= F;
+    a field it predates takes its old value."""
     if PREFIX + "format" not in entries:
         raise UsageError(f"{path}: no {PREFIX}format entry (not a tapegrad checkpoint)")
     fmt = int(entries[PREFIX + "format"])
     if not 1 <= fmt <= FORMAT:
         raise UsageError(f"{path}: checkpoint format {fmt}, this tool reads 1 to {FORMAT}")
-    c = Config()
-    for name in FIELDS:
-        key = PREFIX + name
+    for key in entries:
+        name = key[len(PREFIX):]
+        if key.startswith(PREFIX) and name not in NAMES and name != "format" and name not in EXTRAS:
+            raise UsageError(f"{path}: config entry '{key}' is not a field this tool knows "
+                             "(written by a newer version?)")
+    c = Config(**{f["name"]: typed(f, f["old"]) for f in FIELDS})
+    for field in FIELDS:
+        key = PREFIX + field["name"]
         if key not in entries:
-            if fmt == FORMAT or (fmt == 2 and name not in ADDED_IN_FORMAT_3):
-                raise UsageError(f"{path}: missing config entry '{key}'")
-            continue  # an older format predates the field: its default, as tapegrad reads it
+            if field["since"] <= fmt:
+                raise UsageError(f"{path}: missing config entry '{key}' (format {fmt} has it)")
+            continue
         v = entries[key]
         if v.shape != ():
             raise UsageError(f"{path}: config entry '{key}' has shape {v.shape}, expected one value")
-        setattr(c, name, decode_field(name, v, path))
-    if c.learned_temperature:
-        raise UsageError(f"{path}: learned_temperature (a learned scale per head) has no PyTorch "
-                         "counterpart in tools/torch_model.py yet")
+        setattr(c, field["name"], decode_field(field, v, path))
+    for field in FIELDS:
+        value = getattr(c, field["name"])
+        if (field["role"] == "architecture" and field["name"] not in IMPLEMENTED
+                and value != typed(field, field["old"])):
+            raise UsageError(f"{path}: {field['name']}={value} has no PyTorch counterpart in "
+                             "tools/torch_model.py yet")
     return c
 
 
-def decode_field(name, v, path):
-    if name in REALS:
+def decode_field(field, v, path):
+    name, kind = field["name"], field["kind"]
+    if kind in ("real", "optional_real"):
         if v.dtype != np.float64:
             raise UsageError(f"{path}: config entry '{PREFIX}{name}' is {v.dtype}, expected float64")
         x = float(v)
-        return None if name == "attention_scale" and math.isnan(x) else x
+        return None if kind == "optional_real" and math.isnan(x) else x
     if v.dtype != np.int64:
         raise UsageError(f"{path}: config entry '{PREFIX}{name}' is {v.dtype}, expected int64")
     i = int(v)
-    if name in CHOICES:
-        if not 0 <= i < len(CHOICES[name]):
+    if kind == "choice":
+        if not 0 <= i < len(field["choices"]):
             raise UsageError(f"{path}: config entry '{PREFIX}{name}'={i} is not one of "
-                             f"{', '.join(CHOICES[name])}")
-        return CHOICES[name][i]
-    if name in FLAGS:
+                             f"{', '.join(field['choices'])}")
+        return field["choices"][i]
+    if kind == "flag":
         return bool(i)
-    if name == "seed":
+    if kind == "seed":
         return i & (2**64 - 1)  # stored as the int64 bit pattern of a uint64
     return i
 
 
 def config_to_npz(c):
     out = {PREFIX + "format": np.array(FORMAT, dtype=np.int64)}
-    for name in FIELDS:
+    for field in FIELDS:
+        name, kind = field["name"], field["kind"]
         v = getattr(c, name)
-        if name in REALS:
+        if kind in ("real", "optional_real"):
             out[PREFIX + name] = np.array(math.nan if v is None else v, dtype=np.float64)
-        elif name in CHOICES:
-            out[PREFIX + name] = np.array(CHOICES[name].index(v), dtype=np.int64)
-        elif name == "seed":
+        elif kind == "choice":
+            out[PREFIX + name] = np.array(field["choices"].index(v), dtype=np.int64)
+        elif kind == "seed":
             out[PREFIX + name] = np.array(v, dtype=np.uint64).view(np.int64)
         else:
             out[PREFIX + name] = np.array(int(v), dtype=np.int64)
@@ -154,7 +163,7 @@ def to_module(entries, path):
     if missing:
         raise UsageError(f"{path}: no entry for {', '.join(tapegrad_name(n)[0] for n in missing)}")
     model.load_state_dict(state)
-    extras = {k: v for k, v in entries.items() if k.startswith(PREFIX) and k[len(PREFIX):] not in FIELDS + ["format"]}
+    extras = {k: v for k, v in entries.items() if k.startswith(PREFIX) and k[len(PREFIX):] in EXTRAS}
     return model, extras
 
 
@@ -184,7 +193,7 @@ def load_pt(path):
         raise UsageError(f"{path}: not a file torch.save wrote ({e})")
     if not isinstance(saved, dict) or not {"config", "state_dict"} <= set(saved):
         raise UsageError(f"{path}: not a file this tool wrote (a dict with config and state_dict)")
-    unknown = set(saved["config"]) - set(FIELDS)
+    unknown = set(saved["config"]) - set(NAMES)
     if unknown:
         raise UsageError(f"{path}: unknown config fields {', '.join(sorted(unknown))}")
     model = Transformer(Config(**saved["config"]))

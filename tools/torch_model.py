@@ -2,7 +2,8 @@
 into and keep training (tools/to_torch.py does the loading; docs/PORTING.md).
 
 Every switch of tapegrad's configuration (nn/config.hpp) is a field of `Config` with the
-same name and default (the gpt2 preset's), and means the same thing:
+same name and default (the gpt2 preset's; the list is read from checkpoint_schema.json),
+and means the same thing:
 
   tokens (B, T) -> tok_emb [+ pos_emb] -> layers x Block -> norm_f -> head -> logits (B, T, V)
   Block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))                       (pre-norm)
@@ -15,57 +16,42 @@ Runs on torch 1.13 (Debian 12), which has no nn.RMSNorm and no scaled_dot_produc
 so both are written out here.
 """
 import dataclasses
+import json
 import math
+import os
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-CHOICES = {
-    "norm": ["layer", "rms"],
-    "mlp": ["gelu", "swiglu"],
-    "positions": ["learned", "rope", "none"],
-    "rope_style": ["half", "interleaved"],
-    "rope_scaling": ["none", "linear", "ntk", "llama3", "yarn"],
-    "attention_init": ["gpt2", "variance_preserving"],
+# The configuration's fields, their kinds, defaults and choices, as tapegrad declares them
+# (nn/config.hpp), from the schema file that tapegrad's tools/checkpoint_schema writes.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint_schema.json")) as schema_file:
+    SCHEMA = json.load(schema_file)
+FIELDS = SCHEMA["fields"]
+CHOICES = {f["name"]: f["choices"] for f in FIELDS if f["kind"] == "choice"}
+TYPES = {"size": int, "seed": int, "real": float, "flag": bool, "choice": str,
+         "optional_real": Optional[float]}
+
+# The architecture fields the module below builds. Any other architecture field must hold
+# its `old` value, the model before the field existed (tools/to_torch.py refuses the rest).
+IMPLEMENTED = {
+    "vocab", "context", "d_model", "layers", "heads", "kv_heads", "head_dim", "norm", "norm_eps",
+    "mlp", "mlp_ratio", "mlp_hidden", "mlp_multiple", "mlp_bias", "positions", "rope_theta",
+    "rope_style", "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+    "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
+    "tie_embeddings", "attention_scale",
 }
 
 
-@dataclasses.dataclass
-class Config:
-    vocab: int = 0
-    context: int = 0
-    d_model: int = 64
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 0            # 0: = heads
-    head_dim: int = 0            # 0: d_model // heads
-    norm: str = "layer"          # layer | rms
-    norm_eps: float = 1e-5
-    mlp: str = "gelu"            # gelu | swiglu
-    mlp_ratio: int = 4
-    mlp_hidden: int = 0          # 0: from mlp_ratio (swiglu: 2/3, rounded up to mlp_multiple)
-    mlp_multiple: int = 32
-    mlp_bias: bool = True
-    positions: str = "learned"   # learned | rope | none
-    rope_theta: float = 10000.0
-    rope_style: str = "half"     # half: pairs (i, i + dh/2), HF; interleaved: (2i, 2i+1), Meta
-    rope_scaling: str = "none"   # none | linear | ntk | llama3 | yarn
-    rope_factor: float = 1.0
-    rope_low_freq_factor: float = 1.0
-    rope_high_freq_factor: float = 4.0
-    rope_original_context: int = 0
-    rope_beta_fast: float = 32.0
-    rope_beta_slow: float = 1.0
-    window: int = 0              # 0: full causal attention
-    qk_norm: bool = False
-    qk_norm_gain: float = 1.0  # the QK-norm gains' initial value; the weights carry the trained ones
-    learned_temperature: bool = False  # one learned scale per head: not ported (to_torch refuses it)
-    tie_embeddings: bool = False
-    attention_scale: Optional[float] = None  # None: 1/sqrt(head_dim)
-    attention_init: str = "gpt2"  # how tapegrad drew the first weights; unused here
-    seed: int = 0
+def typed(field, value):
+    """A schema value as its field's Python type (JSON writes the real 10000.0 as 10000)."""
+    return float(value) if field["kind"] == "real" else value
+
+
+class Derived:
+    """What the zero defaults resolve to, as TransformerConfig's resolved_* compute it."""
 
     @property
     def kv(self):
@@ -88,6 +74,12 @@ class Config:
     @property
     def scale(self):
         return self.attention_scale if self.attention_scale is not None else 1 / math.sqrt(self.dh)
+
+
+Config = dataclasses.make_dataclass(
+    "Config", [(f["name"], TYPES[f["kind"]], dataclasses.field(default=typed(f, f["default"])))
+               for f in FIELDS], bases=(Derived,))
+Config.__doc__ = "\n".join(f"{f['name']}: {f['doc']}" for f in FIELDS)
 
 
 class RMSNorm(nn.Module):
