@@ -36,7 +36,9 @@ struct InputCheck {
 struct GradcheckResult {
   std::vector<InputCheck> inputs;
   bool passed = true;
-  std::string to_string() const;  // one line per input
+  bool in_float = false;          // checked in float32, whose differences are coarse
+  // one line per input; a failure in float32 adds a line saying to check in float64
+  std::string to_string() const;
 };
 
 template <class T>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
+#include <utility>
 
 #include "autograd/tensor_impl.hpp"
 
@@ -17,6 +18,14 @@ bool all_finite(const Array<T>& a) {
   for (const T& v : a)
     if (!std::isfinite(v)) return false;
   return true;
+}
+
+// "NaN" or "Inf" after the first non-finite element of a, nullptr when there is none.
+template <class T>
+const char* nonfinite_kind(const Array<T>& a) {
+  for (const T& v : a)
+    if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : "Inf";
+  return nullptr;
 }
 
 template <class T>
@@ -121,10 +130,17 @@ void BackwardContext<T>::accumulate(std::size_t i, Array<T> contribution) {
   const auto& want = input.value.shape();
   if (!std::equal(have.begin(), have.end(), want.begin(), want.end()))
     contribution = sum_to<T>(std::move(contribution), input.shape());
-  if (g_anomaly && !all_finite(contribution))
+  if (g_anomaly && !all_finite(contribution)) {
+    for (std::size_t j = 0; j < node_.inputs.size(); ++j)
+      if (const char* kind = nonfinite_kind(node_.inputs[j].tensor->value))
+        throw AnomalyError(fmt::format(
+            "anomaly: input {} of {} already holds {}, so the backward's non-finite gradient "
+            "for its input {} of shape {} starts there, not in {}",
+            j, node_.op, kind, i, shape_str(input.shape()), node_.op));
     throw AnomalyError(fmt::format(
         "anomaly: the backward of {} produced a non-finite gradient for its input {} of shape {}",
         node_.op, i, shape_str(input.shape())));
+  }
   add_grad(input, std::move(contribution));
 }
 
@@ -361,9 +377,20 @@ namespace detail {
 
 template <class T>
 std::shared_ptr<TensorImpl<T>> make_output(const char* op, OpInputs<T> inputs, Array<T>&& value) {
-  if (g_anomaly && !all_finite(value))
+  if (g_anomaly && !all_finite(value)) {
+    // An op fed a NaN is not where it came from: name the input (a leaf, or a value made
+    // before the guard was on) rather than blame the op.
+    std::size_t i = 0;
+    for (const Tensor<T>& in : inputs) {
+      if (const char* kind = nonfinite_kind(std::as_const(in).value()))
+        throw AnomalyError(fmt::format(
+            "anomaly: input {} of {} already holds {} (so {} did not produce it): inputs {} -> {}",
+            i, op, kind, op, input_shapes(inputs), shape_str(shape_of(value))));
+      ++i;
+    }
     throw AnomalyError(fmt::format("anomaly: {} produced a non-finite value: inputs {} -> {}", op,
                                    input_shapes(inputs), shape_str(shape_of(value))));
+  }
   return std::make_shared<TensorImpl<T>>(std::move(value));
 }
 

@@ -155,7 +155,8 @@ bool grad_enabled();
 
 // Anomaly mode (as torch.autograd.detect_anomaly): while a guard is alive, every op's
 // output and every gradient an op's backward produces is checked for NaN and Inf, and the
-// first one found throws AnomalyError naming the op and the shapes.
+// first one found throws AnomalyError naming the op and the shapes, or the op's input that
+// already held the NaN/Inf when the op only carried it.
 class AnomalyError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -90,6 +90,26 @@ TEST_CASE("gradcheck fails a deliberately wrong backward", "[gradcheck]") {
   CHECK(Tape<double>::active().size() == 0);
 }
 
+TEST_CASE("a float32 gradcheck failure says that finite differences need float64",
+          "[gradcheck][float]") {
+  // a correct backward, checked in float with double's defaults: the differences are noise
+  auto x = random<float>({3, 4}, 4);
+  const GradcheckResult r =
+      gradcheck<float>([](const auto& v) { return square_with(v[0], 2.0f); }, {x});
+  CHECK_FALSE(r.passed);
+  CHECK_THAT(r.to_string(), Catch::Contains("FAIL") &&
+                                Catch::Contains("hint: finite differences need float64"));
+  // the hint is float's: a double failure and a float pass print none
+  const GradcheckResult wrong = gradcheck<double>(
+      [](const auto& v) { return square_with(v[0], 1.0); }, {random<double>({3, 4}, 2)});
+  CHECK_FALSE(wrong.passed);
+  CHECK_THAT(wrong.to_string(), !Catch::Contains("hint"));
+  const GradcheckResult spot = gradcheck<float>(
+      [](const auto& v) { return square_with(v[0], 2.0f); }, {x}, GradcheckOptions::for_float());
+  CHECK(spot.passed);
+  CHECK_THAT(spot.to_string(), !Catch::Contains("hint"));
+}
+
 TEST_CASE("gradcheck in float32 mode also catches a wrong backward", "[gradcheck][float]") {
   auto x = random<float>({5}, 3);
   const auto opt = GradcheckOptions::for_float();

@@ -53,9 +53,50 @@ TEMPLATE_TEST_CASE("softmax of known rows", "[softmax]", float, double) {
                {kP1, kP2, kP3, kP1, kP2, kP3});
   check_values(softmax(make<T>({3}, {5, 5, 5})), {3}, {1.0 / 3, 1.0 / 3, 1.0 / 3});
   check_values(softmax(make<T>({1}, {42})), {1}, {1});
-  // -inf scores drop out; an all -inf row gives zeros rather than 0/0
-  check_values(softmax(make<T>({2, 3}, {-kInf, 0, 0, -kInf, -kInf, -kInf})), {2, 3},
-               {0, 0.5, 0.5, 0, 0, 0});
+  // -inf scores drop out
+  check_values(softmax(make<T>({3}, {-kInf, 0, 0})), {3}, {0, 0.5, 0.5});
+}
+
+TEMPLATE_TEST_CASE("softmax of a row with a NaN, a +inf or nothing but -inf is NaN, as in PyTorch",
+                   "[softmax][nonfinite]", float, double) {
+  using T = TestType;
+  const double nan = std::nan("");
+  // rows: a NaN among finite scores, all NaN, a +inf (exp(inf - inf)), all -inf (0/0), and
+  // a healthy row that must stay exact
+  const std::vector<double> rows = {nan,  1,    2,    nan,   nan,   nan,  kInf, 1, 2,
+                                    -kInf, -kInf, -kInf, 1, 2, 3};
+  for (long axis : {-1L, 0L}) {  // the contiguous kernel, and the strided one on the transpose
+    INFO("axis " << axis);
+    const Tensor<T> x = make<T>({5, 3}, rows);
+    const Array<T> y = axis == -1 ? softmax(x).value()
+                                  : Array<T>(xt::transpose(softmax(transpose(x, {1, 0}), 0).value()));
+    for (std::size_t r = 0; r < 4; ++r)
+      for (std::size_t k = 0; k < 3; ++k) {
+        INFO("row " << r << ", " << k);
+        CHECK(std::isnan(y(r, k)));
+      }
+    CHECK(double(y(4, 0)) == Approx(kP1).epsilon(1e-6));
+  }
+}
+
+TEMPLATE_TEST_CASE("masked_softmax: a NaN at an allowed key poisons the row, at a masked key nothing",
+                   "[softmax][masked][nonfinite]", float, double) {
+  using T = TestType;
+  const double nan = std::nan("");
+  // row 0 NaN allowed; row 1 NaN masked; row 2 fully masked and all NaN; row 3 allowed all NaN
+  auto x = make<T>({4, 3}, {1, nan, 3, 1, 2, nan, nan, nan, nan, nan, nan, 5}, true);
+  Mask m = {{true, true, false}, {true, true, false}, {false, false, false}, {true, true, false}};
+  Tensor<T> y = masked_softmax(x, m);
+  for (std::size_t k = 0; k < 2; ++k) CHECK(std::isnan(y.value()(0, k)));
+  CHECK(double(y.value()(1, 0)) == Approx(1 / (1 + kE)).epsilon(1e-6));
+  CHECK(double(y.value()(1, 1)) == Approx(kE / (1 + kE)).epsilon(1e-6));
+  CHECK(y.value()(1, 2) == T(0));
+  for (std::size_t k = 0; k < 3; ++k) CHECK(y.value()(2, k) == T(0));
+  for (std::size_t k = 0; k < 2; ++k) CHECK(std::isnan(y.value()(3, k)));
+  y.backward(xt::ones<T>({4, 3}) * T(0.5) + make<T>({4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3}).value());
+  for (std::size_t k = 0; k < 2; ++k) CHECK(std::isnan(x.grad()(0, k)));
+  for (std::size_t k = 0; k < 3; ++k) CHECK(x.grad()(2, k) == T(0));  // zeros forward and back
+  for (std::size_t k = 0; k < 3; ++k) CHECK(std::isfinite(x.grad()(1, k)));
 }
 
 TEMPLATE_TEST_CASE("softmax and log_softmax stay finite for huge inputs", "[softmax]", float,

@@ -1,4 +1,7 @@
 // The engine: accumulation, one reverse sweep, freeing, NoGradGuard, printing.
+#include <cmath>
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 #include "tapegrad.hpp"
@@ -213,6 +216,28 @@ TEST_CASE("anomaly mode names the op whose output is not finite", "[anomaly]") {
   AnomalyGuard guard;
   CHECK(anomaly_mode());
   CHECK_THROWS_WITH(log(x), Catch::Contains("anomaly: log") && Catch::Contains("(2)"));
+  Tape<double>::active().clear();
+}
+
+TEST_CASE("anomaly mode names an input that already held the NaN, not the op it reached",
+          "[anomaly]") {
+  // x came in with a NaN (a leaf made before the guard): matmul only carries it
+  Tensor<double> x(Array<double>{{1.0, std::nan("")}, {3.0, 4.0}}, true);
+  Tensor<double> w(Array<double>{{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, true);
+  Tensor<double> y = sum(matmul(x, w));  // recorded without the guard
+  {
+    AnomalyGuard guard;
+    CHECK_THROWS_WITH(matmul(x, w), Catch::Contains("anomaly: input 0 of matmul already holds NaN") &&
+                                        Catch::Contains("(2,2), (2,3) -> (2,3)"));
+    const Tensor<double> inf_leaf(Array<double>{1.0, std::numeric_limits<double>::infinity()});
+    CHECK_THROWS_WITH(add(Tensor<double>(Array<double>{1.0, 2.0}), inf_leaf),
+                      Catch::Contains("input 1 of add already holds Inf"));
+    // an op that makes the NaN itself is still blamed
+    CHECK_THROWS_WITH(log(Tensor<double>(Array<double>{-1.0})),
+                      Catch::Contains("anomaly: log produced"));
+    // backward under the guard: matmul's gradient for w is x^T @ dy, NaN because x is
+    CHECK_THROWS_WITH(y.backward(), Catch::Contains("input 0 of matmul already holds NaN"));
+  }
   Tape<double>::active().clear();
 }
 

@@ -84,7 +84,9 @@ T online_row(T* s, std::size_t n, Range vis, T& m, T& l) {
   }
   const T mx = row_max(s + vis.begin, vis.end - vis.begin);
   const T m_new = std::max(m, mx);
-  const T alpha = std::exp(m - m_new);  // m = -inf: exp(-inf) = 0, m_new is finite
+  // m = -inf: exp(-inf) = 0 when m_new is finite; a row of NaN or infinite scores makes
+  // alpha, l and the output NaN, as plain softmax would
+  const T alpha = std::exp(m - m_new);
   std::fill(s, s + vis.begin, T(0));
   const T sum = exp_shifted_inplace(s + vis.begin, vis.end - vis.begin, m_new);
   std::fill(s + vis.end, s + n, T(0));
@@ -130,7 +132,8 @@ void forward_group(const HeadLayout& L, const Head<T>& hd, std::size_t g0, std::
                         hd.v + j0 * L.v_ld(), L.v_ld(), T(1), acc.data() + b0 * L.dv, L.dv);
     }
   for (std::size_t r = 0; r < rows; ++r) {
-    const bool none = l[r] == T(0);  // the row sees no key: output 0, lse -inf
+    // a row that sees no key (the band, not the values, says so): output 0, lse -inf
+    const bool none = L.lo(g0 + r) >= L.hi(g0 + r);
     const T inv = none ? T(0) : T(1) / l[r];
     for (std::size_t c = 0; c < L.dv; ++c) y[(g0 + r) * L.y_ld() + c] = acc[r * L.dv + c] * inv;
     lse[g0 + r] = none ? -std::numeric_limits<T>::infinity() : m[r] + std::log(l[r]);
@@ -164,8 +167,8 @@ struct HeadGrad {
 };
 
 // For the block pair (query rows [r0, r0+rows), keys [j0, j0+n)) of one head:
-// p = exp(scores - lse) on each row's visible keys, 0 elsewhere (and for rows with
-// lse = -inf, which see no key); ds = p * (dy v^T - D).
+// p = exp(scores - lse) on each row's visible keys, 0 elsewhere (all of a row that sees no
+// key, whose lse is -inf); ds = p * (dy v^T - D).
 template <class T>
 void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, std::size_t r0,
                  std::size_t rows, std::size_t j0, std::size_t n, T scale, T* p, T* ds) {
@@ -173,8 +176,7 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
   for (std::size_t r = 0; r < rows; ++r) {
     T* pr = p + r * n;
     const T lse = g.lse[r0 + r];
-    const Range vis = lse == -std::numeric_limits<T>::infinity() ? Range{}
-                                                                 : visible(L, r0 + r, j0, n);
+    const Range vis = visible(L, r0 + r, j0, n);
     std::fill(pr, pr + vis.begin, T(0));  // an empty Range is [0, 0): all zeros
     exp_shifted_inplace(pr + vis.begin, vis.end - vis.begin, lse);
     std::fill(pr + vis.end, pr + n, T(0));

@@ -97,16 +97,13 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
     for (std::size_t r = 0; r < n; ++r) {
       T* row = rows + (r0 + r) * stride;
       const std::size_t L = lengths[r0 + r];
-      if (m[r] == kMasked<T>) {  // all masked: zeros, not 0/0
-        std::fill(row, row + L, T(0));
-        continue;
-      }
       // subtracting the row max keeps every exponent <= 0, so nothing overflows;
-      // exp(-inf - m) = 0 drops masked entries out of the sum
+      // exp(-inf - m) = 0 drops masked entries out of the sum. No special case for a row
+      // without a finite maximum: its NaN (from a NaN, +inf or all -inf scores) is plain
+      // softmax's, and only the caller knows whether the row was masked entirely.
       inv[r] = T(1) / exp_shifted<ExpOut::kExp>(row, L, m[r], T(1), row);
     }
     for (std::size_t r = 0; r < n; ++r) {
-      if (m[r] == kMasked<T>) continue;
       T* row = rows + (r0 + r) * stride;
       const std::size_t L = lengths[r0 + r];
       const batch ib(inv[r]);

@@ -7,7 +7,9 @@
 namespace tapegrad::kernels {
 
 // In place: row <- softmax(row) over L elements. Entries equal to -inf (masked) get weight
-// exactly 0; a row that is entirely -inf becomes all zeros instead of 0/0.
+// exactly 0 while the row has a finite maximum. As plain softmax, a row with a NaN or +inf,
+// or entirely -inf, becomes NaN: a row the caller masked entirely is the caller's to zero
+// (it knows from the mask, the values cannot tell a masked key from a score of -inf).
 template <class T>
 void softmax_row_inplace(T* row, std::size_t L);
 

@@ -1,5 +1,6 @@
 #include "ops/kernels/softmax.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,12 +13,21 @@ void softmax_forward(const RowLayout& r, const T* x, const std::uint8_t* mask,
                      std::size_t mask_period, T* y) {
   const std::size_t L = r.length, I = r.inner;
   const T neg_inf = -std::numeric_limits<T>::infinity();
+  // A row the mask hides entirely gives zeros, not 0/0. That is decided from the mask
+  // alone: a NaN or infinite score in a row with an allowed key is plain softmax's NaN.
   if (I == 1) {  // contiguous rows (the last axis): the vectorised row kernel
     for (std::size_t o = 0; o < r.outer; ++o) {
       T* row = y + o * L;
-      for (std::size_t k = 0; k < L; ++k)
-        row[k] = mask == nullptr || mask[(o * L + k) % mask_period] != 0 ? x[o * L + k] : neg_inf;
-      softmax_row_inplace(row, L);
+      bool any_allowed = mask == nullptr;
+      for (std::size_t k = 0; k < L; ++k) {
+        const bool allowed = mask == nullptr || mask[(o * L + k) % mask_period] != 0;
+        row[k] = allowed ? x[o * L + k] : neg_inf;
+        any_allowed |= allowed;
+      }
+      if (any_allowed)
+        softmax_row_inplace(row, L);
+      else
+        std::fill(row, row + L, T(0));
     }
     return;
   }
@@ -29,9 +39,13 @@ void softmax_forward(const RowLayout& r, const T* x, const std::uint8_t* mask,
       };
       // Masked scores are -inf *before* the exponential, so they drop out of the sum.
       T m = neg_inf;
-      for (std::size_t k = 0; k < L; ++k)
-        if (allowed(k) && x[base + k * I] > m) m = x[base + k * I];
-      if (m == neg_inf) {  // nothing to attend to (or every score -inf): zeros, not 0/0
+      bool any_allowed = false;
+      for (std::size_t k = 0; k < L; ++k) {
+        if (!allowed(k)) continue;
+        any_allowed = true;
+        if (x[base + k * I] > m) m = x[base + k * I];
+      }
+      if (!any_allowed) {
         for (std::size_t k = 0; k < L; ++k) y[base + k * I] = T(0);
         continue;
       }
