@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "arith.hpp"
@@ -138,15 +139,21 @@ void bind_constructors(py::module_& m) {
       }, py::arg("dtype") = "float32", "Tensors of this dtype alive in the process (leak checks).");
 }
 
-// a (op) b, a (op) number and number (op) a: the number is a constant, never on the tape.
+// t (op) x and x (op) t, x a tensor, a NumPy array or a number (a constant, never on the
+// tape); NotImplemented for anything else, so that Python tries the other operand.
 template <class Op>
 void def_arith_operators(py::class_<PyTensor>& c, const char* op, const char* name,
                          const char* reflected) {
-  c.def(name, [op](const PyTensor& a, const PyTensor& b) { return tensor_op_tensor<Op>(op, a, b); },
-        py::is_operator())
-      .def(name, &tensor_op_number<Op>, py::is_operator())
-      .def(reflected, [](const PyTensor& b, double s) { return number_op_tensor<Op>(s, b); },
-           py::is_operator());
+  auto result = [](const std::optional<PyTensor>& r) -> py::object {
+    if (r) return py::cast(*r);
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  };
+  c.def(name, [op, result](const PyTensor& a, const py::object& b) {
+     return result(try_tensor_op<Op>(op, a, b, true));
+   }, py::is_operator())
+      .def(reflected, [op, result](const PyTensor& b, const py::object& a) {
+        return result(try_tensor_op<Op>(op, b, a, false));
+      }, py::is_operator());
 }
 
 void bind_operators(py::class_<PyTensor>& c) {
@@ -154,12 +161,10 @@ void bind_operators(py::class_<PyTensor>& c) {
   def_arith_operators<std::minus<>>(c, "sub", "__sub__", "__rsub__");
   def_arith_operators<std::multiplies<>>(c, "mul", "__mul__", "__rmul__");
   def_arith_operators<std::divides<>>(c, "div", "__truediv__", "__rtruediv__");
-  c.def("__matmul__", [](const PyTensor& a, const PyTensor& b) {
-     return binary("matmul", a, b, [](const auto& x, const auto& y) { return matmul(x, y); });
+  def_arith_operators<MatmulOp>(c, "matmul", "__matmul__", "__rmatmul__");
+  c.def("__pow__", [](const PyTensor& a, double e) {
+     return unary(a, [&](const auto& x) { return pow(x, element_t<decltype(x)>(e)); });
    }, py::is_operator())
-      .def("__pow__", [](const PyTensor& a, double e) {
-        return unary(a, [&](const auto& x) { return pow(x, element_t<decltype(x)>(e)); });
-      }, py::is_operator())
       .def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
 }
 

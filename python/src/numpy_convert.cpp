@@ -64,6 +64,15 @@ PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const std
   return PyTensor(Tensor<float>(array_from<float>(a), requires_grad));
 }
 
+PyTensor array_constant(const char* op, const PyTensor& like, const py::object& array) {
+  const py::array a = numpy().attr("asarray")(array);
+  if (dtype_str(a) != like.dtype())
+    throw py::type_error(std::string(op) + ": a " + like.dtype() + " tensor " + like.shape_string() +
+                         " and a " + dtype_str(a) + " array " + shape_str(shape_of(a)) +
+                         " do not mix; convert the array with .astype('" + like.dtype() + "')");
+  return tensor_from_numpy(a, false, "");
+}
+
 template <class T>
 py::array array_to_numpy(const Array<T>& a) {
   py::array_t<T> out(dims_of(a));

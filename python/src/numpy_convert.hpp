@@ -23,6 +23,11 @@ namespace py = pybind11;
 // "float64", converting explicitly.
 PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const std::string& dtype);
 
+// An array beside a tensor in an op (`t + a`, `a @ t`): a constant (no grad) of the
+// tensor's dtype. An array of any other dtype is a TypeError naming both dtypes: converting
+// it would silently lose float64's digits or widen a float32 model.
+PyTensor array_constant(const char* op, const PyTensor& like, const py::object& array);
+
 // A copy (the default), or a read-only view that keeps the tensor alive: writing into a
 // tensor behind the tape's back would make a later backward silently wrong.
 py::array tensor_to_numpy(const PyTensor& t, bool copy);
