@@ -9,6 +9,7 @@
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
+#include "numpy_convert.hpp"
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {
@@ -89,12 +90,13 @@ void bind_autograd(py::module_& m) {
   m.def("grad_enabled", &grad_enabled);
   m.def("anomaly_mode", &anomaly_mode);
   bind_gradcheck(m);
-  m.def("tape_string", [](const std::string& dtype) {
-    return dtype == "float64" ? tape_string<double>() : tape_string<float>();
+  m.def("tape_string", [](const py::object& dtype) {
+    return dtype_is_double("tape_string", dtype) ? tape_string<double>() : tape_string<float>();
   }, py::arg("dtype") = "float32",
   "This thread's tape of that dtype, one line per node: op, input shapes -> output shape");
-  m.def("tape_size", [](const std::string& dtype) {
-    return dtype == "float64" ? Tape<double>::active().size() : Tape<float>::active().size();
+  m.def("tape_size", [](const py::object& dtype) {
+    return dtype_is_double("tape_size", dtype) ? Tape<double>::active().size()
+                                              : Tape<float>::active().size();
   }, py::arg("dtype") = "float32");
   m.def("clear_tape", []() {
     Tape<float>::active().clear();

@@ -4,29 +4,27 @@ from ._tapegrad.nn import (AdamW, Config, SGD, Transformer_float32, Transformer_
                            WarmupCosine, clip_grad_norm, past_context_ok,
                            read_checkpoint_config)
 from ._tapegrad.nn import load_checkpoint_float32, load_checkpoint_float64
+from ._tapegrad import _dtype_name
 
 _MODELS = {"float32": Transformer_float32, "float64": Transformer_float64}
 
 
-def _model_class(dtype):
-    try:
-        return _MODELS[dtype]
-    except KeyError:
-        raise TypeError(f"Transformer: dtype must be 'float32' or 'float64', not {dtype!r}") from None
+def _model_class(dtype, op):
+    return _MODELS[_dtype_name(dtype, op)]
 
 
 def Transformer(config, dtype="float32"):
     """A decoder-only transformer built from config, its parameters drawn from
     Generator(config.seed) exactly as the C++ Transformer<T>(config) draws them."""
-    return _model_class(dtype)(config)
+    return _model_class(dtype, "Transformer")(config)
 
 
 def load_checkpoint(path, dtype="float32"):
     """A new model built from the checkpoint's configuration, with its parameters.
     CheckpointError (ValueError) when the file does not fit, NpzError (OSError) when it is
     missing or not a readable .npz."""
-    _model_class(dtype)
-    return (load_checkpoint_float64 if dtype == "float64" else load_checkpoint_float32)(path)
+    double = _dtype_name(dtype, "load_checkpoint") == "float64"
+    return (load_checkpoint_float64 if double else load_checkpoint_float32)(path)
 
 
 def save_checkpoint(path, model):
