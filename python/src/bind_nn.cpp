@@ -14,6 +14,7 @@
 #include "arith.hpp"  // number_of
 #include "attention_path.hpp"
 #include "bindings.hpp"
+#include "checkpoint_rules.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/generation.hpp"
@@ -231,14 +232,21 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("set_attention_path", [](Model& model, const std::string& path) {
         model.set_attention_path(attention_path_of("set_attention_path", path));
       }, py::arg("path"))
-      .def("save", [](const Model& model, const std::string& path) {
+      .def("save", [](const Model& model, const std::string& path, const py::object& task) {
+        std::vector<NpzEntry> extra = config_entries(model.config());
+        for (NpzEntry& e : task_entries(task)) extra.push_back(std::move(e));
         py::gil_scoped_release release;
-        save_checkpoint(path, model);
-      }, py::arg("path"))
-      .def("load", [](Model& model, const std::string& path) {
+        save_parameters(path, model, extra);
+      }, py::arg("path"), py::arg("task") = py::none(),
+      "The weights and configuration; task (a tasks.SequenceTask or its name) records what "
+      "the model was trained on, as the trainer does, so that generate takes a task prompt")
+      .def("load", [](Model& model, const std::string& path, bool allow_nonfinite) {
         py::gil_scoped_release release;
+        if (!allow_nonfinite) refuse_nonfinite_parameters(path);
         load_checkpoint(path, model);
-      }, py::arg("path"), "Parameters from a checkpoint of the same architecture")
+      }, py::arg("path"), py::arg("allow_nonfinite") = false,
+      "Parameters from a checkpoint of the same architecture; NaN or Inf in one is a "
+      "CheckpointError unless allow_nonfinite")
       .def("generate", [](Model& model, const std::vector<std::int64_t>& prompt, std::size_t max_new,
                           double temperature, std::size_t top_k, double top_p, Generator* gen,
                           std::uint64_t seed, bool use_cache, const std::string& at_context,
@@ -258,10 +266,11 @@ void bind_transformer(py::module_& m, const char* name) {
       py::arg("prefill_chunk") = 0,
       "The new tokens after prompt (temperature 0: greedy). Releases the GIL.");
   m.def((std::string("load_checkpoint_") + dtype_name<T>()).c_str(),
-        [](const std::string& path) {
+        [](const std::string& path, bool allow_nonfinite) {
           py::gil_scoped_release release;
+          if (!allow_nonfinite) refuse_nonfinite_parameters(path);
           return load_checkpoint<T>(path);
-        }, py::arg("path"));
+        }, py::arg("path"), py::arg("allow_nonfinite") = false);
 }
 
 // One Python optimiser over float32 or float64 parameters.

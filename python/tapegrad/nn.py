@@ -19,16 +19,19 @@ def Transformer(config, dtype="float32"):
     return _model_class(dtype, "Transformer")(config)
 
 
-def load_checkpoint(path, dtype="float32"):
+def load_checkpoint(path, dtype="float32", allow_nonfinite=False):
     """A new model built from the checkpoint's configuration, with its parameters.
-    CheckpointError (ValueError) when the file does not fit, NpzError (OSError) when it is
-    missing or not a readable .npz."""
+    CheckpointError (ValueError) when the file does not fit or a parameter holds NaN or
+    Inf (unless allow_nonfinite), NpzError (OSError) when it is missing or not a readable
+    .npz."""
     double = _dtype_name(dtype, "load_checkpoint") == "float64"
-    return (load_checkpoint_float64 if double else load_checkpoint_float32)(path)
+    return (load_checkpoint_float64 if double else load_checkpoint_float32)(path, allow_nonfinite)
 
 
-def save_checkpoint(path, model):
-    model.save(path)
+def save_checkpoint(path, model, task=None):
+    """model.save(path, task): task (a tasks.SequenceTask or its name) is recorded as the
+    trainer records it, so that generate reads a task prompt and prints the answer."""
+    model.save(path, task)
 
 
 def preset(name, **fields):
