@@ -1,42 +1,86 @@
 #pragma once
-// a (op) b for + - * / when either side may be a Python number: the one dispatch behind
-// both tapegrad.add(a, b) and the Tensor operators. Op is a transparent std functor
-// (std::plus<> ...), so the library's own Tensor/Scalar operators choose add/sub/mul/div
-// and the operand order. A number becomes a constant of the tensor's dtype, never on the tape.
+// a (op) b for + - * / @ when one side is a tensor and the other a tensor, a NumPy array or
+// a number: the one dispatch behind both tapegrad.add(a, b) and the Tensor operators
+// (forward and reflected). Op is a transparent functor (std::plus<> ...), so the library's
+// own Tensor/Scalar operators choose add/sub/mul/div and the operand order. An array or a
+// number becomes a constant of the tensor's dtype, never on the tape; an array of another
+// dtype is refused (numpy_convert's array_constant), since dtypes never mix silently.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <optional>
 #include <string>
+#include <type_traits>
 
+#include "numpy_convert.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/matmul.hpp"
+#include "py_errors.hpp"
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {
 
 namespace py = pybind11;
 
+// matmul as a functor, so that @ goes through the same dispatch as + - * /.
+struct MatmulOp {
+  template <class A, class B>
+  auto operator()(const A& a, const B& b) const -> decltype(matmul(a, b)) {  // SFINAE: no scalars
+    return matmul(a, b);
+  }
+};
+
 template <class Op>
 PyTensor tensor_op_tensor(const char* op, const PyTensor& a, const PyTensor& b) {
   return binary(op, a, b, Op{});
 }
 
-template <class Op>
-PyTensor tensor_op_number(const PyTensor& a, double s) {
-  return unary(a, [&](const auto& x) { return Op{}(x, element_t<decltype(x)>(s)); });
+// A Python or NumPy number (int, float, bool, np.float32(2), ...); nullopt for anything
+// else: strings, complex numbers, sequences.
+inline std::optional<double> number_of(const py::handle& x) {
+  if (py::isinstance<py::str>(x) || py::isinstance<py::array>(x) || !PyNumber_Check(x.ptr()))
+    return std::nullopt;
+  const double v = PyFloat_AsDouble(x.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return v;
 }
 
+// tensor (op) other when `tensor_first`, else other (op) tensor; nullopt when `other` is
+// neither a tensor, an array nor a number (an operator then returns NotImplemented).
 template <class Op>
-PyTensor number_op_tensor(double s, const PyTensor& b) {
-  return unary(b, [&](const auto& x) { return Op{}(element_t<decltype(x)>(s), x); });
+std::optional<PyTensor> try_tensor_op(const char* op, const PyTensor& t, const py::object& other,
+                                      bool tensor_first) {
+  auto ordered = [&](const PyTensor& c) {
+    return tensor_first ? tensor_op_tensor<Op>(op, t, c) : tensor_op_tensor<Op>(op, c, t);
+  };
+  if (py::isinstance<PyTensor>(other)) return ordered(other.cast<const PyTensor&>());
+  if (py::isinstance<py::array>(other)) return ordered(array_constant(op, t, other));
+  if constexpr (std::is_invocable_v<Op, Tensor<float>, float>) {
+    if (const std::optional<double> s = number_of(other))
+      return unary(t, [&](const auto& x) {
+        const element_t<decltype(x)> c(*s);
+        return tensor_first ? Op{}(x, c) : Op{}(c, x);
+      });
+  }
+  return std::nullopt;
 }
 
-// Either operand a tensor or a Python number (not both numbers).
+// tapegrad.add(a, b) and friends: either operand may be the tensor.
 template <class Op>
-PyTensor tensor_or_number_op(const char* op, const py::object& a, const py::object& b) {
-  const bool ta = py::isinstance<PyTensor>(a), tb = py::isinstance<PyTensor>(b);
-  if (ta && tb) return tensor_op_tensor<Op>(op, a.cast<const PyTensor&>(), b.cast<const PyTensor&>());
-  if (ta) return tensor_op_number<Op>(a.cast<const PyTensor&>(), b.cast<double>());
-  if (tb) return number_op_tensor<Op>(a.cast<double>(), b.cast<const PyTensor&>());
-  throw py::type_error(std::string(op) + ": at least one operand must be a tapegrad.Tensor");
+PyTensor tensor_or_constant_op(const char* op, const py::object& a, const py::object& b) {
+  std::optional<PyTensor> out;
+  if (py::isinstance<PyTensor>(a)) out = try_tensor_op<Op>(op, a.cast<const PyTensor&>(), b, true);
+  else if (py::isinstance<PyTensor>(b)) out = try_tensor_op<Op>(op, b.cast<const PyTensor&>(), a, false);
+  else
+    throw py::type_error(std::string(op) + ": at least one operand must be a tapegrad.Tensor, got " +
+                         type_name(a) + " and " + type_name(b));
+  if (!out)
+    wrong_type(op, "the operand beside the tensor", "a tensor, a NumPy array or a number",
+               py::isinstance<PyTensor>(a) ? b : a);
+  return *out;
 }
 
 }  // namespace tapegrad::python

@@ -9,6 +9,7 @@
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
+#include "numpy_convert.hpp"
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {
@@ -32,6 +33,23 @@ void bind_guard(py::module_& m, const char* name, const char* doc) {
       .def("__enter__", [](GuardScope<Guard>& g) { g.enter(); return &g; },
            py::return_value_policy::reference)
       .def("__exit__", &GuardScope<Guard>::exit);
+}
+
+// The library's result plus a one-line hint when a float32 check fails: float's 7 digits
+// swamp central differences, so the usual cause is the dtype, not the gradient.
+struct PyGradcheckResult : GradcheckResult {
+  std::string hint;
+  std::string to_string() const { return GradcheckResult::to_string() + hint; }
+};
+
+PyGradcheckResult with_hint(GradcheckResult r, bool is_float32) {
+  PyGradcheckResult out{std::move(r), ""};
+  // the library's own text may already carry it
+  if (is_float32 && !out.passed && out.GradcheckResult::to_string().find("float64") == std::string::npos)
+    out.hint = "hint: finite differences need float64 (float32 has 7 digits): check float64 "
+               "inputs (x.astype('float64')), or pass eps=1e-2, atol=1e-2, rtol=5e-2 for a "
+               "coarse float32 check";
+  return out;
 }
 
 template <class T>
@@ -60,18 +78,19 @@ void bind_gradcheck(py::module_& m) {
       .def_readonly("max_abs_error", &InputCheck::max_abs_error)
       .def_readonly("max_rel_error", &InputCheck::max_rel_error)
       .def_readonly("passed", &InputCheck::passed);
-  py::class_<GradcheckResult>(m, "GradcheckResult")
-      .def_readonly("inputs", &GradcheckResult::inputs)
-      .def_readonly("passed", &GradcheckResult::passed)
-      .def("__bool__", [](const GradcheckResult& r) { return r.passed; })
-      .def("__str__", &GradcheckResult::to_string);
+  py::class_<PyGradcheckResult>(m, "GradcheckResult")
+      .def_readonly("inputs", &PyGradcheckResult::inputs)
+      .def_readonly("passed", &PyGradcheckResult::passed)
+      .def_readonly("hint", &PyGradcheckResult::hint, "one line when a float32 check failed, else ''")
+      .def("__bool__", [](const PyGradcheckResult& r) { return r.passed; })
+      .def("__str__", &PyGradcheckResult::to_string);
   m.def("gradcheck", [](const py::function& f, const std::vector<PyTensor>& inputs, double eps,
                         double atol, double rtol, std::size_t max_elements, std::uint64_t seed) {
     if (inputs.empty()) fail("gradcheck", "no inputs");
     check_one_dtype("gradcheck", inputs);
     const GradcheckOptions options{eps, atol, rtol, max_elements, seed};
-    return inputs[0].is_double() ? run_gradcheck<double>(f, inputs, options)
-                                 : run_gradcheck<float>(f, inputs, options);
+    if (inputs[0].is_double()) return with_hint(run_gradcheck<double>(f, inputs, options), false);
+    return with_hint(run_gradcheck<float>(f, inputs, options), true);
   }, py::arg("f"), py::arg("inputs"), py::arg("eps") = 1e-6, py::arg("atol") = 1e-5,
   py::arg("rtol") = 1e-3, py::arg("max_elements") = 0, py::arg("seed") = 0,
   "Central finite differences against backward for every input that requires grad. "
@@ -89,12 +108,13 @@ void bind_autograd(py::module_& m) {
   m.def("grad_enabled", &grad_enabled);
   m.def("anomaly_mode", &anomaly_mode);
   bind_gradcheck(m);
-  m.def("tape_string", [](const std::string& dtype) {
-    return dtype == "float64" ? tape_string<double>() : tape_string<float>();
+  m.def("tape_string", [](const py::object& dtype) {
+    return dtype_is_double("tape_string", dtype) ? tape_string<double>() : tape_string<float>();
   }, py::arg("dtype") = "float32",
   "This thread's tape of that dtype, one line per node: op, input shapes -> output shape");
-  m.def("tape_size", [](const std::string& dtype) {
-    return dtype == "float64" ? Tape<double>::active().size() : Tape<float>::active().size();
+  m.def("tape_size", [](const py::object& dtype) {
+    return dtype_is_double("tape_size", dtype) ? Tape<double>::active().size()
+                                              : Tape<float>::active().size();
   }, py::arg("dtype") = "float32");
   m.def("clear_tape", []() {
     Tape<float>::active().clear();

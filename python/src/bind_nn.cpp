@@ -3,12 +3,18 @@
 // checkpoints and generation.
 #include <pybind11/stl.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 
+#include "arith.hpp"  // number_of
 #include "attention_path.hpp"
 #include "bindings.hpp"
+#include "checkpoint_rules.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/generation.hpp"
@@ -44,23 +50,84 @@ py::object get_field(const TransformerConfig& c, const std::string& name) {
   return py::none();
 }
 
+// Python's and NumPy's bools (np.bool_ is no int subclass).
+bool is_bool(const py::handle& v) { return PyBool_Check(v.ptr()) || type_name(v) == "bool_"; }
+
+// An integer (int, np.int64, ...; a bool only where `bool_ok`) as a Python int, or nullopt.
+std::optional<py::int_> integer_of(const py::handle& v, bool bool_ok) {
+  if (is_bool(v)) return bool_ok ? std::optional<py::int_>(py::int_(v.cast<bool>())) : std::nullopt;
+  if (!PyIndex_Check(v.ptr())) return std::nullopt;
+  return py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+}
+
+// The value of a field of kind size, flag or seed: an integer that fits.
+std::int64_t integer_field(const FieldInfo& f, const py::object& value) {
+  const bool flag = f.kind == FieldInfo::Kind::flag;
+  const std::optional<py::int_> i = integer_of(value, flag);
+  if (!i) wrong_type("config", f.name, flag ? "a bool" : "an integer", value);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i->ptr(), &overflow);
+  if (f.kind == FieldInfo::Kind::seed) {
+    const unsigned long long u = PyLong_AsUnsignedLongLong(i->ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      fail("config", "seed={} is not in [0, 2^64)", py::repr(value).cast<std::string>());
+    }
+    return std::int64_t(u);  // the bit pattern, as the checkpoint stores it
+  }
+  if (overflow) fail("config", "{}={} is out of range", f.name, py::repr(value).cast<std::string>());
+  return v;
+}
+
+double real_field(const FieldInfo& f, const py::object& value) {
+  const std::optional<double> v = is_bool(value) ? std::nullopt : number_of(value);
+  if (!v) wrong_type("config", f.name, f.kind == FieldInfo::Kind::optional_real ? "a number or None" : "a number", value);
+  return *v;
+}
+
 void set_field(TransformerConfig& c, const std::string& name, const py::object& value) {
   const FieldInfo* f = find_field(name);
   if (!f) throw py::attribute_error("Config has no field '" + name + "'");
   switch (f->kind) {
     case FieldInfo::Kind::size:
     case FieldInfo::Kind::flag:
-      if (f->kind == FieldInfo::Kind::size && py::isinstance<py::bool_>(value))
-        fail("config", "{} takes an integer, not a bool", name);
-      return set_field_from_int64(c, name, value.cast<std::int64_t>());
-    case FieldInfo::Kind::seed:
-      return set_field_from_int64(c, name, std::int64_t(value.cast<std::uint64_t>()));
-    case FieldInfo::Kind::real: return set_field_from_double(c, name, value.cast<double>());
-    case FieldInfo::Kind::choice: return set_field_from_string(c, name, value.cast<std::string>());
+    case FieldInfo::Kind::seed: return set_field_from_int64(c, name, integer_field(*f, value));
+    case FieldInfo::Kind::real: return set_field_from_double(c, name, real_field(*f, value));
+    case FieldInfo::Kind::choice:
+      if (!py::isinstance<py::str>(value))
+        wrong_type("config", name, fmt::format("one of '{}'", fmt::join(f->choices, "', '")), value);
+      return set_field_from_string(c, name, value.cast<std::string>());
     case FieldInfo::Kind::optional_real:
       return set_field_from_double(c, name, value.is_none() ? std::numeric_limits<double>::quiet_NaN()
-                                                            : value.cast<double>());
+                                                            : real_field(*f, value));
   }
+}
+
+// validate(), except that a field without a usable default (vocab, context) left unset is
+// named as missing after whatever is wrong with the fields that were set, rather than
+// reported alone as "context=0 is not a number in [1, ...]".
+void check_config(const TransformerConfig& c) {
+  const TransformerConfig defaults = gpt2_preset();
+  TransformerConfig probe = c;
+  std::vector<std::string> unset;
+  for (const FieldInfo& f : config_fields()) {
+    if (f.kind != FieldInfo::Kind::size) continue;
+    const std::int64_t v = field_to_int64(c, f.name);
+    if (v == field_to_int64(defaults, f.name) && double(v) < f.min) {
+      unset.push_back(f.name);
+      set_field_from_int64(probe, f.name, std::int64_t(f.max));
+    }
+  }
+  if (unset.empty()) return c.validate();
+  const std::string missing = fmt::format("{} {} not set (no default)", fmt::join(unset, " and "),
+                                          unset.size() == 1 ? "is" : "are");
+  try {
+    probe.validate();
+  } catch (const ShapeError& e) {
+    const std::string what = e.what(), prefix = "config: ";
+    fail("config", "{}; {}", what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what, missing);
+  }
+  fail("config", "{}", missing);
 }
 
 TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields) {
@@ -91,7 +158,7 @@ void bind_config(py::module_& m) {
       })
       .def("__getattr__", &get_field)
       .def("__setattr__", &set_field)
-      .def("validate", &TransformerConfig::validate)
+      .def("validate", &check_config)
       .def("copy", [](const TransformerConfig& cfg) { return cfg; })
       .def("count_parameters", [](const TransformerConfig& cfg) { return count_parameters(cfg).total(); })
       .def("__eq__", [](const TransformerConfig& a, const TransformerConfig& b) { return a == b; })
@@ -130,7 +197,10 @@ template <class T>
 void bind_transformer(py::module_& m, const char* name) {
   using Model = Transformer<T>;
   py::class_<Model>(m, name)
-      .def(py::init<const TransformerConfig&>(), py::arg("config"))
+      .def(py::init([](const TransformerConfig& config) {
+        check_config(config);
+        return std::make_unique<Model>(config);
+      }), py::arg("config"))
       .def("forward", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr,
            "tokens (B, T) -> logits (B, T, vocab); with cache, of the new positions only")
       .def("__call__", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr)
@@ -162,14 +232,21 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("set_attention_path", [](Model& model, const std::string& path) {
         model.set_attention_path(attention_path_of("set_attention_path", path));
       }, py::arg("path"))
-      .def("save", [](const Model& model, const std::string& path) {
+      .def("save", [](const Model& model, const std::string& path, const py::object& task) {
+        std::vector<NpzEntry> extra = config_entries(model.config());
+        for (NpzEntry& e : task_entries(task)) extra.push_back(std::move(e));
         py::gil_scoped_release release;
-        save_checkpoint(path, model);
-      }, py::arg("path"))
-      .def("load", [](Model& model, const std::string& path) {
+        save_parameters(path, model, extra);
+      }, py::arg("path"), py::arg("task") = py::none(),
+      "The weights and configuration; task (a tasks.SequenceTask or its name) records what "
+      "the model was trained on, as the trainer does, so that generate takes a task prompt")
+      .def("load", [](Model& model, const std::string& path, bool allow_nonfinite) {
         py::gil_scoped_release release;
+        if (!allow_nonfinite) refuse_nonfinite_parameters(path);
         load_checkpoint(path, model);
-      }, py::arg("path"), "Parameters from a checkpoint of the same architecture")
+      }, py::arg("path"), py::arg("allow_nonfinite") = false,
+      "Parameters from a checkpoint of the same architecture; NaN or Inf in one is a "
+      "CheckpointError unless allow_nonfinite")
       .def("generate", [](Model& model, const std::vector<std::int64_t>& prompt, std::size_t max_new,
                           double temperature, std::size_t top_k, double top_p, Generator* gen,
                           std::uint64_t seed, bool use_cache, const std::string& at_context,
@@ -189,10 +266,11 @@ void bind_transformer(py::module_& m, const char* name) {
       py::arg("prefill_chunk") = 0,
       "The new tokens after prompt (temperature 0: greedy). Releases the GIL.");
   m.def((std::string("load_checkpoint_") + dtype_name<T>()).c_str(),
-        [](const std::string& path) {
+        [](const std::string& path, bool allow_nonfinite) {
           py::gil_scoped_release release;
+          if (!allow_nonfinite) refuse_nonfinite_parameters(path);
           return load_checkpoint<T>(path);
-        }, py::arg("path"));
+        }, py::arg("path"), py::arg("allow_nonfinite") = false);
 }
 
 // One Python optimiser over float32 or float64 parameters.

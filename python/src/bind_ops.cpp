@@ -27,7 +27,7 @@ namespace {
 
 template <class Op>
 void def_arith(py::module_& m, const char* op) {
-  m.def(op, [op](const py::object& a, const py::object& b) { return tensor_or_number_op<Op>(op, a, b); },
+  m.def(op, [op](const py::object& a, const py::object& b) { return tensor_or_constant_op<Op>(op, a, b); },
         py::arg("a"), py::arg("b"));
 }
 

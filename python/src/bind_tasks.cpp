@@ -4,6 +4,7 @@
 
 #include "bindings.hpp"
 #include "numpy_convert.hpp"
+#include "py_errors.hpp"
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
 
@@ -46,7 +47,17 @@ void bind_tasks(py::module_& m) {
       .def("is_held_out", &SequenceTask::is_held_out, py::arg("input"))
       .def("make_batch", &SequenceTask::make_batch, py::arg("examples"));
   m.def("batch_examples", &batch_examples, py::arg("task"), py::arg("examples"), py::arg("batch"));
-  m.def("evaluate", [](Transformer<float>& model, const std::vector<Batch>& batches) {
+  m.def("evaluate", [](const py::object& model_arg, const py::object& batches_arg) {
+    if (!py::isinstance<Transformer<float>>(model_arg))
+      wrong_type("evaluate", "model", "a float32 Transformer (nn.load_checkpoint(path) reads "
+                 "a checkpoint back in float32)", model_arg);
+    std::vector<Batch> batches;
+    try {
+      batches = batches_arg.cast<std::vector<Batch>>();
+    } catch (const py::cast_error&) {
+      wrong_type("evaluate", "batches", "a list of tasks.Batch (tasks.held_out(task))", batches_arg);
+    }
+    Transformer<float>& model = model_arg.cast<Transformer<float>&>();
     py::gil_scoped_release release;
     return evaluate(model, batches);
   }, py::arg("model"), py::arg("batches"),

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "arith.hpp"
@@ -25,16 +26,9 @@ py::tuple shape_tuple(const PyTensor& t) {
   return out;
 }
 
-// "float32" | "float64" | anything else refused.
-bool wants_double(const std::string& dtype, const char* op) {
-  if (dtype == "float64") return true;
-  if (dtype == "float32") return false;
-  fail(op, "dtype must be 'float32' or 'float64', not '{}'", dtype);
-}
-
 template <class Make>
-PyTensor make(const std::string& dtype, const char* op, Make&& make_as) {
-  if (wants_double(dtype, op)) return PyTensor(make_as(double{}));
+PyTensor make(const py::object& dtype, const char* op, Make&& make_as) {
+  if (dtype_is_double(op, dtype)) return PyTensor(make_as(double{}));
   return PyTensor(make_as(float{}));
 }
 
@@ -78,7 +72,7 @@ void backward(const PyTensor& t, const py::object& grad, bool retain_graph) {
     std::visit([&](const auto& x) { x.backward(retain_graph); }, t.v);
     return;
   }
-  PyTensor seed = tensor_from_numpy(grad, false, t.dtype());
+  PyTensor seed = tensor_from_numpy(grad, false, py::str(t.dtype()));
   py::gil_scoped_release release;
   std::visit(
       [&](const auto& x) {
@@ -100,23 +94,23 @@ void bind_generator(py::module_& m) {
 
 void bind_constructors(py::module_& m) {
   m.def("tensor", &tensor_from_numpy, py::arg("data"), py::arg("requires_grad") = false,
-        py::arg("dtype") = "",
+        py::arg("dtype") = py::none(),
         "A tensor copied from a float32 or float64 array (dtype kept). Other dtypes are "
         "refused unless dtype='float32' or 'float64' asks for the conversion.");
-  m.def("zeros", [](const Shape& shape, const std::string& dtype, bool rg) {
+  m.def("zeros", [](const Shape& shape, const py::object& dtype, bool rg) {
         return make(dtype, "zeros", [&](auto v) { return Tensor<decltype(v)>::zeros(shape, rg); });
       }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
-  m.def("ones", [](const Shape& shape, const std::string& dtype, bool rg) {
+  m.def("ones", [](const Shape& shape, const py::object& dtype, bool rg) {
         return make(dtype, "ones", [&](auto v) { return Tensor<decltype(v)>::ones(shape, rg); });
       }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
-  m.def("full", [](const Shape& shape, double value, const std::string& dtype, bool rg) {
+  m.def("full", [](const Shape& shape, double value, const py::object& dtype, bool rg) {
         return make(dtype, "full", [&](auto v) {
           return Tensor<decltype(v)>::full(shape, decltype(v)(value), rg);
         });
       }, py::arg("shape"), py::arg("value"), py::arg("dtype") = "float32",
       py::arg("requires_grad") = false);
   m.def("randn", [](const Shape& shape, Generator& gen, double mean, double std,
-                    const std::string& dtype, bool rg) {
+                    const py::object& dtype, bool rg) {
         return make(dtype, "randn", [&](auto v) {
           using T = decltype(v);
           return Tensor<T>::randn(shape, gen, T(mean), T(std), rg);
@@ -126,27 +120,36 @@ void bind_constructors(py::module_& m) {
       "Normal draws from the Generator, in the order and with the values of C++'s "
       "Tensor<T>::randn.");
   m.def("uniform", [](const Shape& shape, Generator& gen, double low, double high,
-                      const std::string& dtype, bool rg) {
+                      const py::object& dtype, bool rg) {
         return make(dtype, "uniform", [&](auto v) {
           using T = decltype(v);
           return Tensor<T>::uniform(shape, gen, T(low), T(high), rg);
         });
       }, py::arg("shape"), py::arg("generator"), py::arg("low") = 0.0, py::arg("high") = 1.0,
       py::arg("dtype") = "float32", py::arg("requires_grad") = false);
-  m.def("live_tensors", [](const std::string& dtype) {
-        return wants_double(dtype, "live_tensors") ? live_tensors<double>() : live_tensors<float>();
+  m.def("live_tensors", [](const py::object& dtype) {
+        return dtype_is_double("live_tensors", dtype) ? live_tensors<double>() : live_tensors<float>();
       }, py::arg("dtype") = "float32", "Tensors of this dtype alive in the process (leak checks).");
+  m.def("_dtype_name", [](const py::object& dtype, const std::string& op) {
+        return dtype_name_of(op.c_str(), dtype);
+      }, py::arg("dtype"), py::arg("op"), "'float32' or 'float64' for any spelling of them");
 }
 
-// a (op) b, a (op) number and number (op) a: the number is a constant, never on the tape.
+// t (op) x and x (op) t, x a tensor, a NumPy array or a number (a constant, never on the
+// tape); NotImplemented for anything else, so that Python tries the other operand.
 template <class Op>
 void def_arith_operators(py::class_<PyTensor>& c, const char* op, const char* name,
                          const char* reflected) {
-  c.def(name, [op](const PyTensor& a, const PyTensor& b) { return tensor_op_tensor<Op>(op, a, b); },
-        py::is_operator())
-      .def(name, &tensor_op_number<Op>, py::is_operator())
-      .def(reflected, [](const PyTensor& b, double s) { return number_op_tensor<Op>(s, b); },
-           py::is_operator());
+  auto result = [](const std::optional<PyTensor>& r) -> py::object {
+    if (r) return py::cast(*r);
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  };
+  c.def(name, [op, result](const PyTensor& a, const py::object& b) {
+     return result(try_tensor_op<Op>(op, a, b, true));
+   }, py::is_operator())
+      .def(reflected, [op, result](const PyTensor& b, const py::object& a) {
+        return result(try_tensor_op<Op>(op, b, a, false));
+      }, py::is_operator());
 }
 
 void bind_operators(py::class_<PyTensor>& c) {
@@ -154,12 +157,10 @@ void bind_operators(py::class_<PyTensor>& c) {
   def_arith_operators<std::minus<>>(c, "sub", "__sub__", "__rsub__");
   def_arith_operators<std::multiplies<>>(c, "mul", "__mul__", "__rmul__");
   def_arith_operators<std::divides<>>(c, "div", "__truediv__", "__rtruediv__");
-  c.def("__matmul__", [](const PyTensor& a, const PyTensor& b) {
-     return binary("matmul", a, b, [](const auto& x, const auto& y) { return matmul(x, y); });
+  def_arith_operators<MatmulOp>(c, "matmul", "__matmul__", "__rmatmul__");
+  c.def("__pow__", [](const PyTensor& a, double e) {
+     return unary(a, [&](const auto& x) { return pow(x, element_t<decltype(x)>(e)); });
    }, py::is_operator())
-      .def("__pow__", [](const PyTensor& a, double e) {
-        return unary(a, [&](const auto& x) { return pow(x, element_t<decltype(x)>(e)); });
-      }, py::is_operator())
       .def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
 }
 
@@ -216,8 +217,9 @@ void bind_tensor(py::module_& m) {
         return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
       }, py::arg("dtype") = py::none())
       .def("detach", [](const PyTensor& t) { return unary(t, [](const auto& x) { return x.detach(); }); })
-      .def("astype", [](const PyTensor& t, const std::string& dtype) {
-        return tensor_from_numpy(tensor_to_numpy(t, true), false, dtype);
+      .def("astype", [](const PyTensor& t, const py::object& dtype) {
+        return tensor_from_numpy(tensor_to_numpy(t, true), false,
+                                 py::str(dtype_name_of("astype", dtype)));
       }, py::arg("dtype"), "A copy of the value in another dtype (a new leaf, no history)")
       .def("__getitem__", &getitem)
       .def("__repr__", &repr);

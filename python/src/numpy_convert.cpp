@@ -43,15 +43,28 @@ std::vector<py::ssize_t> dims_of(const T& a) {
 
 }  // namespace
 
-PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const std::string& dtype) {
+bool dtype_is_double(const char* op, const py::object& dtype) {
+  std::string name;
+  if (py::isinstance<py::str>(dtype)) {
+    name = dtype.cast<std::string>();
+  } else if (!dtype.is_none()) {
+    try {
+      name = py::str(numpy().attr("dtype")(dtype)).cast<std::string>();
+    } catch (const py::error_already_set&) {  // not a dtype at all: the message below
+    }
+  }
+  if (name == "float64") return true;
+  if (name == "float32") return false;
+  wrong_type(op, "dtype", "float32 or float64 ('float32', np.float32, np.dtype('float32'), ...)",
+             dtype);
+}
+
+PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const py::object& dtype) {
   if (py::isinstance<PyTensor>(data))
     throw py::type_error("tensor: got a tapegrad.Tensor; use .detach() or .numpy() to copy one");
   py::array a = numpy().attr("asarray")(data);
-  if (!dtype.empty()) {
-    if (dtype != "float32" && dtype != "float64")
-      throw py::type_error("tensor: dtype must be 'float32' or 'float64', not '" + dtype + "'");
-    a = numpy().attr("asarray")(a, py::arg("dtype") = dtype);
-  }
+  if (!dtype.is_none())
+    a = numpy().attr("asarray")(a, py::arg("dtype") = dtype_name_of("tensor", dtype));
   const char kind = a.dtype().kind();
   const auto size = a.dtype().itemsize();
   if (kind != 'f' || (size != 4 && size != 8))
@@ -62,6 +75,15 @@ PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const std
   a = c_contiguous(a);
   if (size == 8) return PyTensor(Tensor<double>(array_from<double>(a), requires_grad));
   return PyTensor(Tensor<float>(array_from<float>(a), requires_grad));
+}
+
+PyTensor array_constant(const char* op, const PyTensor& like, const py::object& array) {
+  const py::array a = numpy().attr("asarray")(array);
+  if (dtype_str(a) != like.dtype())
+    throw py::type_error(std::string(op) + ": a " + like.dtype() + " tensor " + like.shape_string() +
+                         " and a " + dtype_str(a) + " array " + shape_str(shape_of(a)) +
+                         " do not mix; convert the array with .astype('" + like.dtype() + "')");
+  return tensor_from_numpy(a, false, py::none());
 }
 
 template <class T>

@@ -13,15 +13,30 @@
 
 #include "ops/embedding.hpp"  // Indices
 #include "ops/softmax.hpp"    // Mask
+#include "py_errors.hpp"
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {
 
 namespace py = pybind11;
 
-// `dtype` empty: the array's own (float32 or float64, else TypeError); else "float32" or
-// "float64", converting explicitly.
-PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const std::string& dtype);
+// A dtype argument as NumPy spells it ('float32', np.float32, np.dtype('float32'), and the
+// same for float64): true for float64. Anything else is a TypeError naming `op`'s dtype
+// argument and what it got. The string 'float' is refused: NumPy reads it as float64,
+// PyTorch as float32.
+bool dtype_is_double(const char* op, const py::object& dtype);
+inline const char* dtype_name_of(const char* op, const py::object& dtype) {
+  return dtype_is_double(op, dtype) ? "float64" : "float32";
+}
+
+// `dtype` None: the array's own (float32 or float64, else TypeError); else a dtype
+// dtype_is_double takes, converting explicitly.
+PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const py::object& dtype);
+
+// An array beside a tensor in an op (`t + a`, `a @ t`): a constant (no grad) of the
+// tensor's dtype. An array of any other dtype is a TypeError naming both dtypes: converting
+// it would silently lose float64's digits or widen a float32 model.
+PyTensor array_constant(const char* op, const PyTensor& like, const py::object& array);
 
 // A copy (the default), or a read-only view that keeps the tensor alive: writing into a
 // tensor behind the tape's back would make a later backward silently wrong.

@@ -16,6 +16,9 @@ from ._tapegrad import *  # noqa: F401,F403  (Tensor, the ops, no_grad, gradchec
 from ._tapegrad import (AnomalyError, CheckpointError, GraphError, NpzError, ShapeError,
                         Tensor, Generator)
 import importlib as _importlib
+from . import _numpy_protocols
+
+_numpy_protocols.install(Tensor)
 
 # The star import bound `nn` and `tasks` to the compiled submodules; the package's own
 # nn.py and tasks.py (which build on them) take those names instead.

@@ -4,33 +4,34 @@ from ._tapegrad.nn import (AdamW, Config, SGD, Transformer_float32, Transformer_
                            WarmupCosine, clip_grad_norm, past_context_ok,
                            read_checkpoint_config)
 from ._tapegrad.nn import load_checkpoint_float32, load_checkpoint_float64
+from ._tapegrad import _dtype_name
 
 _MODELS = {"float32": Transformer_float32, "float64": Transformer_float64}
 
 
-def _model_class(dtype):
-    try:
-        return _MODELS[dtype]
-    except KeyError:
-        raise TypeError(f"Transformer: dtype must be 'float32' or 'float64', not {dtype!r}") from None
+def _model_class(dtype, op):
+    return _MODELS[_dtype_name(dtype, op)]
 
 
 def Transformer(config, dtype="float32"):
     """A decoder-only transformer built from config, its parameters drawn from
     Generator(config.seed) exactly as the C++ Transformer<T>(config) draws them."""
-    return _model_class(dtype)(config)
+    return _model_class(dtype, "Transformer")(config)
 
 
-def load_checkpoint(path, dtype="float32"):
+def load_checkpoint(path, dtype="float32", allow_nonfinite=False):
     """A new model built from the checkpoint's configuration, with its parameters.
-    CheckpointError (ValueError) when the file does not fit, NpzError (OSError) when it is
-    missing or not a readable .npz."""
-    _model_class(dtype)
-    return (load_checkpoint_float64 if dtype == "float64" else load_checkpoint_float32)(path)
+    CheckpointError (ValueError) when the file does not fit or a parameter holds NaN or
+    Inf (unless allow_nonfinite), NpzError (OSError) when it is missing or not a readable
+    .npz."""
+    double = _dtype_name(dtype, "load_checkpoint") == "float64"
+    return (load_checkpoint_float64 if double else load_checkpoint_float32)(path, allow_nonfinite)
 
 
-def save_checkpoint(path, model):
-    model.save(path)
+def save_checkpoint(path, model, task=None):
+    """model.save(path, task): task (a tasks.SequenceTask or its name) is recorded as the
+    trainer records it, so that generate reads a task prompt and prints the answer."""
+    model.save(path, task)
 
 
 def preset(name, **fields):

@@ -99,3 +99,15 @@ def test_slicing_refuses_what_it_cannot_do():
         x[0]
     with pytest.raises(tg.ShapeError, match="step 2"):
         x[::2]
+
+
+def test_a_failed_float32_gradcheck_says_finite_differences_need_float64():
+    a = np.random.default_rng(0).standard_normal((4, 4))
+    f = lambda xs: tg.tanh(xs[0] @ xs[0])  # noqa: E731
+    r32 = tg.gradcheck(f, [tg.tensor(a.astype(np.float32), requires_grad=True)])
+    assert not r32.passed
+    hint = [line for line in str(r32).splitlines() if "float64" in line]
+    assert len(hint) == 1 and "finite differences" in hint[0] and r32.hint == hint[0]
+    # float64 passes, and a passing check has nothing to hint
+    r64 = tg.gradcheck(f, [tg.tensor(a, requires_grad=True)])
+    assert r64.passed and r64.hint == "" and "float64" not in str(r64)

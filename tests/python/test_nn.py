@@ -1,5 +1,7 @@
 """nn from Python: config and presets, the model, optimisers, schedule, checkpoints,
 generation, and the GIL released in long calls."""
+import contextlib
+import sys
 import threading
 import time
 
@@ -107,35 +109,62 @@ def test_generate_greedy_is_argmax_and_sampling_is_seeded():
         model.generate(prompt, 2, top_p=0.0)
 
 
-def ticks_during(call):
-    """How often a Python thread advanced while `call` ran on this one."""
-    ticks, stop = [0], threading.Event()
+@contextlib.contextmanager
+def gil_changes_hands_only_when_released():
+    """With a switch interval of 1000 s, the interpreter never takes the GIL from this
+    thread by itself: another Python thread runs only while this one blocks or a C call
+    has released the GIL. What another thread managed to do then says which it was,
+    whatever the scheduler does."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
-    def count():
-        while not stop.is_set():
-            ticks[0] += 1
-            time.sleep(0)
 
-    th = threading.Thread(target=count)
-    th.start()
-    time.sleep(0.05)
-    start = ticks[0]
-    call()
-    during = ticks[0] - start
-    stop.set()
-    th.join()
+def another_thread_ran_during(call, max_calls, timeout=60.0):
+    """Whether a thread woken just before `call`, which needs the GIL to finish, finished
+    during one of up to `max_calls` calls (stopping at the first call it finished in, or
+    after `timeout` seconds). It finishes in any case afterwards, or the test fails."""
+    woken, finished = threading.Event(), threading.Event()
+
+    def wake_then_finish():
+        woken.wait()
+        finished.set()
+
+    thread = threading.Thread(target=wake_then_finish)
+    with gil_changes_hands_only_when_released():
+        thread.start()
+        woken.set()  # the thread now waits only for the GIL
+        deadline = time.monotonic() + timeout
+        for _ in range(max_calls):
+            call()
+            if finished.is_set() or time.monotonic() > deadline:
+                break
+        during = finished.is_set()
+    thread.join(timeout)
+    assert finished.is_set(), "the other thread never ran, even after the calls"
     return during
 
 
 def test_long_calls_release_the_gil():
-    x = tg.tensor(np.random.default_rng(0).standard_normal((384, 384)), requires_grad=True)
+    x = tg.tensor(np.random.default_rng(0).standard_normal((128, 128)), requires_grad=True)
     y = x
-    for _ in range(30):
+    for _ in range(10):
         y = tg.tanh(y @ x) * 0.5
     loss = tg.sum(y)
-    during = ticks_during(loss.backward)
-    assert during > 50, f"the counting thread advanced {during} times during backward"
-    # The contrast: one op holds the GIL (too short to be worth releasing it), so a long one
-    # blocks the thread completely; the count above is not an artefact of the measurement.
-    big = tg.tensor(np.ones((1500, 1500)))
-    assert ticks_during(lambda: tg.matmul(big, big)) <= 2
+    assert another_thread_ran_during(lambda: loss.backward(retain_graph=True), max_calls=10_000)
+    model = nn.Transformer(small())
+    tokens = np.array([[1, 2, 3, 4]])
+    assert another_thread_ran_during(lambda: model(tokens), max_calls=10_000)
+    # The contrast, and the check that a call is seen: time.sleep releases the GIL too.
+    assert another_thread_ran_during(lambda: time.sleep(0.001), max_calls=10_000)
+
+
+def test_single_ops_hold_the_gil():
+    # One op keeps the GIL (too short to be worth releasing it): however long the matmul,
+    # the woken thread cannot finish before the calls return.
+    big = tg.tensor(np.ones((400, 400)))
+    assert not another_thread_ran_during(lambda: tg.matmul(big, big), max_calls=3)
+    assert not another_thread_ran_during(lambda: tg.tanh(big) * 2.0 + big, max_calls=3)

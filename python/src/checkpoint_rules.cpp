@@ -1,0 +1,43 @@
+#include "checkpoint_rules.hpp"
+
+#include <xtensor/xadapt.hpp>
+
+#include <cmath>
+#include <type_traits>
+
+#include "autograd/errors.hpp"
+#include "nn/checkpoint.hpp"
+#include "py_errors.hpp"
+#include "tasks/tasks.hpp"
+
+namespace tapegrad::python {
+
+std::vector<NpzEntry> task_entries(const py::object& task) {
+  if (task.is_none()) return {};
+  std::string name;
+  if (py::isinstance<tasks::SequenceTask>(task)) name = task.cast<const tasks::SequenceTask&>().name();
+  else if (py::isinstance<py::str>(task)) name = task.cast<std::string>();
+  else wrong_type("save", "task", "a tasks.SequenceTask, its name or None", task);
+  if (!tasks::SequenceTask::known(name))
+    fail("save", "unknown task '{}' (sort, reverse or recall)", name);
+  std::vector<std::int64_t> codes(name.begin(), name.end());
+  return {NpzEntry(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(codes, {codes.size()})))};
+}
+
+void refuse_nonfinite_parameters(const std::string& path) {
+  for (const NpzEntry& e : load_npz(path)) {
+    if (e.name.rfind(kConfigPrefix, 0) == 0 || e.name.rfind(kTrainingPrefix, 0) == 0) continue;
+    std::visit([&](const auto& a) {
+      using V = typename std::decay_t<decltype(a)>::value_type;
+      if constexpr (std::is_floating_point_v<V>) {
+        for (std::size_t i = 0; i < a.size(); ++i)
+          if (!std::isfinite(a.data()[i]))
+            fail_with<CheckpointError>(path, "parameter '{}' {} holds {} at element {} "
+                                       "(allow_nonfinite=True loads it anyway)",
+                                       e.name, shape_str(e.shape()), a.data()[i], i);
+      }
+    }, e.array);
+  }
+}
+
+}  // namespace tapegrad::python

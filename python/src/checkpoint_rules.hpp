@@ -1,0 +1,24 @@
+#pragma once
+// What Python's save writes and load refuses beyond the weights, by the C++ trainer's
+// rules, so that a checkpoint from Python is one the programs treat like their own.
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "nn/npz.hpp"
+
+namespace tapegrad::python {
+
+namespace py = pybind11;
+
+// The trainer's `__config__.train_task` entry for `task`: a tasks.SequenceTask or its name
+// ("sort", "reverse", "recall"); none for None. generate reads it to take a task prompt
+// and print the answer. An unknown name is a ShapeError, another type a TypeError.
+std::vector<NpzEntry> task_entries(const py::object& task);
+
+// CheckpointError naming the first parameter of the file that holds NaN or Inf, its
+// shape, the value and the element, before anything is loaded: the trainer's rule.
+void refuse_nonfinite_parameters(const std::string& path);
+
+}  // namespace tapegrad::python
