@@ -41,14 +41,15 @@ inline constexpr double kProgramBytes = 96.0 * 1024 * 1024;
 // in 64 bits (double: no overflow for any sizes the fields accept).
 double parameter_count(const TransformerConfig& c);
 
-// Training `c` in float32 with AdamW on batches of `batch` sequences of `tokens` positions:
-// parameters, gradients, the two moments, the copies a checkpoint write makes, and the
-// activations one step keeps for its backward pass.
-MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens);
+// Training `c` in float32 with AdamW on batches of `batch` sequences of `tokens` positions,
+// evaluated in batches of `eval_batch`: parameters, gradients, the two moments, the copies
+// a checkpoint write makes, and the larger of a step's activations (kept for its backward
+// pass) and an evaluation batch's.
+MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
+                           std::size_t eval_batch);
 
 // Running `c` forward without gradients on `batch` sequences of `tokens` positions, with a
-// KV cache of `cached_positions` (0: none): parameters, cache, one layer's activations
-// and the logits.
+// KV cache of `cached_positions` (0: none): parameters, cache and activations.
 MemoryNeed inference_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
                             std::size_t cached_positions);
 

@@ -176,7 +176,7 @@ examples::MemoryNeed study_memory(const StudyOptions& o) {
   c.d_model = t.heads * d_head;
   c.layers = t.layers;
   c.mlp_ratio = t.mlp_ratio;
-  examples::MemoryNeed one = examples::training_memory(c, t.batch, c.context);
+  examples::MemoryNeed one = examples::training_memory(c, t.batch, c.context, t.eval_size);
   const int workers = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   examples::MemoryNeed all;
   for (const auto& [name, bytes] : one.parts)

@@ -139,9 +139,10 @@ void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
 }
 
 // The run's memory: training the model on --batch sequences of its context (per rank: the
-// whole batch, an upper bound), and the held-out windows or examples as token ids.
-examples::MemoryNeed run_memory(const TinyGPTConfig& config, const Settings& s) {
-  examples::MemoryNeed need = examples::training_memory(config, s.batch, config.context);
+// whole batch, an upper bound) and evaluating it, and the held-out data as token ids.
+examples::MemoryNeed run_memory(const TinyGPTConfig& config, const TaskSetup& task, const Settings& s) {
+  examples::MemoryNeed need = examples::training_memory(config, s.batch, config.context,
+                                                        eval_batch_size(task, s.eval_size));
   need.add("held-out data", double(s.eval_size) * double(config.context) * 2 * sizeof(std::int64_t));
   return need;
 }
@@ -160,7 +161,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
   const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults);
   check_sample_prompt(s, task, config);
-  examples::check_memory(run_memory(config, s), s.max_memory, "training this model");
+  examples::check_memory(run_memory(config, task, s), s.max_memory, "training this model");
   if (s.stop_at > s.steps)
     throw UsageError("--stop-at " + std::to_string(s.stop_at) + " is past --steps " + std::to_string(s.steps));
   if (s.stop_at > 0 && state && s.stop_at <= state->step)

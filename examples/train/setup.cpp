@@ -227,15 +227,18 @@ void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPT
   examples::require_prompt_fits(examples::encode_text_prompt(task.text->vocab(), s.prompt).size(), config);
 }
 
+std::size_t eval_batch_size(const TaskSetup& task, std::size_t eval_size) {
+  return std::min<std::size_t>(task.seq ? 250 : 32, eval_size);
+}
+
 EvalData build_eval_data(const TaskSetup& task, std::size_t eval_size) {
   EvalData d;
-  constexpr std::size_t kEvalBatch = 250;
   if (task.seq) {
     Generator eval_gen(kEvalSeed);
     for (std::size_t i = 0; i < eval_size; ++i) d.examples.push_back(task.seq->sample_eval(eval_gen));
-    d.batches = tasks::batch_examples(*task.seq, d.examples, kEvalBatch);
+    d.batches = tasks::batch_examples(*task.seq, d.examples, eval_batch_size(task, eval_size));
   } else if (task.text && task.text->eval_chars() > 0) {
-    d.batches = task.text->eval_batches(32, eval_size);
+    d.batches = task.text->eval_batches(eval_batch_size(task, eval_size), eval_size);
   }
   return d;
 }
