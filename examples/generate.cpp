@@ -97,7 +97,8 @@ std::string resolve_task(const Loaded& l, const std::optional<std::string>& give
                          const std::string& path) {
   if (given) {
     if (!l.task.empty() && *given != l.task)
-      throw UsageError("--task " + *given + " disagrees with the checkpoint's task " + l.task);
+      throw examples::disagreement("--task", *given, "the checkpoint's task " + l.task);
+    if (*given == l.task) return l.task;
     if (*given != kPlainTokens && !SequenceTask::known(*given))
       throw UsageError("--task " + *given + ": a checkpoint without a text vocabulary reads "
                        "as a built-in task (sort, reverse, recall) or as plain token ids (tokens)");
@@ -203,8 +204,11 @@ GenerateOptions options_from(const Settings& s, const Codec& codec, const TinyGP
 examples::MemoryNeed generation_memory(const TransformerConfig& c, const GenerateOptions& o,
                                        std::size_t prompt) {
   const std::size_t held = std::min<std::size_t>(prompt + o.max_new_tokens, c.context);
-  const std::size_t cached = !o.use_cache ? 0 : c.window > 0 && past_context_ok(c) ? std::min(c.window, held) : held;
-  const std::size_t chunk = o.use_cache ? std::min(o.prefill_chunk ? o.prefill_chunk : c.context, held) : held;
+  std::size_t cached = 0, chunk = held;
+  if (o.use_cache) {
+    cached = past_context_ok(c) ? std::min(c.window, held) : held;
+    chunk = std::min(o.prefill_chunk ? o.prefill_chunk : c.context, held);
+  }
   return examples::inference_memory(c, 1, std::max<std::size_t>(chunk, 1), cached);
 }
 

@@ -40,6 +40,7 @@ std::string preset_default(const FieldInfo& f) {
   }
   return per_case_default(values);
 }
+
 // A field the presets set differently (norm, mlp, positions, ...): what --arch chooses.
 bool preset_field(const std::string& field) {
   const std::string first = field_to_string(preset(preset_names().front()), field);
@@ -128,10 +129,6 @@ TransformerConfig ConfigOptions::build(const std::map<std::string, std::string>&
   return c;
 }
 
-}  // namespace tapegrad::examples
-
-namespace tapegrad::examples {
-
 std::string ConfigOptions::given_text(const std::string& field, const TransformerConfig& base) const {
   TransformerConfig c = base;
   if (field == "attention_scale" && no_scale_) c.attention_scale = 1.0;
@@ -147,11 +144,13 @@ void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std:
     const std::string kept = field_to_string(fixed, f.name);
     if (field_to_string(preset(arch_), f.name) == kept) continue;
     const std::string found = matching_preset(fixed);
-    throw disagreement("--arch", arch_, whose + " " + (found.empty() ? std::string(f.name) + " " + kept : found));
+    throw disagreement("--arch", arch_,
+                       whose + " " + (found.empty() ? std::string(f.name) + " " + kept : found));
   }
   for (const FieldInfo& f : config_fields()) {
     // a field this program left out (the trainer's own --seed) is not a model option here
-    const bool option = text_.count(f.name) || flags_.count(f.name) || f.name == std::string("attention_scale");
+    const bool option =
+        text_.count(f.name) || flags_.count(f.name) || f.name == std::string("attention_scale");
     if (!option || !given(f.name)) continue;
     std::string value;
     try {

@@ -177,7 +177,8 @@ examples::MemoryNeed study_memory(const StudyOptions& o) {
   c.layers = t.layers;
   c.mlp_ratio = t.mlp_ratio;
   examples::MemoryNeed one = examples::training_memory(c, t.batch, c.context, t.eval_size);
-  const int workers = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const double workers = o.threads > 0 ? double(o.threads) : double(cores);
   examples::MemoryNeed all;
   for (const auto& [name, bytes] : one.parts)
     all.add(name, name == "program" ? bytes : bytes * workers);

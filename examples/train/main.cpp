@@ -12,6 +12,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -140,10 +141,12 @@ void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
 
 // The run's memory: training the model on --batch sequences of its context (per rank: the
 // whole batch, an upper bound) and evaluating it, and the held-out data as token ids.
-examples::MemoryNeed run_memory(const TinyGPTConfig& config, const TaskSetup& task, const Settings& s) {
-  examples::MemoryNeed need = examples::training_memory(config, s.batch, config.context,
-                                                        eval_batch_size(task, s.eval_size));
-  need.add("held-out data", double(s.eval_size) * double(config.context) * 2 * sizeof(std::int64_t));
+examples::MemoryNeed run_memory(const TinyGPTConfig& config, const TaskSetup& task,
+                                const Settings& s) {
+  const std::size_t eval_batch = std::min(eval_batch_size(task), s.eval_size);
+  examples::MemoryNeed need = examples::training_memory(config, s.batch, config.context, eval_batch);
+  const double held_out = double(s.eval_size) * double(config.context) * 2 * sizeof(std::int64_t);
+  need.add("held-out data", held_out);
   return need;
 }
 
@@ -253,9 +256,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (const std::string launch = mpi_launch_variable(); !data_parallel && !launch.empty()) {
-    std::fprintf(stderr, "%s: usage error: started by an MPI launcher (%s) without --data-parallel: "
-                 "every process would train the whole job into the same --out; add --data-parallel, "
-                 "or run one process\n", kProgram, launch.c_str());
+    std::fprintf(stderr, "%s: usage error: started by an MPI launcher (%s) without "
+                 "--data-parallel: every process would train the whole job into the same --out; "
+                 "add --data-parallel, or run one process\n", kProgram, launch.c_str());
     return 2;
   }
   const examples::CreatedDirectory created_out(s.out);

@@ -34,7 +34,8 @@ std::string read_text_file(const std::string& path) {
   if (fs::is_directory(path, why))
     throw std::runtime_error("--text " + path + " is a directory, not a text file");
   if (fs::exists(path, why) && !fs::is_regular_file(path, why))
-    throw std::runtime_error("--text " + path + " is not a regular file (a device, a pipe or a socket)");
+    throw std::runtime_error("--text " + path +
+                             " is not a regular file (a device, a pipe or a socket)");
   const std::uintmax_t size = fs::file_size(path, why);
   if (!why && size > kMaxTextBytes)
     throw std::runtime_error("--text " + path + " has " + std::to_string(size) + " bytes, larger "
@@ -64,7 +65,8 @@ TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int
   if (const std::string why = tasks::text_warning(content); !why.empty())
     std::fprintf(stderr, "%s: warning: --text %s: %s\n", kProgram, s.text.c_str(), why.c_str());
   if (!resume.vocab.empty())  // the checkpoint's vocabulary must read every character
-    examples::require_known_characters(resume.vocab, content, "--text " + s.text, "the checkpoint's");
+    examples::require_known_characters(resume.vocab, content, "--text " + s.text,
+                                       "the checkpoint's");
   hash = std::int64_t(tasks::hash_tokens(std::vector<std::int64_t>(content.begin(), content.end())));
   return resume.vocab.empty() ? TextTask::from_string(content, ctx)
                               : TextTask::from_string(content, ctx, resume.vocab);
@@ -224,21 +226,20 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
 
 void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPTConfig& config) {
   if (s.sample == 0 || !task.text) return;
-  examples::require_prompt_fits(examples::encode_text_prompt(task.text->vocab(), s.prompt).size(), config);
+  const std::vector<std::int64_t> ids = examples::encode_text_prompt(task.text->vocab(), s.prompt);
+  examples::require_prompt_fits(ids.size(), config);
 }
 
-std::size_t eval_batch_size(const TaskSetup& task, std::size_t eval_size) {
-  return std::min<std::size_t>(task.seq ? 250 : 32, eval_size);
-}
+std::size_t eval_batch_size(const TaskSetup& task) { return task.seq ? 250 : 32; }
 
 EvalData build_eval_data(const TaskSetup& task, std::size_t eval_size) {
   EvalData d;
   if (task.seq) {
     Generator eval_gen(kEvalSeed);
     for (std::size_t i = 0; i < eval_size; ++i) d.examples.push_back(task.seq->sample_eval(eval_gen));
-    d.batches = tasks::batch_examples(*task.seq, d.examples, eval_batch_size(task, eval_size));
+    d.batches = tasks::batch_examples(*task.seq, d.examples, eval_batch_size(task));
   } else if (task.text && task.text->eval_chars() > 0) {
-    d.batches = task.text->eval_batches(eval_batch_size(task, eval_size), eval_size);
+    d.batches = task.text->eval_batches(eval_batch_size(task), eval_size);
   }
   return d;
 }

@@ -74,7 +74,7 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
 void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPTConfig& config);
 
 // The held-out data: eval_size examples (text: windows) in batches of eval_batch_size.
-std::size_t eval_batch_size(const TaskSetup& task, std::size_t eval_size);
+std::size_t eval_batch_size(const TaskSetup& task);
 struct EvalData {
   std::vector<tasks::Batch> batches;
   std::vector<tasks::Example> examples;  // sequence tasks only
