@@ -157,7 +157,8 @@ TEST_CASE("guards: a configuration that needs more memory than allowed is refuse
     CHECK(tiny.err.find(part) != std::string::npos);
   }
   CHECK_FALSE(fs::exists(out));
-  // far past any machine's memory (the estimate is computed, nothing is allocated)
+  // far past any machine's memory, against the memory available (6 TiB and 3 TiB
+  // estimated; nothing is allocated)
   check_refused(run_trainer("--d-model 100000 --steps 2 --skip-gradcheck --quiet" + o, dir),
                 "train_tiny_transformer", "out of memory: ");
   check_refused(run_trainer("--layers 100000 --steps 2 --skip-gradcheck --quiet" + o, dir),
