@@ -7,9 +7,13 @@
 //
 // Text models take the prompt as characters of their vocabulary (empty: a newline); the
 // built-in tasks take the input tokens as integers, append the separator and print the
-// answer (greedy unless --temperature is given). A model that cannot pass its context
-// (anything but a sliding window without learned positions) stops there and says so.
-// Exit codes: 0 done, 2 usage error (one line on stderr, nothing on stdout).
+// answer (greedy unless --temperature is given). A checkpoint that records no task is read
+// as plain token ids, unless its vocab and context are a task's: then --task names how to
+// read the prompt. Past the context the window slides, as the trainer's --sample does
+// (examples/common/text_prompt.hpp). Weights that hold NaN or Inf are refused unless
+// --allow-nonfinite; a run whose memory estimate exceeds the limit is refused before it
+// allocates (examples/common/memory_budget.hpp).
+// Exit codes: 0 done, 2 usage error or out of memory (one line on stderr, nothing on stdout).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +27,10 @@
 #include <CLI/CLI.hpp>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/memory_budget.hpp"
+#include "examples/common/model_file.hpp"
+#include "examples/common/run_options.hpp"
+#include "examples/common/text_prompt.hpp"
 #include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/generation.hpp"
@@ -35,9 +43,10 @@ namespace {
 
 constexpr const char* kProgram = "generate";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using examples::UsageError;
+
+// --task tokens: a checkpoint's tokens as plain ids, whatever its sizes.
+constexpr const char* kPlainTokens = "tokens";
 
 struct Settings {
   std::string model, prompt;
@@ -49,6 +58,9 @@ struct Settings {
   int threads = 1;
   bool no_cache = false;
   std::size_t prefill_chunk = 0;
+  std::optional<std::string> task;
+  bool allow_nonfinite = false;
+  std::optional<double> max_memory;
 };
 
 // What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
@@ -77,28 +89,32 @@ Loaded load(const std::string& path) {
   }
 }
 
-std::string code_point_name(std::uint32_t cp) {
-  char hex[16];
-  std::snprintf(hex, sizeof hex, "U+%04X", cp);
-  return "'" + utf8_encode({cp}) + "' (" + hex + ")";
-}
-
-// Characters -> ids; every character must be in the (sorted) vocabulary.
-std::vector<std::int64_t> text_prompt(const std::vector<std::uint32_t>& vocab,
-                                      const std::string& prompt) {
-  std::vector<std::uint32_t> cps = utf8_decode(prompt.empty() ? "\n" : prompt);
-  std::vector<std::int64_t> ids;
-  for (std::size_t i = 0; i < cps.size(); ++i) {
-    auto it = std::lower_bound(vocab.begin(), vocab.end(), cps[i]);
-    if (it == vocab.end() || *it != cps[i]) {
-      if (prompt.empty()) return {0};  // no newline in this vocabulary: start from token 0
-      throw UsageError("--prompt: character " + code_point_name(cps[i]) + " at position " +
-                       std::to_string(i) + " is not in the model's vocabulary of " +
-                       std::to_string(vocab.size()) + " characters");
-    }
-    ids.push_back(it - vocab.begin());
+// The task the prompt is read by: the checkpoint's, or --task for a checkpoint that
+// records none. A checkpoint without a task whose vocab and context are a built-in task's
+// is refused without --task: its prompt could be either, and plain ids would print raw
+// tokens where the user expects the task's answer.
+std::string resolve_task(const Loaded& l, const std::optional<std::string>& given,
+                         const std::string& path) {
+  if (given) {
+    if (!l.task.empty() && *given != l.task)
+      throw examples::disagreement("--task", *given, "the checkpoint's task " + l.task);
+    if (*given == l.task) return l.task;
+    if (*given != kPlainTokens && !SequenceTask::known(*given))
+      throw UsageError("--task " + *given + ": a checkpoint without a text vocabulary reads "
+                       "as a built-in task (sort, reverse, recall) or as plain token ids (tokens)");
+    return *given == kPlainTokens ? "" : *given;
   }
-  return ids;
+  if (!l.task.empty()) return l.task;
+  const TransformerConfig& c = l.model.config();
+  for (const std::string& name : SequenceTask::names()) {
+    const SequenceTask task = SequenceTask::make(name);
+    if (task.vocab_size() == c.vocab && task.context() == c.context)
+      throw UsageError("--model " + path + " records no task, and its vocab " +
+                       std::to_string(c.vocab) + " and context " + std::to_string(c.context) +
+                       " are the " + name + " task's: give --task " + name + " to read the prompt "
+                       "as its input, or --task tokens for plain token ids");
+  }
+  return "";
 }
 
 // "5 8 6" -> ids, each an integer in [0, limit).
@@ -143,16 +159,16 @@ struct Codec {
   std::string shown_prompt;
 };
 
-Codec make_codec(const Loaded& l, const std::string& prompt) {
+Codec make_codec(const Loaded& l, const std::string& task_name, const std::string& prompt) {
   Codec c;
-  if (l.task == "text") {
+  if (task_name == "text") {
     const TextTask text = TextTask::vocabulary_only(l.vocab, l.model.config().context);
-    c.prompt = text_prompt(l.vocab, prompt);
+    c.prompt = examples::encode_text_prompt(l.vocab, prompt);
     c.default_new_tokens = 200;
     c.shown_prompt = text.decode(c.prompt);
     c.show = [text](std::int64_t t, bool) { return text.decode({t}); };
-  } else if (SequenceTask::known(l.task)) {
-    const SequenceTask task = SequenceTask::make(l.task);
+  } else if (SequenceTask::known(task_name)) {
+    const SequenceTask task = SequenceTask::make(task_name);
     c.prompt = task_prompt(task, prompt);
     c.default_new_tokens = task.answer_len();
     c.greedy_default = true;
@@ -177,11 +193,23 @@ GenerateOptions options_from(const Settings& s, const Codec& codec, const TinyGP
   o.sampling.top_p = s.top_p;
   o.use_cache = !s.no_cache;
   o.prefill_chunk = s.prefill_chunk;
-  const TransformerConfig& c = model.config();
-  if (codec.prompt.size() > c.context && !past_context_ok(c))
-    throw UsageError("--prompt: " + std::to_string(codec.prompt.size()) +
-                     " tokens do not fit the model's context of " + std::to_string(c.context));
+  o.at_context = examples::kAtContext;
+  examples::require_prompt_fits(codec.prompt.size(), model.config());
   return o;
+}
+
+// The model, its KV cache (the positions this run holds: a window model's ring, else at
+// most the context) and one forward pass's activations: a prefill chunk with the cache, the
+// whole sequence without it.
+examples::MemoryNeed generation_memory(const TransformerConfig& c, const GenerateOptions& o,
+                                       std::size_t prompt) {
+  const std::size_t held = std::min<std::size_t>(prompt + o.max_new_tokens, c.context);
+  std::size_t cached = 0, chunk = held;
+  if (o.use_cache) {
+    cached = past_context_ok(c) ? std::min(c.window, held) : held;
+    chunk = std::min(o.prefill_chunk ? o.prefill_chunk : c.context, held);
+  }
+  return examples::inference_memory(c, 1, std::max<std::size_t>(chunk, 1), cached);
 }
 
 void print_summary(const GenerateResult& r, const TransformerConfig& c, bool cached) {
@@ -189,10 +217,6 @@ void print_summary(const GenerateResult& r, const TransformerConfig& c, bool cac
   // the first new token comes from the prefill's logits: decode runs the others
   const std::size_t steps = r.tokens.size() > 1 ? r.tokens.size() - 1 : 0;
   const double decode = r.decode_seconds > 0 ? double(steps) / r.decode_seconds : 0;
-  if (r.stopped_at_context)
-    std::fprintf(stderr, "%s: stopped after %zu new tokens: the sequence fills the model's "
-                 "context of %zu positions (only a sliding-window model without learned "
-                 "positions can go past it)\n", kProgram, r.tokens.size(), c.context);
   std::fprintf(stderr, "%s: prompt %zu tokens, %zu new tokens, prefill %.0f tokens/s, decode "
                "%.0f tokens/s, KV cache %zu bytes (%llu bytes per token)%s\n", kProgram,
                r.prompt_tokens, r.tokens.size(), prefill, decode, r.cache_bytes,
@@ -208,8 +232,11 @@ int run(const Settings& s) {
     throw UsageError("--temperature must be a finite number >= 0 (0: greedy), got " +
                      std::to_string(*s.temperature));
   Loaded l = load(s.model);
-  const Codec codec = make_codec(l, s.prompt);
+  examples::require_finite_parameters(l.model, "--model " + s.model, s.allow_nonfinite);
+  const Codec codec = make_codec(l, resolve_task(l, s.task, s.model), s.prompt);
   const GenerateOptions o = options_from(s, codec, l.model);
+  examples::check_memory(generation_memory(l.model.config(), o, codec.prompt.size()), s.max_memory,
+                         "this generation");
   set_num_threads(s.threads);
   // every check is done: from here on the output streams
   std::fputs(codec.shown_prompt.c_str(), stdout);
@@ -250,12 +277,20 @@ int main(int argc, char** argv) {
   app.add_flag("--no-cache", s.no_cache, "recompute the whole sequence per token (quadratic)");
   app.add_option("--prefill-chunk", s.prefill_chunk,
                  "prompt positions per prefill step (0: the context)");
+  app.add_option("--task", s.task, "how to read the prompt of a checkpoint that records no task: "
+                 "sort, reverse, recall (the task's input tokens) or tokens (plain token ids); "
+                 "must agree with a task the checkpoint records");
+  examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
+  examples::add_max_memory_option(app, s.max_memory);
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
   try {
     return run(s);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s: usage error: %s\n", kProgram, e.what());
+    std::fprintf(stderr, "%s: usage error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
     return 2;
   }
 }

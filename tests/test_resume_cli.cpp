@@ -11,7 +11,9 @@
 #include <string>
 
 #include "examples/train/checkpoints.hpp"
+#include "examples/train/progress.hpp"
 #include "nn/checkpoint.hpp"
+#include "json_file.hpp"
 #include "resume_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -23,6 +25,10 @@ namespace {
 fs::path scratch(const std::string& name) { return scratch_dir("test_resume_cli", name); }
 
 const std::string kRun = std::string(kResumeTiny) + " --steps 20 --warmup 5";
+
+std::vector<std::string> list_checkpoints_in(const fs::path& dir) {
+  return train::list_checkpoints(dir.string());
+}
 
 std::string ckpt(std::size_t step) {
   char name[32];
@@ -172,6 +178,33 @@ TEST_CASE("resume: recall's step-dependent curriculum and a text model continue 
                            " --quiet --out " + quoted(dir / "wrong"), dir);
   CHECK(wrong.code == 2);
   CHECK(wrong.err.find("--text") != std::string::npos);
+}
+
+TEST_CASE("resume: the checkpoint interval carries over, and an option overrides it", "[resume][train_cli]") {
+  const fs::path dir = scratch("interval");
+  REQUIRE(run_trainer(kRun + " --checkpoint-every 5 --stop-at 5 --out " + quoted(dir / "part"), dir).code == 0);
+  REQUIRE(fs::exists(dir / "part" / ckpt(5)));
+  // resumed without --checkpoint-every: every 5 steps still, the last two kept
+  const ProgramRun rest = run_trainer("--resume " + quoted(dir / "part") + " --quiet --skip-gradcheck "
+                                      "--eval-size 40 --out " + quoted(dir / "rest"), dir);
+  INFO(rest.err);
+  REQUIRE(rest.code == 0);
+  CHECK(fs::exists(dir / "rest" / ckpt(15)));
+  CHECK(fs::exists(dir / "rest" / ckpt(20)));
+  CHECK(read_json((dir / "rest" / "metrics.json").string())["checkpoints_written"] == 3);
+  // --checkpoint-every 0 given: none
+  const ProgramRun off = run_trainer("--resume " + quoted(dir / "part") + " --checkpoint-every 0 --quiet "
+                                     "--skip-gradcheck --eval-size 40 --out " + quoted(dir / "off"), dir);
+  REQUIRE(off.code == 0);
+  CHECK(list_checkpoints_in(dir / "off").empty());
+}
+
+TEST_CASE("resume: the ETA counts the pace of the steps this process ran", "[resume]") {
+  // resumed at step 90, 10 s for the 5 steps since: the 5 left take 10 s more (the pace
+  // over all 95 steps would say 0.5 s)
+  CHECK(train::eta_seconds(10.0, 90, 95, 100) == Approx(10.0));
+  CHECK(train::eta_seconds(10.0, 0, 50, 100) == Approx(10.0));
+  CHECK(train::eta_seconds(10.0, 0, 100, 100) == 0.0);
 }
 
 TEST_CASE("resume: checkpoints are ordered by step, also past 8 digits", "[resume]") {

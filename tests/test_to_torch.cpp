@@ -291,6 +291,7 @@ TEST_CASE("to_torch and logits: misuse exits 2 with one line and writes nothing"
       m + " " + m + " --out " + sh_arg(dir / "w.pt"),              // two inputs, one output
       m + " --check --batch 0",                                    // empty batch
       m + " --bogus",                                              // unknown option
+      m,                                                           // neither --out nor --check
   };
   for (const std::string& args : cases) {
     const ProgramRun r = to_torch(args, dir);

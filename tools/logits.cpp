@@ -5,16 +5,20 @@
 //
 // batch.npz holds `tokens` and `targets`, both (B, T) int64; logits.npz receives `logits`
 // (B, T, vocab) float32 and `loss` (the mean next-token cross-entropy, 0-d float32).
-// Exit codes: 0 done; 2 a usage error or an input that does not fit (one line on stderr,
-// nothing written).
+// Exit codes: 0 done; 2 a usage error, an input that does not fit, weights that hold NaN or
+// Inf (unless --allow-nonfinite) or not enough memory (one line on stderr, nothing written).
 #include <cstdint>
 #include <cstdio>
+#include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "autograd/tape.hpp"
+#include "examples/common/memory_budget.hpp"
+#include "examples/common/model_file.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/tinygpt.hpp"
 #include "ops/threads.hpp"
@@ -28,6 +32,8 @@ constexpr const char* kProgram = "logits";
 struct Settings {
   std::string model, tokens, out;
   int threads = 1;
+  bool allow_nonfinite = false;
+  std::optional<double> max_memory;
 };
 
 // The (B, T) int64 entry `name` of the batch file, as the model's index type.
@@ -47,10 +53,14 @@ Indices batch_entry(const std::vector<NpzEntry>& entries, const std::string& nam
 
 int run(const Settings& s) {
   set_num_threads(s.threads);
-  TinyGPT<float> model = load_checkpoint<float>(s.model);
   const std::vector<NpzEntry> batch = load_npz(s.tokens);
   const Indices tokens = batch_entry(batch, "tokens", s.tokens);
   const Indices targets = batch_entry(batch, "targets", s.tokens);
+  examples::check_memory(examples::inference_memory(read_checkpoint_config(s.model), tokens.shape()[0],
+                                                    tokens.shape()[1], 0),
+                         s.max_memory, "the model on this batch");
+  TinyGPT<float> model = load_checkpoint<float>(s.model);
+  examples::require_finite_parameters(model, "--model " + s.model, s.allow_nonfinite);
   NoGradGuard no_grad;
   const Tensor<float> logits = model.forward(tokens);
   const Tensor<float> loss = model.loss(tokens, targets);
@@ -73,6 +83,8 @@ int main(int argc, char** argv) {
   app.add_option("--out", s.out, ".npz to write: logits (B, T, vocab) and loss")->required();
   app.add_option("--threads", s.threads, "threads for tapegrad's kernels")
       ->check(CLI::Range(1, 256));
+  examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
+  examples::add_max_memory_option(app, s.max_memory);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -82,6 +94,9 @@ int main(int argc, char** argv) {
   }
   try {
     return run(s);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
+    return 2;
   } catch (const std::exception& e) {
     std::string what = e.what();
     for (char& c : what)

@@ -2,7 +2,8 @@
 """Moves a tapegrad checkpoint into PyTorch and back, losing nothing (docs/PORTING.md).
 
   to_torch.py model.npz [--out model.pt] [--check]   tapegrad -> the torch module of
-                                                       tools/torch_model.py
+                                                       tools/torch_model.py (at least one
+                                                       of --out and --check)
   to_torch.py model.pt --to-npz model.npz [--check]  a saved torch module -> a tapegrad
                                                        checkpoint
 
@@ -266,6 +267,9 @@ def parse(argv):
     if len(a.inputs) > 1 and (a.out or a.to_npz or not a.check):
         raise UsageError(f"{len(a.inputs)} inputs: several checkpoints are only for --check "
                          "(--out and --to-npz take one)")
+    if a.to_npz is None and not a.out and not a.check:
+        raise UsageError("nothing to do: give --out FILE.pt to convert, --check to compare the "
+                         "logits with tapegrad, or both")
     if a.check and not os.access(a.logits_bin, os.X_OK):
         raise UsageError(f"--check needs tapegrad's logits program, not found at {a.logits_bin} "
                          "(build it, or pass --logits-bin)")

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/run_options.hpp"
 
 namespace tapegrad::examples {
 
@@ -39,6 +40,27 @@ std::string preset_default(const FieldInfo& f) {
   }
   return per_case_default(values);
 }
+
+// A field the presets set differently (norm, mlp, positions, ...): what --arch chooses.
+bool preset_field(const std::string& field) {
+  const std::string first = field_to_string(preset(preset_names().front()), field);
+  for (const std::string& name : preset_names())
+    if (field_to_string(preset(name), field) != first) return true;
+  return false;
+}
+
+// The preset whose fields `c` has; empty when none.
+std::string matching_preset(const TransformerConfig& c) {
+  for (const std::string& name : preset_names()) {
+    bool same = true;
+    for (const FieldInfo& f : config_fields())
+      if (preset_field(f.name) && field_to_string(c, f.name) != field_to_string(preset(name), f.name))
+        same = false;
+    if (same) return name;
+  }
+  return "";
+}
+
 }  // namespace
 
 ConfigOptions::ConfigOptions(CLI::App& app, const std::set<std::string>& skip,
@@ -105,6 +127,40 @@ TransformerConfig ConfigOptions::build(const std::map<std::string, std::string>&
   }
   finish_preset(arch_, c);
   return c;
+}
+
+std::string ConfigOptions::given_text(const std::string& field, const TransformerConfig& base) const {
+  TransformerConfig c = base;
+  if (field == "attention_scale" && no_scale_) c.attention_scale = 1.0;
+  else if (flags_.count(field)) set_field_from_string(c, field, flags_.at(field) ? "true" : "false");
+  else set_field_from_string(c, field, text_.at(field));
+  return field_to_string(c, field);
+}
+
+void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std::string& whose) const {
+  // --arch stands for its preset's fields, those the user did not give one by one
+  for (const FieldInfo& f : config_fields()) {
+    if (app_.count("--arch") == 0 || !preset_field(f.name) || given(f.name)) continue;
+    const std::string kept = field_to_string(fixed, f.name);
+    if (field_to_string(preset(arch_), f.name) == kept) continue;
+    const std::string found = matching_preset(fixed);
+    throw disagreement("--arch", arch_,
+                       whose + " " + (found.empty() ? std::string(f.name) + " " + kept : found));
+  }
+  for (const FieldInfo& f : config_fields()) {
+    // a field this program left out (the trainer's own --seed) is not a model option here
+    const bool option =
+        text_.count(f.name) || flags_.count(f.name) || f.name == std::string("attention_scale");
+    if (!option || !given(f.name)) continue;
+    std::string value;
+    try {
+      value = given_text(f.name, fixed);
+    } catch (const std::exception& e) {
+      throw UsageError(one_line(e.what()));
+    }
+    const std::string kept = field_to_string(fixed, f.name);
+    if (value != kept) throw disagreement(option_name(f.name), value, whose + " " + f.name + " " + kept);
+  }
 }
 
 }  // namespace tapegrad::examples

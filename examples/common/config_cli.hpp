@@ -30,6 +30,10 @@ class ConfigOptions {
   // kv_heads). Throws ShapeError "config: ..." naming the field for a bad value; the
   // result is not validated (the caller sets vocab/context first, then validates).
   TransformerConfig build(const std::map<std::string, std::string>& defaults = {}) const;
+  // For a model that is loaded rather than built: UsageError naming the option and both
+  // values for the first option given (--arch included) that disagrees with `fixed`;
+  // options that agree are accepted. `whose`: "the checkpoint's".
+  void check_agrees_with(const TransformerConfig& fixed, const std::string& whose) const;
 
  private:
   CLI::App& app_;
@@ -37,6 +41,8 @@ class ConfigOptions {
   std::map<std::string, std::string> text_;  // field -> the text given
   std::map<std::string, bool> flags_;        // flag field -> its value when given
   bool no_scale_ = false;
+  // The value the user gave for `field` (given(field) must hold), as field_to_string spells it.
+  std::string given_text(const std::string& field, const TransformerConfig& base) const;
 };
 
 }  // namespace tapegrad::examples

@@ -23,6 +23,14 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The one rule for an option given with a value that something else fixes (a checkpoint,
+// a task): "--context 32 disagrees with the sort task's context 17". An option that
+// agrees is accepted.
+inline UsageError disagreement(const std::string& option, const std::string& given,
+                               const std::string& fixed) {
+  return UsageError(option + " " + given + " disagrees with " + fixed);
+}
+
 // The settings the options write into, owned by the program.
 struct OptimiserSettings {
   std::size_t& steps;
@@ -78,5 +86,32 @@ inline void prepare_out_dir(const std::string& dir, const std::string& option = 
   std::remove(probe.c_str());
   if (!ok) throw UsageError("cannot write to " + option + " directory " + dir);
 }
+
+// The directories a run will create for `dir` (none when it exists), so that a run that
+// fails before writing anything can leave the file system as it found it.
+class CreatedDirectory {
+ public:
+  explicit CreatedDirectory(const std::string& dir) : leaf_(std::filesystem::absolute(dir)) {
+    std::error_code ec;
+    for (std::filesystem::path p = leaf_; !p.empty() && !std::filesystem::exists(p, ec);
+         p = p.parent_path()) {
+      top_ = p;
+      if (p == p.parent_path()) break;
+    }
+  }
+  // Removes what was created, deepest first, as long as it is empty.
+  void remove_if_empty() const {
+    if (top_.empty()) return;
+    std::error_code ec;
+    for (std::filesystem::path p = leaf_;; p = p.parent_path()) {
+      if (!std::filesystem::is_directory(p, ec) || !std::filesystem::is_empty(p, ec)) return;
+      std::filesystem::remove(p, ec);
+      if (p == top_ || ec) return;
+    }
+  }
+
+ private:
+  std::filesystem::path leaf_, top_;
+};
 
 }  // namespace tapegrad::examples

@@ -12,7 +12,9 @@
 // Then CSV tables, SVG plots and REPORT.md (which checks the stated expectations) in --out.
 //
 // Exit codes: 0 done (whatever the expectations' verdicts: they are findings), 1 a runtime
-// failure, 2 a usage error (bad option or value, unwritable --out).
+// failure, 2 a usage error (bad option or value, unwritable --out, an --ablate checkpoint
+// that cannot be read or holds NaN/Inf, a configuration whose memory estimate exceeds the
+// limit, an allocation that failed).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -20,11 +22,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/memory_budget.hpp"
+#include "examples/common/model_file.hpp"
 #include "examples/common/run_options.hpp"
 #include "examples/common/svg_plot.hpp"
 #include "examples/saturation/ablation.hpp"
@@ -150,10 +156,52 @@ void print_checks(const ReportInputs& in) {
                 c.claim.c_str(), c.measured.c_str());
 }
 
+// What the program's own options add to the study's.
+struct Limits {
+  bool allow_nonfinite = false;
+  std::optional<double> max_memory;
+};
+
+// The largest TinyGPT the study trains (the widest d_head, the remedies' included) times
+// the runs trained at once; the learning-rate sweep and the ablation train smaller ones.
+examples::MemoryNeed study_memory(const StudyOptions& o) {
+  const TrainingOptions& t = o.train;
+  const tasks::SequenceTask task = tasks::SequenceTask::make(t.task);
+  TransformerConfig c = gpt2_preset();
+  c.vocab = task.vocab_size();
+  c.context = task.context();
+  std::size_t d_head = t.remedy_d_head;
+  for (std::size_t d : t.d_heads) d_head = std::max(d_head, d);
+  c.heads = t.heads;
+  c.d_model = t.heads * d_head;
+  c.layers = t.layers;
+  c.mlp_ratio = t.mlp_ratio;
+  examples::MemoryNeed one = examples::training_memory(c, t.batch, c.context, t.eval_size);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const double workers = o.threads > 0 ? double(o.threads) : double(cores);
+  examples::MemoryNeed all;
+  for (const auto& [name, bytes] : one.parts)
+    all.add(name, name == "program" ? bytes : bytes * workers);
+  return all;
+}
+
 // --ablate FILE: the head-ablation table of any checkpoint of a built-in task.
-int ablate_checkpoint(const StudyOptions& o) {
-  TinyGPT<float> model = load_checkpoint<float>(o.ablate_checkpoint);
+int ablate_checkpoint(const StudyOptions& o, const Limits& limits) {
+  const std::string label = "--ablate " + o.ablate_checkpoint;
   const tasks::SequenceTask task = tasks::SequenceTask::make(o.train.task);
+  std::optional<TinyGPT<float>> loaded;
+  try {
+    const TransformerConfig c = read_checkpoint_config(o.ablate_checkpoint);
+    examples::check_memory(examples::inference_memory(c, o.train.eval_size, c.context, 0),
+                           limits.max_memory, "ablating this checkpoint");
+    loaded.emplace(load_checkpoint<float>(o.ablate_checkpoint));
+  } catch (const examples::UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw examples::UsageError(label + ": " + examples::one_line(e.what()));
+  }
+  TinyGPT<float>& model = *loaded;
+  examples::require_finite_parameters(model, label, limits.allow_nonfinite);
   if (model.config().vocab != task.vocab_size() || model.config().context < task.context())
     throw examples::UsageError("--ablate " + o.ablate_checkpoint + ": the model (vocab " +
                                std::to_string(model.config().vocab) + ", context " +
@@ -177,12 +225,19 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   app.get_formatter()->column_width(34);
   add_study_options(app, o);
+  Limits limits;
+  examples::add_allow_nonfinite_option(app, limits.allow_nonfinite, "Head ablation");
+  examples::add_max_memory_option(app, limits.max_memory);
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
   try {
     finish_study_options(app, o);
+    if (o.ablate_checkpoint.empty() && !o.skip_training)
+      examples::check_memory(study_memory(o), limits.max_memory,
+                             "training the study's largest model on every worker");
+    prepare_study_outputs(o);
     set_num_threads(o.threads);
-    if (!o.ablate_checkpoint.empty()) return ablate_checkpoint(o);
+    if (!o.ablate_checkpoint.empty()) return ablate_checkpoint(o, limits);
     ReportInputs in = run_study(o, argc, argv);
     const std::vector<std::string> files = write_results(o, in);
     print_checks(in);
@@ -193,6 +248,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const examples::UsageError& e) {
     std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());

@@ -140,7 +140,6 @@ void add_study_options(CLI::App& app, StudyOptions& o) {
 }
 
 void finish_study_options(const CLI::App& app, StudyOptions& o) {
-  namespace fs = std::filesystem;
   if (o.quick) apply_quick(app, o);
   o.sweep.use_double = o.dtype == "double";
   TrainingOptions& t = o.train;
@@ -152,6 +151,10 @@ void finish_study_options(const CLI::App& app, StudyOptions& o) {
   }
   o.lr.task = o.ablation.task = t.task;
   check_options(o);
+}
+
+void prepare_study_outputs(const StudyOptions& o) {
+  namespace fs = std::filesystem;
   if (!o.ablate_checkpoint.empty()) return;  // writes nothing
   if (!o.doc.empty()) {
     const fs::path parent = fs::absolute(o.doc).parent_path();

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/model_file.hpp"
 #include "examples/train/outputs.hpp"
 
 namespace fs = std::filesystem;
@@ -87,6 +88,7 @@ TrainingState<float> capture(const TrainerState& t) {
   for (const SizeSetting& z : kSizeSettings)
     st.integer_settings[setting_name(z.option)] = std::int64_t(s.*z.field);
   st.integer_settings["seed"] = std::int64_t(s.seed);
+  st.integer_settings["checkpoint_every"] = std::int64_t(s.checkpoint_every);
   st.integer_settings["recall_dense_loss"] = s.recall_dense_loss;
   st.integer_settings["text_hash"] = t.task.text_hash;
   st.integer_settings["tokens_seen"] = std::int64_t(t.progress.tokens_seen);
@@ -160,15 +162,7 @@ TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume)
   } catch (const std::exception& e) {
     throw UsageError("--resume " + resume.path + ": " + one_line(e.what()));
   }
-  if (s.allow_nonfinite) return std::move(*model);
-  for (const NamedParameter<float>& p : model->named_parameters()) {
-    const float* x = p.tensor.value().data();
-    for (std::size_t i = 0; i < p.tensor.size(); ++i)
-      if (!std::isfinite(x[i]))
-        throw UsageError(fmt::format("--resume {}: parameter '{}' {} holds {} at element {} "
-                                     "(--allow-nonfinite loads it anyway)", resume.path, p.name,
-                                     p.tensor.shape_string(), x[i], i));
-  }
+  examples::require_finite_parameters(*model, "--resume " + resume.path, s.allow_nonfinite);
   return std::move(*model);
 }
 
@@ -204,6 +198,14 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st, std:
   if (dense != 0 && dense != 1)
     throw UsageError(fmt::format("--resume: the checkpoint's recall_dense_loss is {}, not 0 or 1", dense));
   if (!s.given("--recall-dense-loss")) s.recall_dense_loss = dense == 1;
+  // the interval carries over (a checkpoint written before it was recorded has none)
+  const auto every = st.integer_settings.find("checkpoint_every");
+  if (every != st.integer_settings.end() && !s.given("--checkpoint-every")) {
+    if (every->second < 0 || every->second > 100000000)
+      throw UsageError(fmt::format("--resume: the checkpoint's --checkpoint-every {} is outside [0, 100000000]",
+                                   every->second));
+    s.checkpoint_every = std::size_t(every->second);
+  }
   if (!s.given("--steps")) s.steps = st.total_steps;
   else if (s.steps != st.total_steps) notice_override("--steps", st.total_steps, s.steps, log);
   if (st.step > s.steps)

@@ -46,7 +46,8 @@ TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume)
 // against `model`; UsageError naming the entry when it does not fit.
 std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
                                                         const TinyGPT<float>& model);
-// The checkpoint's settings for every option the user did not give; a one-line notice on
+// The checkpoint's settings (the checkpoint interval included) for every option the user
+// did not give; a one-line notice on
 // `log` for each one given with another value. UsageError when the checkpoint is past
 // --steps or its settings are out of the options' ranges.
 void apply_checkpoint_settings(Settings& s, const TrainingState<float>& state, std::FILE* log);

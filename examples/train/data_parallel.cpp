@@ -29,6 +29,19 @@ std::uint64_t parameter_checksum(const std::vector<Tensor<float>>& params) {
   return h;
 }
 
+std::string mpi_launch_variable() {
+  // sizes above 1, or a rank above 0 where only the rank is set
+  const struct {
+    const char* name;
+    long more_than;
+  } variables[] = {{"OMPI_COMM_WORLD_SIZE", 1}, {"PMI_SIZE", 1}, {"PMIX_RANK", 0}};
+  for (const auto& v : variables) {
+    const char* value = std::getenv(v.name);
+    if (value && std::strtol(value, nullptr, 10) > v.more_than) return std::string(v.name) + "=" + value;
+  }
+  return "";
+}
+
 void DataParallel::check_batch(std::size_t global_batch) const {
   if (global_batch % std::size_t(size_) != 0)
     throw DataParallelError(fmt::format("--data-parallel: --batch {} is not divisible by the {} "

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "autograd/tensor.hpp"
@@ -33,6 +34,12 @@ class DataParallelError : public std::runtime_error {
 
 // Whether this build can run data-parallel (it found MPI).
 bool data_parallel_available();
+
+// The launcher's variable that shows this process is one of several an MPI launcher
+// started ("OMPI_COMM_WORLD_SIZE=2"; Open MPI, MPICH/Hydra's PMI_SIZE, PMIx's PMIX_RANK),
+// empty when it is not: without --data-parallel each of them would run the whole job into
+// the same --out.
+std::string mpi_launch_variable();
 
 class DataParallel {
  public:

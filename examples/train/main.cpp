@@ -5,21 +5,26 @@
 //
 // Exit codes: 0 done (or stopped at --stop-at); 1 the gradient check failed, training
 // diverged or a checkpoint could not be written; 2 a usage error (bad option or value,
-// unreadable input, unwritable output, unusable checkpoint); 130 / 143 stopped by SIGINT /
-// SIGTERM after writing a checkpoint.
+// unreadable input, unwritable output, unusable checkpoint, an option that disagrees with
+// the checkpoint or the task, an MPI launch without --data-parallel) or not enough memory
+// (the estimate exceeds the limit, or an allocation failed; an --out this run created and
+// left empty is removed); 130 / 143 stopped by SIGINT / SIGTERM after writing a checkpoint.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "examples/common/cli.hpp"
 #include "examples/common/config_cli.hpp"
+#include "examples/common/memory_budget.hpp"
 #include "examples/train/checkpoints.hpp"
 #include "examples/train/data_parallel.hpp"
 #include "examples/train/model_check.hpp"
@@ -134,6 +139,17 @@ void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
   if (state) apply_checkpoint_settings(s, *state, log);
 }
 
+// The run's memory: training the model on --batch sequences of its context (per rank: the
+// whole batch, an upper bound) and evaluating it, and the held-out data as token ids.
+examples::MemoryNeed run_memory(const TinyGPTConfig& config, const TaskSetup& task,
+                                const Settings& s) {
+  const std::size_t eval_batch = std::min(eval_batch_size(task), s.eval_size);
+  examples::MemoryNeed need = examples::training_memory(config, s.batch, config.context, eval_batch);
+  const double held_out = double(s.eval_size) * double(config.context) * 2 * sizeof(std::int64_t);
+  need.add("held-out data", held_out);
+  return need;
+}
+
 int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* ranks) {
   std::FILE* log = stdout;
   silence_other_ranks(s, ranks, log);
@@ -147,6 +163,8 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   const TaskSetup task = build_task(s, resume);
   if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
   const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults);
+  check_sample_prompt(s, task, config);
+  examples::check_memory(run_memory(config, task, s), s.max_memory, "training this model");
   if (s.stop_at > s.steps)
     throw UsageError("--stop-at " + std::to_string(s.stop_at) + " is past --steps " + std::to_string(s.steps));
   if (s.stop_at > 0 && state && s.stop_at <= state->step)
@@ -237,11 +255,21 @@ int main(int argc, char** argv) {
                  kProgram);
     return 2;
   }
+  if (const std::string launch = mpi_launch_variable(); !data_parallel && !launch.empty()) {
+    std::fprintf(stderr, "%s: usage error: started by an MPI launcher (%s) without "
+                 "--data-parallel: every process would train the whole job into the same --out; "
+                 "add --data-parallel, or run one process\n", kProgram, launch.c_str());
+    return 2;
+  }
+  const examples::CreatedDirectory created_out(s.out);
   std::unique_ptr<DataParallel> ranks;
   int code = 0;
   try {
     if (data_parallel) ranks = DataParallel::start(argc, argv);
     code = run(s, model_options, ranks.get());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
+    code = 2;
   } catch (const std::exception& e) {
     const bool usage = dynamic_cast<const UsageError*>(&e) || dynamic_cast<const DataParallelError*>(&e);
     // every rank meets the same usage error: rank 0 speaks for them
@@ -252,6 +280,8 @@ int main(int argc, char** argv) {
     // two aborts at once from garbling mpirun's report (and bounds the wait if it did not).
     if (ranks && usage && !ranks->is_root()) std::this_thread::sleep_for(std::chrono::seconds(2));
   }
+  // a run that failed before writing anything leaves no --out behind
+  if (code != 0 && (!ranks || ranks->is_root())) created_out.remove_if_empty();
   // a rank that stops early must not leave the others waiting in the next all-reduce
   if (ranks && code != 0) ranks->abort(code);
   return code;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/memory_budget.hpp"
+#include "examples/common/model_file.hpp"
 
 namespace tapegrad::train {
 
@@ -11,8 +13,9 @@ void add_task_options(CLI::App& app, Settings& s) {
   app.add_option("--task", s.task, "built-in task: sort (8 tokens over 10 symbols -> sorted), "
                  "reverse (12 tokens -> reversed), recall (8 key-value pairs, then a key -> its value)")
       ->check(CLI::IsMember({"sort", "reverse", "recall"}))->group(group);
-  app.add_option("--text", s.text, "train a character-level language model on this UTF-8 file "
-                 "(vocabulary: its distinct code points; first 90% train, last 10% eval)")
+  app.add_option("--text", s.text, "train a character-level language model on this UTF-8 file, "
+                 "a regular file of at most 64 MiB (vocabulary: its distinct code points; first "
+                 "90% train, last 10% eval)")
       ->group(group);
   app.add_option("--context", s.context, "--text: characters per training window")
       ->check(CLI::Range(std::size_t(2), std::size_t(4096)))->group(group);
@@ -70,14 +73,13 @@ void add_run_options(CLI::App& app, Settings& s) {
       ->group(group);
   app.add_option("--checkpoint-every", s.checkpoint_every, "write a training checkpoint "
                  "(ckpt-<step>.npz in --out, the last two kept) every N steps and at the end "
-                 "(0: only on SIGINT/SIGTERM and --stop-at)")
+                 "(0: only on SIGINT/SIGTERM and --stop-at; --resume: the checkpoint's interval)")
       ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
   app.add_option("--stop-at", s.stop_at, "stop after this step of the run: write a training "
                  "checkpoint and exit 0 (a run in slices; 0: off)")
       ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
-  app.add_flag("--allow-nonfinite", s.allow_nonfinite, "--resume: load a checkpoint whose "
-               "weights hold NaN or Inf (an error otherwise)")
-      ->group(group);
+  examples::add_allow_nonfinite_option(app, s.allow_nonfinite, group);
+  examples::add_max_memory_option(app, s.max_memory, group);
   app.add_option("--threads", s.threads, "threads for tapegrad's kernels and BLAS (0: all cores; 1 is fastest for the small default models)")
       ->check(CLI::Range(0, 256))->group(group);
   app.add_flag("--skip-gradcheck", s.skip_gradcheck, "do not check gradients before training")

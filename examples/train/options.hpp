@@ -3,6 +3,7 @@
 // (those come from examples/common/config_cli), the per-task defaults for the options the
 // user left out, and the usage error the program reports with exit code 2.
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -39,6 +40,7 @@ struct Settings {
   std::size_t checkpoint_every = 0;
   std::size_t stop_at = 0;
   bool allow_nonfinite = false;
+  std::optional<double> max_memory;  // bytes; none: the memory available
   int threads = 1;
   bool skip_gradcheck = false;
   bool detect_anomaly = false;

@@ -27,6 +27,11 @@ std::string format_progress(const ProgressLine& p) {
   return buf;
 }
 
+double eta_seconds(double elapsed, std::size_t first_step, std::size_t step, std::size_t total) {
+  if (step <= first_step || step >= total) return 0.0;
+  return elapsed / double(step - first_step) * double(total - step);
+}
+
 Progress::Progress(std::size_t total_steps, std::FILE* out, bool quiet, std::size_t every)
     : Progress(total_steps, out, quiet, every, out && ::isatty(::fileno(out))) {}
 
@@ -58,7 +63,7 @@ void Progress::update(std::size_t step, double loss, double lr, std::size_t toke
   p.loss = loss;
   p.lr = lr;
   p.tokens_per_second = elapsed > 0 ? double(tokens_) / elapsed : 0.0;
-  p.eta_seconds = step > 0 ? elapsed / double(step) * double(total_ - step) : 0.0;
+  p.eta_seconds = eta_seconds(elapsed, first_step_, step, total_);
   std::string line = format_progress(p);
   if (interactive_) {
     std::size_t width = line.size();

@@ -17,6 +17,9 @@ struct ProgressLine {
 std::string format_progress(const ProgressLine& p);
 // "12s", "3m05s", "1h02m"
 std::string format_duration(double seconds);
+// The time left after `step` of `total`, at the pace of this process: `elapsed` seconds
+// since it started at `first_step` (a resumed run's earlier steps took no time here).
+double eta_seconds(double elapsed, std::size_t first_step, std::size_t step, std::size_t total);
 
 class Progress {
  public:
@@ -25,6 +28,8 @@ class Progress {
   Progress(std::size_t total_steps, std::FILE* out, bool quiet, std::size_t every);
   Progress(std::size_t total_steps, std::FILE* out, bool quiet, std::size_t every,
            bool interactive);
+  // The step this process starts after (a resumed run's checkpoint step).
+  void start_at(std::size_t step) { first_step_ = step; }
 
   // Called after step `step` (1-based) with the tokens processed in that step.
   void update(std::size_t step, double loss, double lr, std::size_t tokens);
@@ -42,6 +47,7 @@ class Progress {
   std::FILE* out_;
   bool quiet_, interactive_;
   std::size_t every_;
+  std::size_t first_step_ = 0;
   Clock::time_point start_, last_draw_;
   std::size_t tokens_ = 0;
   bool drawn_ = false;

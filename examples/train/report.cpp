@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "examples/common/text_prompt.hpp"
+
 
 
 namespace tapegrad::train {
@@ -22,17 +24,19 @@ void print_examples(TinyGPT<float>& model, const tasks::SequenceTask& seq,
   }
 }
 
+// The prompt (checked at start-up, examples/train/setup.hpp) and s.sample new characters,
+// past the context by examples/generate's rule.
 std::string sample_text(TinyGPT<float>& model, const tasks::TextTask& text,
                         const Settings& s, std::FILE* log) {
-  std::vector<std::int64_t> prompt = text.encode(s.prompt);
-  if (prompt.empty()) {
-    const std::vector<std::int64_t> nl = text.encode("\n");
-    prompt = nl.empty() ? std::vector<std::int64_t>{0} : nl;
-  }
+  std::vector<std::int64_t> ids = examples::encode_text_prompt(text.vocab(), s.prompt);
+  GenerateOptions o;
+  o.max_new_tokens = s.sample;
+  o.sampling = {s.temperature, 0, s.top_p};
+  o.at_context = examples::kAtContext;
   Generator sample_gen(s.seed + 99);
-  const std::vector<std::int64_t> out =
-      tasks::sample(model, prompt, {s.sample, s.temperature, s.top_p}, sample_gen);
-  std::string result = text.decode(out);
+  const GenerateResult r = generate(model, ids, o, sample_gen);
+  ids.insert(ids.end(), r.tokens.begin(), r.tokens.end());
+  std::string result = text.decode(ids);
   std::fprintf(log, "sample (temperature %g, top-p %g):\n%s\n", s.temperature, s.top_p,
                result.c_str());
   return result;

@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/text_prompt.hpp"
 #include "tasks/evaluate.hpp"
 #include "examples/train/checkpoints.hpp"
 #include "nn/checkpoint.hpp"
@@ -25,10 +26,20 @@ std::string ids_string(const xt::xarray<std::int64_t>& ids) {
   return s;
 }
 
+// A regular file of at most kMaxTextBytes: a device or a pipe (/dev/zero) could grow the
+// read without bound.
 std::string read_text_file(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code why;
-  if (std::filesystem::is_directory(path, why))
+  if (fs::is_directory(path, why))
     throw std::runtime_error("--text " + path + " is a directory, not a text file");
+  if (fs::exists(path, why) && !fs::is_regular_file(path, why))
+    throw std::runtime_error("--text " + path +
+                             " is not a regular file (a device, a pipe or a socket)");
+  const std::uintmax_t size = fs::file_size(path, why);
+  if (!why && size > kMaxTextBytes)
+    throw std::runtime_error("--text " + path + " has " + std::to_string(size) + " bytes, larger "
+                             "than the limit of " + std::to_string(kMaxTextBytes >> 20) + " MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read --text file " + path);
   std::string content;
@@ -38,18 +49,35 @@ std::string read_text_file(const std::string& path) {
     throw std::runtime_error("cannot read --text file " + path + ": " + e.what());
   }
   if (in.bad()) throw std::runtime_error("cannot read --text file " + path);
+  if (content.size() > kMaxTextBytes)  // it grew while being read
+    throw std::runtime_error("--text " + path + " is larger than the limit of " +
+                             std::to_string(kMaxTextBytes >> 20) + " MiB");
   return content;
 }
 
 TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int64_t& hash) {
   const std::size_t ctx = resume.active() ? resume.config->context : s.context;
+  if (resume.active() && s.given("--context") && s.context != ctx)
+    throw examples::disagreement("--context", std::to_string(s.context),
+                                 "the checkpoint's context " + std::to_string(ctx));
   if (!s.text_mode()) return TextTask::vocabulary_only(resume.vocab, ctx);
   const std::string content = read_text_file(s.text);
   if (const std::string why = tasks::text_warning(content); !why.empty())
     std::fprintf(stderr, "%s: warning: --text %s: %s\n", kProgram, s.text.c_str(), why.c_str());
+  if (!resume.vocab.empty())  // the checkpoint's vocabulary must read every character
+    examples::require_known_characters(resume.vocab, content, "--text " + s.text,
+                                       "the checkpoint's");
   hash = std::int64_t(tasks::hash_tokens(std::vector<std::int64_t>(content.begin(), content.end())));
   return resume.vocab.empty() ? TextTask::from_string(content, ctx)
                               : TextTask::from_string(content, ctx, resume.vocab);
+}
+
+// The recall task's options on another task would be ignored: refused instead.
+void check_task_options(const Settings& s, const std::string& task) {
+  if (task == "recall") return;
+  for (const char* option : {"--recall-min-pairs", "--recall-grow-steps", "--recall-dense-loss",
+                             "--recall-chain"})
+    if (s.given(option)) throw UsageError(std::string(option) + " applies to the recall task only");
 }
 
 // --resume DIR: the newest training checkpoint in it.
@@ -131,6 +159,7 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume) {
   if (s.sample > 0 && t.name != "text") {
     throw UsageError("--sample needs a text model (--text FILE, or --resume of one)");
   }
+  check_task_options(s, t.name);
   if (t.name == "text") {
     try {
       t.text = build_text_task(s, resume, t.text_hash);
@@ -142,6 +171,9 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume) {
     if (t.vocab == 0) throw UsageError("the text model has an empty vocabulary");
   } else {
     t.seq = SequenceTask::make(t.name);
+    if (s.given("--context") && s.context != t.seq->context())
+      throw examples::disagreement("--context", std::to_string(s.context), "the " + t.name +
+                                   " task's context " + std::to_string(t.seq->context()));
     if (t.name == "recall") {
       t.seq->set_recall_min_pairs(s.recall_min_pairs);
       t.seq->set_recall_grow_steps(s.recall_grow_steps);
@@ -171,6 +203,7 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
                            const std::map<std::string, std::string>& model_defaults) {
   if (resume.active()) {
     const TinyGPTConfig& c = *resume.config;
+    model_options.check_agrees_with(c, "the checkpoint's");
     if (c.vocab != task.vocab || c.context != task.context) {
       throw UsageError("--resume " + s.resume + ": the checkpoint has vocab " +
                        std::to_string(c.vocab) + " and context " + std::to_string(c.context) +
@@ -191,15 +224,22 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
   }
 }
 
+void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPTConfig& config) {
+  if (s.sample == 0 || !task.text) return;
+  const std::vector<std::int64_t> ids = examples::encode_text_prompt(task.text->vocab(), s.prompt);
+  examples::require_prompt_fits(ids.size(), config);
+}
+
+std::size_t eval_batch_size(const TaskSetup& task) { return task.seq ? 250 : 32; }
+
 EvalData build_eval_data(const TaskSetup& task, std::size_t eval_size) {
   EvalData d;
-  constexpr std::size_t kEvalBatch = 250;
   if (task.seq) {
     Generator eval_gen(kEvalSeed);
     for (std::size_t i = 0; i < eval_size; ++i) d.examples.push_back(task.seq->sample_eval(eval_gen));
-    d.batches = tasks::batch_examples(*task.seq, d.examples, kEvalBatch);
+    d.batches = tasks::batch_examples(*task.seq, d.examples, eval_batch_size(task));
   } else if (task.text && task.text->eval_chars() > 0) {
-    d.batches = task.text->eval_batches(32, eval_size);
+    d.batches = task.text->eval_batches(eval_batch_size(task), eval_size);
   }
   return d;
 }

@@ -20,6 +20,9 @@ namespace tapegrad::train {
 // --resume) are evaluated on the same examples.
 inline constexpr std::uint64_t kEvalSeed = 0x5eed0fe7a1ULL;
 
+// The largest --text file read: 64 MiB (its tokens take 8 bytes per character in memory).
+inline constexpr std::uintmax_t kMaxTextBytes = std::uintmax_t(64) << 20;
+
 // What a --resume checkpoint holds besides its parameters.
 struct ResumeSource {
   std::string path;
@@ -55,15 +58,23 @@ struct TaskSetup {
 std::map<std::string, std::string> apply_task_defaults(Settings& s, const std::string& task,
                                                        const std::string& arch);
 
-// Builds the task (reading --text), after checking the settings against each other.
+// Builds the task (reading --text), after checking the settings against each other and
+// against what the task or the checkpoint fixes (--context, the recall options, the
+// characters of --text and of --sample's --prompt).
 TaskSetup build_task(Settings& s, const ResumeSource& resume);
 
-// The checkpoint's configuration, or the options' (with the task's vocab and context).
+// The checkpoint's configuration (every model option given must agree with it), or the
+// options' (with the task's vocab and context).
 TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
                            const examples::ConfigOptions& model_options,
                            const std::map<std::string, std::string>& model_defaults);
 
-// The held-out data: eval_size examples (text: windows) in batches.
+// --sample's --prompt read as examples/generate reads it (every character in the
+// vocabulary, the tokens within the context): UsageError before any work otherwise.
+void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPTConfig& config);
+
+// The held-out data: eval_size examples (text: windows) in batches of eval_batch_size.
+std::size_t eval_batch_size(const TaskSetup& task);
 struct EvalData {
   std::vector<tasks::Batch> batches;
   std::vector<tasks::Example> examples;  // sequence tasks only

@@ -98,6 +98,7 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
   if (s.detect_anomaly) anomaly.emplace();
   const WarmupCosine schedule(s.lr, s.min_lr, s.warmup, s.steps);
   Progress line(s.steps, stderr, s.quiet, s.log_every);
+  line.start_at(progress.step);
   TrainingClock clock(progress);
   for (std::size_t step = progress.step; step < s.steps; ++step) {
     const double lr = schedule(step);

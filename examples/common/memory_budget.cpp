@@ -1,0 +1,187 @@
+#include "examples/common/memory_budget.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "examples/common/run_options.hpp"
+
+namespace tapegrad::examples {
+
+namespace {
+
+constexpr double kFloat = 4;  // every program here runs its models in float32
+
+// Values one position of one block holds in a forward pass: the norms' outputs and the
+// residual stream (8 x d_model), q, k, v and their rotated copies, the heads' output, the
+// scores and their softmax against every key (2 x heads x keys), the feed-forward's hidden
+// values (3 x hidden: up, gate or activation, product). Measured, a forward without
+// gradients keeps about this much for every block until it ends, as training does.
+double block_values_per_position(const TransformerConfig& c, double keys) {
+  const double D = double(c.d_model), H = double(c.heads), KV = double(c.resolved_kv_heads());
+  const double dh = double(c.resolved_head_dim()), F = double(c.resolved_mlp_hidden());
+  return 8 * D + 3 * (H + 2 * KV) * dh + H * dh + 2 * H * keys + 3 * F;
+}
+
+// The activations of `positions` positions of `keys` keys through the whole model; doubled
+// for the backward pass (the gradients and temporaries beside the saved values).
+double activation_bytes(const TransformerConfig& c, double positions, double keys, bool backward) {
+  const double blocks = double(c.layers) * block_values_per_position(c, keys);
+  const double ends = 3 * double(c.vocab) + 4 * double(c.d_model);  // logits, embeddings
+  return positions * ((backward ? 2 : 1) * blocks + ends) * kFloat;
+}
+
+// The value of a /proc or /sys line "Name:  123 kB" in bytes.
+std::optional<double> meminfo_field(const std::string& name) {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double value = 0;
+  while (in >> key >> value) {
+    std::getline(in, unit);
+    if (key == name + ":") return value * (unit.find("kB") != std::string::npos ? 1024.0 : 1.0);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> cgroup_limit() {
+  std::ifstream in("/sys/fs/cgroup/memory.max");  // cgroup v2; "max" when unlimited
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  return parse_size(text);
+}
+
+}  // namespace
+
+double MemoryNeed::total() const {
+  double sum = 0;
+  for (const auto& part : parts) sum += part.second;
+  return sum;
+}
+
+std::string MemoryNeed::describe() const {
+  std::string s = format_bytes(total()) + " (";
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    s += (i ? ", " : "") + parts[i].first + " " + format_bytes(parts[i].second);
+  return s + ")";
+}
+
+std::string format_bytes(double bytes) {
+  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  char text[64];
+  if (bytes < 1024) {
+    std::snprintf(text, sizeof text, "%.0f bytes", bytes);
+    return text;
+  }
+  std::size_t u = 0;
+  double v = bytes / 1024;
+  while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+  if (v >= 1024) std::snprintf(text, sizeof text, "%.3g %s", v, units[u]);
+  else std::snprintf(text, sizeof text, v < 10 ? "%.2f %s" : "%.1f %s", v, units[u]);
+  return text;
+}
+
+double parameter_count(const TransformerConfig& c) {
+  // An upper bound in doubles first: nn/config's exact count is in 64-bit integers, which
+  // sizes near the fields' limits (2^24 each) would overflow.
+  const double V = double(c.vocab), D = double(c.d_model), L = double(c.layers);
+  const double H = double(c.heads), KV = double(c.resolved_kv_heads());
+  const double dh = double(c.resolved_head_dim()), F = double(c.resolved_mlp_hidden());
+  const double block = D * (2 * H + 2 * KV) * dh + 3 * (D + 1) * F + 6 * D + 2 * dh + H;
+  const double bound = 2 * V * D + double(c.context) * D + L * block + 2 * D;
+  return bound < 0x1p60 ? double(count_parameters(c).total()) : bound;
+}
+
+MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
+                           std::size_t eval_batch) {
+  const double P = parameter_count(c) * kFloat;
+  MemoryNeed need;
+  need.add("parameters", P);
+  need.add("gradients", P);
+  need.add("AdamW moments", 2 * P);
+  need.add("checkpoint copies", 3 * P);
+  const double T = double(tokens);
+  need.add("activations", std::max(activation_bytes(c, double(batch) * T, T, true),
+                                   activation_bytes(c, double(eval_batch) * T, T, false)));
+  need.add("program", kProgramBytes);
+  return need;
+}
+
+MemoryNeed inference_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
+                            std::size_t cached_positions) {
+  const double positions = double(batch) * double(tokens);
+  const double keys = double(std::max(tokens, cached_positions));
+  MemoryNeed need;
+  need.add("parameters", parameter_count(c) * kFloat);
+  if (cached_positions > 0)
+    need.add("KV cache", double(batch) * double(cached_positions) * 2 * double(c.layers) *
+                             double(c.resolved_kv_heads()) * double(c.resolved_head_dim()) * kFloat);
+  need.add("activations", activation_bytes(c, positions, keys, false));
+  need.add("program", kProgramBytes);
+  return need;
+}
+
+std::optional<MemoryLimit> available_memory() {
+  std::optional<MemoryLimit> best;
+  if (const std::optional<double> a = meminfo_field("MemAvailable")) best = MemoryLimit{*a, "MemAvailable"};
+  if (const std::optional<double> g = cgroup_limit(); g && (!best || *g < best->bytes))
+    best = MemoryLimit{*g, "cgroup memory.max"};
+  return best;
+}
+
+std::optional<double> parse_size(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();       // "GB" = "G"
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();       // "GiB" = "G"
+  static const std::string units = "KMGTP";
+  double scale = 1;
+  if (unit == "B") unit.clear();
+  if (!unit.empty()) {
+    const std::size_t power = units.find(unit);
+    if (unit.size() != 1 || power == std::string::npos) return std::nullopt;
+    scale = std::pow(1024.0, double(power + 1));
+  }
+  if (!std::isfinite(value) || value <= 0) return std::nullopt;
+  return value * scale;
+}
+
+void add_max_memory_option(CLI::App& app, std::optional<double>& bytes, const std::string& group) {
+  app.add_option_function<std::string>(
+         "--max-memory",
+         [&bytes](const std::string& text) { bytes = parse_size(text); },
+         "refuse (exit 2) a configuration whose estimated memory exceeds this, e.g. 512M, 4G "
+         "(default: the memory available, the lower of MemAvailable and the cgroup's memory.max)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return parse_size(text) ? std::string()
+                                    : "value " + text + " is not a size in bytes (e.g. 512M, 4G)";
+          },
+          "SIZE"))
+      ->group(group);
+}
+
+void check_memory(const MemoryNeed& need, const std::optional<double>& max_memory,
+                  const std::string& what) {
+  std::optional<MemoryLimit> limit = available_memory();
+  if (max_memory) limit = MemoryLimit{*max_memory, "--max-memory"};
+  if (!limit || need.total() <= limit->bytes) return;
+  throw UsageError("out of memory: " + what + " needs about " + need.describe() +
+                   ", more than the " + format_bytes(limit->bytes) + " of " + limit->source +
+                   (max_memory ? std::string() : " (--max-memory overrides the limit)"));
+}
+
+std::string out_of_memory_message() {
+  return "out of memory: an allocation failed (std::bad_alloc); use a smaller model, batch or "
+         "context, or free memory";
+}
+
+}  // namespace tapegrad::examples
