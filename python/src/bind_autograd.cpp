@@ -9,6 +9,7 @@
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
+#include "memory_budget.hpp"
 #include "numpy_convert.hpp"
 #include "py_tensor.hpp"
 
@@ -121,6 +122,16 @@ void bind_autograd(py::module_& m) {
     Tape<double>::active().clear();
   }, "Drops every recorded node of this thread (a backward through one then raises GraphError)");
   m.def("set_num_threads", &kernels::set_num_threads, py::arg("n"));
+  m.def("set_max_memory", [](const py::object& max_bytes) {
+    if (max_bytes.is_none()) return set_max_memory(std::nullopt);
+    if (PyBool_Check(max_bytes.ptr()) || !PyIndex_Check(max_bytes.ptr()))
+      wrong_type("set_max_memory", "max_bytes", "an integer number of bytes or None", max_bytes);
+    const auto bytes = max_bytes.cast<long long>();
+    if (bytes <= 0) fail("set_max_memory", "max_bytes must be > 0, got {}", bytes);
+    set_max_memory(std::uint64_t(bytes));
+  }, py::arg("max_bytes"),
+  "A bound below the machine's memory for what tapegrad checks before allocating (models, "
+  "optimiser state, zeros/ones/full/randn/uniform); None lifts it.");
 }
 
 }  // namespace tapegrad::python
