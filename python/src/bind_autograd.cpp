@@ -8,9 +8,9 @@
 #include "autograd/gradcheck.hpp"
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
-#include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
 #include "memory_budget.hpp"
 #include "numpy_convert.hpp"
+#include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {
@@ -46,7 +46,8 @@ struct PyGradcheckResult : GradcheckResult {
 PyGradcheckResult with_hint(GradcheckResult r, bool is_float32) {
   PyGradcheckResult out{std::move(r), ""};
   // the library's own text may already carry it
-  if (is_float32 && !out.passed && out.GradcheckResult::to_string().find("float64") == std::string::npos)
+  const bool said = out.GradcheckResult::to_string().find("float64") != std::string::npos;
+  if (is_float32 && !out.passed && !said)
     out.hint = "hint: finite differences need float64 (float32 has 7 digits): check float64 "
                "inputs (x.astype('float64')), or pass eps=1e-2, atol=1e-2, rtol=5e-2 for a "
                "coarse float32 check";
@@ -82,7 +83,8 @@ void bind_gradcheck(py::module_& m) {
   py::class_<PyGradcheckResult>(m, "GradcheckResult")
       .def_readonly("inputs", &PyGradcheckResult::inputs)
       .def_readonly("passed", &PyGradcheckResult::passed)
-      .def_readonly("hint", &PyGradcheckResult::hint, "one line when a float32 check failed, else ''")
+      .def_readonly("hint", &PyGradcheckResult::hint,
+                    "one line when a float32 check failed, else ''")
       .def("__bool__", [](const PyGradcheckResult& r) { return r.passed; })
       .def("__str__", &PyGradcheckResult::to_string);
   m.def("gradcheck", [](const py::function& f, const std::vector<PyTensor>& inputs, double eps,

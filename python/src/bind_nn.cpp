@@ -82,7 +82,8 @@ std::int64_t integer_field(const FieldInfo& f, const py::object& value) {
 
 double real_field(const FieldInfo& f, const py::object& value) {
   const std::optional<double> v = is_bool(value) ? std::nullopt : number_of(value);
-  if (!v) wrong_type("config", f.name, f.kind == FieldInfo::Kind::optional_real ? "a number or None" : "a number", value);
+  const bool optional = f.kind == FieldInfo::Kind::optional_real;
+  if (!v) wrong_type("config", f.name, optional ? "a number or None" : "a number", value);
   return *v;
 }
 
@@ -126,7 +127,8 @@ void check_config(const TransformerConfig& c) {
     probe.validate();
   } catch (const ShapeError& e) {
     const std::string what = e.what(), prefix = "config: ";
-    fail("config", "{}; {}", what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what, missing);
+    const std::string problem = what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+    fail("config", "{}; {}", problem, missing);
   }
   fail("config", "{}", missing);
 }
@@ -285,7 +287,8 @@ void require_state_memory(const char* op, const std::vector<PyTensor>& params,
   std::size_t count = 0;
   for (const PyTensor& p : params) count += std::visit([](const auto& x) { return x.size(); }, p.v);
   const double item = params[0].is_double() ? 8 : 4;
-  require_memory(op, fmt::format("{} for {} parameters need", state_per_parameter == 2 ? "moments" : "momentum", count),
+  const char* state = state_per_parameter == 2 ? "moments" : "momentum";
+  require_memory(op, fmt::format("{} for {} parameters need", state, count),
                  double(count) * item * double(state_per_parameter),
                  fmt::format("in {} ({} per parameter)", params[0].dtype(), state_per_parameter));
 }

@@ -104,12 +104,15 @@ void bind_constructors(py::module_& m) {
   m.def("tensor", &tensor_from_numpy, py::arg("data"), py::arg("requires_grad") = false,
         py::arg("dtype") = py::none(),
         "A tensor copied from a float32 or float64 array (dtype kept). Other dtypes are "
-        "refused unless dtype='float32' or 'float64' asks for the conversion.");
+        "refused unless dtype (float32 or float64, as a string or NumPy dtype) asks for "
+        "the conversion.");
   m.def("zeros", [](const Shape& shape, const py::object& dtype, bool rg) {
-        return make(shape, dtype, "zeros", [&](auto v) { return Tensor<decltype(v)>::zeros(shape, rg); });
+        return make(shape, dtype, "zeros",
+                    [&](auto v) { return Tensor<decltype(v)>::zeros(shape, rg); });
       }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
   m.def("ones", [](const Shape& shape, const py::object& dtype, bool rg) {
-        return make(shape, dtype, "ones", [&](auto v) { return Tensor<decltype(v)>::ones(shape, rg); });
+        return make(shape, dtype, "ones",
+                    [&](auto v) { return Tensor<decltype(v)>::ones(shape, rg); });
       }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
   m.def("full", [](const Shape& shape, double value, const py::object& dtype, bool rg) {
         return make(shape, dtype, "full", [&](auto v) {
@@ -136,7 +139,8 @@ void bind_constructors(py::module_& m) {
       }, py::arg("shape"), py::arg("generator"), py::arg("low") = 0.0, py::arg("high") = 1.0,
       py::arg("dtype") = "float32", py::arg("requires_grad") = false);
   m.def("live_tensors", [](const py::object& dtype) {
-        return dtype_is_double("live_tensors", dtype) ? live_tensors<double>() : live_tensors<float>();
+        return dtype_is_double("live_tensors", dtype) ? live_tensors<double>()
+                                                      : live_tensors<float>();
       }, py::arg("dtype") = "float32", "Tensors of this dtype alive in the process (leak checks).");
   m.def("_dtype_name", [](const py::object& dtype, const std::string& op) {
         return dtype_name_of(op.c_str(), dtype);

@@ -33,9 +33,10 @@ std::optional<double> number_in(const std::string& path) {
 // The cgroup's limit less its usage; none when there is no limit. Containers mount their
 // own cgroup at the root of /sys/fs/cgroup.
 std::optional<double> cgroup_room() {
-  for (auto [limit, usage] : {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-                              std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                        "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
+  for (auto [limit, usage] :
+       {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+        std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                  "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
     const std::optional<double> l = number_in(limit), u = number_in(usage);
     if (l && u && *l < 0x1p60) return std::max(0.0, *l - *u);  // v1 says "no limit" with ~2^63
   }
