@@ -71,15 +71,16 @@ std::optional<PyTensor> try_tensor_op(const char* op, const PyTensor& t, const p
 // tapegrad.add(a, b) and friends: either operand may be the tensor.
 template <class Op>
 PyTensor tensor_or_constant_op(const char* op, const py::object& a, const py::object& b) {
-  std::optional<PyTensor> out;
-  if (py::isinstance<PyTensor>(a)) out = try_tensor_op<Op>(op, a.cast<const PyTensor&>(), b, true);
-  else if (py::isinstance<PyTensor>(b)) out = try_tensor_op<Op>(op, b.cast<const PyTensor&>(), a, false);
-  else
-    throw py::type_error(std::string(op) + ": at least one operand must be a tapegrad.Tensor, got " +
-                         type_name(a) + " and " + type_name(b));
+  const bool a_is_tensor = py::isinstance<PyTensor>(a);
+  if (!a_is_tensor && !py::isinstance<PyTensor>(b))
+    throw py::type_error(std::string(op) + ": at least one operand must be a tapegrad.Tensor, "
+                         "got " + type_name(a) + " and " + type_name(b));
+  const std::optional<PyTensor> out =
+      a_is_tensor ? try_tensor_op<Op>(op, a.cast<const PyTensor&>(), b, true)
+                  : try_tensor_op<Op>(op, b.cast<const PyTensor&>(), a, false);
   if (!out)
     wrong_type(op, "the operand beside the tensor", "a tensor, a NumPy array or a number",
-               py::isinstance<PyTensor>(a) ? b : a);
+               a_is_tensor ? b : a);
   return *out;
 }
 

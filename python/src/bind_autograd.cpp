@@ -8,8 +8,9 @@
 #include "autograd/gradcheck.hpp"
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
-#include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
+#include "memory_budget.hpp"
 #include "numpy_convert.hpp"
+#include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {
@@ -45,7 +46,8 @@ struct PyGradcheckResult : GradcheckResult {
 PyGradcheckResult with_hint(GradcheckResult r, bool is_float32) {
   PyGradcheckResult out{std::move(r), ""};
   // the library's own text may already carry it
-  if (is_float32 && !out.passed && out.GradcheckResult::to_string().find("float64") == std::string::npos)
+  const bool said = out.GradcheckResult::to_string().find("float64") != std::string::npos;
+  if (is_float32 && !out.passed && !said)
     out.hint = "hint: finite differences need float64 (float32 has 7 digits): check float64 "
                "inputs (x.astype('float64')), or pass eps=1e-2, atol=1e-2, rtol=5e-2 for a "
                "coarse float32 check";
@@ -81,7 +83,8 @@ void bind_gradcheck(py::module_& m) {
   py::class_<PyGradcheckResult>(m, "GradcheckResult")
       .def_readonly("inputs", &PyGradcheckResult::inputs)
       .def_readonly("passed", &PyGradcheckResult::passed)
-      .def_readonly("hint", &PyGradcheckResult::hint, "one line when a float32 check failed, else ''")
+      .def_readonly("hint", &PyGradcheckResult::hint,
+                    "one line when a float32 check failed, else ''")
       .def("__bool__", [](const PyGradcheckResult& r) { return r.passed; })
       .def("__str__", &PyGradcheckResult::to_string);
   m.def("gradcheck", [](const py::function& f, const std::vector<PyTensor>& inputs, double eps,
@@ -121,6 +124,16 @@ void bind_autograd(py::module_& m) {
     Tape<double>::active().clear();
   }, "Drops every recorded node of this thread (a backward through one then raises GraphError)");
   m.def("set_num_threads", &kernels::set_num_threads, py::arg("n"));
+  m.def("set_max_memory", [](const py::object& max_bytes) {
+    if (max_bytes.is_none()) return set_max_memory(std::nullopt);
+    if (PyBool_Check(max_bytes.ptr()) || !PyIndex_Check(max_bytes.ptr()))
+      wrong_type("set_max_memory", "max_bytes", "an integer number of bytes or None", max_bytes);
+    const auto bytes = max_bytes.cast<long long>();
+    if (bytes <= 0) fail("set_max_memory", "max_bytes must be > 0, got {}", bytes);
+    set_max_memory(std::uint64_t(bytes));
+  }, py::arg("max_bytes"),
+  "A bound below the machine's memory for what tapegrad checks before allocating (models, "
+  "optimiser state, zeros/ones/full/randn/uniform); None lifts it.");
 }
 
 }  // namespace tapegrad::python

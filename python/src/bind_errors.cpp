@@ -4,11 +4,13 @@
 //   AnomalyError (a NaN/Inf under anomaly mode)     -> tapegrad.AnomalyError(FloatingPointError)
 //   CheckpointError (a file that does not fit)      -> tapegrad.CheckpointError(ValueError)
 //   NpzError (not a readable .npz, cannot write)    -> tapegrad.NpzError(OSError)
+//   OutOfMemory (would not fit), std::bad_alloc     -> MemoryError, with the memory available
 #include <pybind11/pybind11.h>
 
 #include "autograd/errors.hpp"
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
+#include "memory_budget.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/npz.hpp"
 
@@ -23,6 +25,18 @@ void bind_errors(py::module_& m) {
   py::register_exception<AnomalyError>(m, "AnomalyError", PyExc_FloatingPointError);
   py::register_exception<CheckpointError>(m, "CheckpointError", PyExc_ValueError);
   py::register_exception<NpzError>(m, "NpzError", PyExc_OSError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OutOfMemory& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (const std::bad_alloc&) {
+      const MemoryBudget b = memory_budget();
+      PyErr_SetString(PyExc_MemoryError,
+                      ("out of memory: an allocation failed (std::bad_alloc) with " +
+                       bytes_text(b.bytes) + " available (" + b.source + ")").c_str());
+    }
+  });
 }
 
 }  // namespace tapegrad::python

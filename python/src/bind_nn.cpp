@@ -15,6 +15,7 @@
 #include "attention_path.hpp"
 #include "bindings.hpp"
 #include "checkpoint_rules.hpp"
+#include "memory_budget.hpp"
 #include "nn/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/generation.hpp"
@@ -81,7 +82,8 @@ std::int64_t integer_field(const FieldInfo& f, const py::object& value) {
 
 double real_field(const FieldInfo& f, const py::object& value) {
   const std::optional<double> v = is_bool(value) ? std::nullopt : number_of(value);
-  if (!v) wrong_type("config", f.name, f.kind == FieldInfo::Kind::optional_real ? "a number or None" : "a number", value);
+  const bool optional = f.kind == FieldInfo::Kind::optional_real;
+  if (!v) wrong_type("config", f.name, optional ? "a number or None" : "a number", value);
   return *v;
 }
 
@@ -125,7 +127,8 @@ void check_config(const TransformerConfig& c) {
     probe.validate();
   } catch (const ShapeError& e) {
     const std::string what = e.what(), prefix = "config: ";
-    fail("config", "{}; {}", what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what, missing);
+    const std::string problem = what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+    fail("config", "{}; {}", problem, missing);
   }
   fail("config", "{}", missing);
 }
@@ -199,6 +202,11 @@ void bind_transformer(py::module_& m, const char* name) {
   py::class_<Model>(m, name)
       .def(py::init([](const TransformerConfig& config) {
         check_config(config);
+        const std::uint64_t params = count_parameters(config).total();
+        require_memory("Transformer", fmt::format("{} parameters need", params),
+                       double(params) * sizeof(T),
+                       fmt::format("in {} for the weights alone (training adds their gradients "
+                                   "and AdamW's two moments: 4 times as much)", dtype_name<T>()));
         return std::make_unique<Model>(config);
       }), py::arg("config"))
       .def("forward", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr,
@@ -273,11 +281,27 @@ void bind_transformer(py::module_& m, const char* name) {
         }, py::arg("path"), py::arg("allow_nonfinite") = false);
 }
 
+void require_state_memory(const char* op, const std::vector<PyTensor>& params,
+                          std::size_t state_per_parameter) {
+  if (params.empty() || state_per_parameter == 0) return;
+  std::size_t count = 0;
+  for (const PyTensor& p : params) count += std::visit([](const auto& x) { return x.size(); }, p.v);
+  const double item = params[0].is_double() ? 8 : 4;
+  const char* state = state_per_parameter == 2 ? "moments" : "momentum";
+  require_memory(op, fmt::format("{} for {} parameters need", state, count),
+                 double(count) * item * double(state_per_parameter),
+                 fmt::format("in {} ({} per parameter)", params[0].dtype(), state_per_parameter));
+}
+
 // One Python optimiser over float32 or float64 parameters.
 template <template <class> class Opt, class Options>
 struct Optimizer {
   std::variant<Opt<float>, Opt<double>> opt;
-  static Optimizer make(const char* op, const std::vector<PyTensor>& params, const Options& o) {
+  // state_per_parameter: the buffers the optimiser keeps per parameter value (AdamW's two
+  // moments, SGD's momentum).
+  static Optimizer make(const char* op, const std::vector<PyTensor>& params, const Options& o,
+                        std::size_t state_per_parameter) {
+    require_state_memory(op, params, state_per_parameter);
     if (!params.empty() && params[0].is_double())
       return Optimizer{Opt<double>(tensors_of<double>(op, params), o)};
     return Optimizer{Opt<float>(tensors_of<float>(op, params), o)};
@@ -303,14 +327,14 @@ void bind_optimizers(py::module_& m) {
   py::class_<PyAdamW> adamw(m, "AdamW", "torch.optim.AdamW's update (decoupled weight decay)");
   adamw.def(py::init([](const std::vector<PyTensor>& params, double lr, std::pair<double, double> betas,
                         double eps, double weight_decay) {
-    return PyAdamW::make("AdamW", params, {lr, betas.first, betas.second, eps, weight_decay});
+    return PyAdamW::make("AdamW", params, {lr, betas.first, betas.second, eps, weight_decay}, 2);
   }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
   py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2);
   bind_optimizer_methods(adamw);
   using PySGD = Optimizer<SGD, SGDOptions>;
   py::class_<PySGD> sgd(m, "SGD", "torch.optim.SGD's update");
   sgd.def(py::init([](const std::vector<PyTensor>& params, double lr, double momentum, double wd) {
-    return PySGD::make("SGD", params, {lr, momentum, wd});
+    return PySGD::make("SGD", params, {lr, momentum, wd}, momentum != 0 ? 1 : 0);
   }), py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0);
   bind_optimizer_methods(sgd);
   m.def("clip_grad_norm", [](const std::vector<PyTensor>& params, double max_norm) {

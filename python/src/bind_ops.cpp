@@ -27,8 +27,9 @@ namespace {
 
 template <class Op>
 void def_arith(py::module_& m, const char* op) {
-  m.def(op, [op](const py::object& a, const py::object& b) { return tensor_or_constant_op<Op>(op, a, b); },
-        py::arg("a"), py::arg("b"));
+  m.def(op, [op](const py::object& a, const py::object& b) {
+    return tensor_or_constant_op<Op>(op, a, b);
+  }, py::arg("a"), py::arg("b"), "a (op) b: a tensor and a tensor, a NumPy array or a number");
 }
 
 void bind_elementwise(py::module_& m) {

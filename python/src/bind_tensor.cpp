@@ -11,6 +11,7 @@
 
 #include "arith.hpp"
 #include "bindings.hpp"
+#include "memory_budget.hpp"
 #include "numpy_convert.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/matmul.hpp"
@@ -26,9 +27,16 @@ py::tuple shape_tuple(const PyTensor& t) {
   return out;
 }
 
+// A new tensor of `shape` from make_as(double{}) or make_as(float{}), refused with the sizes
+// when it cannot fit in memory.
 template <class Make>
-PyTensor make(const py::object& dtype, const char* op, Make&& make_as) {
-  if (dtype_is_double(op, dtype)) return PyTensor(make_as(double{}));
+PyTensor make(const Shape& shape, const py::object& dtype, const char* op, Make&& make_as) {
+  const bool is_double = dtype_is_double(op, dtype);
+  double elements = 1;
+  for (std::size_t n : shape) elements *= double(n);
+  require_memory(op, "shape " + shape_str(shape) + " needs", elements * (is_double ? 8 : 4),
+                 is_double ? "in float64" : "in float32");
+  if (is_double) return PyTensor(make_as(double{}));
   return PyTensor(make_as(float{}));
 }
 
@@ -96,22 +104,25 @@ void bind_constructors(py::module_& m) {
   m.def("tensor", &tensor_from_numpy, py::arg("data"), py::arg("requires_grad") = false,
         py::arg("dtype") = py::none(),
         "A tensor copied from a float32 or float64 array (dtype kept). Other dtypes are "
-        "refused unless dtype='float32' or 'float64' asks for the conversion.");
+        "refused unless dtype (float32 or float64, as a string or NumPy dtype) asks for "
+        "the conversion.");
   m.def("zeros", [](const Shape& shape, const py::object& dtype, bool rg) {
-        return make(dtype, "zeros", [&](auto v) { return Tensor<decltype(v)>::zeros(shape, rg); });
+        return make(shape, dtype, "zeros",
+                    [&](auto v) { return Tensor<decltype(v)>::zeros(shape, rg); });
       }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
   m.def("ones", [](const Shape& shape, const py::object& dtype, bool rg) {
-        return make(dtype, "ones", [&](auto v) { return Tensor<decltype(v)>::ones(shape, rg); });
+        return make(shape, dtype, "ones",
+                    [&](auto v) { return Tensor<decltype(v)>::ones(shape, rg); });
       }, py::arg("shape"), py::arg("dtype") = "float32", py::arg("requires_grad") = false);
   m.def("full", [](const Shape& shape, double value, const py::object& dtype, bool rg) {
-        return make(dtype, "full", [&](auto v) {
+        return make(shape, dtype, "full", [&](auto v) {
           return Tensor<decltype(v)>::full(shape, decltype(v)(value), rg);
         });
       }, py::arg("shape"), py::arg("value"), py::arg("dtype") = "float32",
       py::arg("requires_grad") = false);
   m.def("randn", [](const Shape& shape, Generator& gen, double mean, double std,
                     const py::object& dtype, bool rg) {
-        return make(dtype, "randn", [&](auto v) {
+        return make(shape, dtype, "randn", [&](auto v) {
           using T = decltype(v);
           return Tensor<T>::randn(shape, gen, T(mean), T(std), rg);
         });
@@ -121,14 +132,15 @@ void bind_constructors(py::module_& m) {
       "Tensor<T>::randn.");
   m.def("uniform", [](const Shape& shape, Generator& gen, double low, double high,
                       const py::object& dtype, bool rg) {
-        return make(dtype, "uniform", [&](auto v) {
+        return make(shape, dtype, "uniform", [&](auto v) {
           using T = decltype(v);
           return Tensor<T>::uniform(shape, gen, T(low), T(high), rg);
         });
       }, py::arg("shape"), py::arg("generator"), py::arg("low") = 0.0, py::arg("high") = 1.0,
       py::arg("dtype") = "float32", py::arg("requires_grad") = false);
   m.def("live_tensors", [](const py::object& dtype) {
-        return dtype_is_double("live_tensors", dtype) ? live_tensors<double>() : live_tensors<float>();
+        return dtype_is_double("live_tensors", dtype) ? live_tensors<double>()
+                                                      : live_tensors<float>();
       }, py::arg("dtype") = "float32", "Tensors of this dtype alive in the process (leak checks).");
   m.def("_dtype_name", [](const py::object& dtype, const std::string& op) {
         return dtype_name_of(op.c_str(), dtype);

@@ -15,7 +15,8 @@ namespace tapegrad::python {
 std::vector<NpzEntry> task_entries(const py::object& task) {
   if (task.is_none()) return {};
   std::string name;
-  if (py::isinstance<tasks::SequenceTask>(task)) name = task.cast<const tasks::SequenceTask&>().name();
+  if (py::isinstance<tasks::SequenceTask>(task))
+    name = task.cast<const tasks::SequenceTask&>().name();
   else if (py::isinstance<py::str>(task)) name = task.cast<std::string>();
   else wrong_type("save", "task", "a tasks.SequenceTask, its name or None", task);
   if (!tasks::SequenceTask::known(name))

@@ -38,7 +38,10 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     methods = _OPERATOR_UFUNCS.get(ufunc)
     if methods and method == "__call__" and not kwargs and len(inputs) == 2:
         a, b = inputs
-        result = getattr(a, methods[0])(b) if isinstance(a, _tapegrad.Tensor) else getattr(b, methods[1])(a)
+        if isinstance(a, _tapegrad.Tensor):
+            result = getattr(a, methods[0])(b)
+        else:
+            result = getattr(b, methods[1])(a)
         if result is not NotImplemented:
             return result
     call = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
