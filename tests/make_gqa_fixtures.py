@@ -63,15 +63,19 @@ def case(name, seed, B, Tq, Tk, H, KV, dh, dv, causal=False, window=0, scale=0.0
     out, w = attention(q, k, v, H, KV, causal, window, scale)
     gout, gw = torch.randn(out.shape), torch.randn(w.shape)
     ((out * gout).sum() + (w * gw).sum()).backward()
-    d = os.path.join(OUT, name)
-    os.makedirs(d, exist_ok=True)
-    arrays = dict(q=q, k=k, v=v, gout=gout, gweights=gw, out=out, weights=w, dq=q.grad,
-                  dk=k.grad, dv=v.grad,
-                  config=torch.tensor([H, KV, int(causal), window, scale], dtype=torch.float64))
+    save(os.path.join(OUT, name),
+         dict(q=q, k=k, v=v, gout=gout, gweights=gw, out=out, weights=w, dq=q.grad, dk=k.grad,
+              dv=v.grad,
+              config=torch.tensor([H, KV, int(causal), window, scale], dtype=torch.float64)))
+
+
+def save(directory, arrays):
+    """Each tensor as directory/<name>.npy, float64, after checking it is finite."""
+    os.makedirs(directory, exist_ok=True)
     for n, a in arrays.items():
         a = np.ascontiguousarray(a.detach().numpy().astype(np.float64))
-        assert np.all(np.isfinite(a)), (name, n)
-        np.save(os.path.join(d, n + ".npy"), a)
+        assert np.all(np.isfinite(a)), (directory, n)
+        np.save(os.path.join(directory, n + ".npy"), a)
 
 
 def main():

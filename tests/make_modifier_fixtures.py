@@ -20,8 +20,9 @@ Every case is a directory tests/fixtures/modifiers/<case>/ of float64 .npy files
 import math
 import os
 
-import numpy as np
 import torch
+
+from make_gqa_fixtures import save, visible
 
 torch.set_default_dtype(torch.float64)
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "modifiers")
@@ -52,16 +53,11 @@ def attention(q, k, v, H, KV, causal, window, alibi, softcap):
     scores = qh @ kh.transpose(-1, -2) / math.sqrt(dh)
     if softcap:
         scores = softcap * torch.tanh(scores / softcap)
-    i = torch.arange(Tq)[:, None] + (Tk - Tq)  # absolute position of query row r
-    j = torch.arange(Tk)[None, :]
     if alibi:
+        i = torch.arange(Tq)[:, None] + (Tk - Tq)  # absolute position of query row r
+        j = torch.arange(Tk)[None, :]
         scores = scores - alibi_slopes(H)[:, None, None] * (i - j).to(torch.float64)
-    allowed = torch.ones(Tq, Tk, dtype=torch.bool)
-    if causal:
-        allowed &= j <= i
-    if window:
-        allowed &= (i - j) < window
-    w = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
+    w = torch.softmax(scores.masked_fill(~visible(Tq, Tk, causal, window), float("-inf")), -1)
     out = (w @ vh).permute(0, 2, 1, 3).reshape(B, Tq, H * dv)
     return out, w
 
@@ -74,15 +70,9 @@ def case(name, seed, B, Tq, Tk, H, KV, dh, dv, causal=True, window=0, alibi=Fals
     out, w = attention(q, k, v, H, KV, causal, window, alibi, softcap)
     gout, gw = torch.randn(out.shape), torch.randn(w.shape)
     ((out * gout).sum() + (w * gw).sum()).backward()
-    d = os.path.join(OUT, name)
-    os.makedirs(d, exist_ok=True)
-    arrays = dict(q=q, k=k, v=v, gout=gout, gweights=gw, out=out, weights=w, dq=q.grad,
-                  dk=k.grad, dv=v.grad,
-                  config=torch.tensor([H, KV, int(causal), window, int(alibi), softcap]))
-    for n, a in arrays.items():
-        a = np.ascontiguousarray(a.detach().numpy().astype(np.float64))
-        assert np.all(np.isfinite(a)), (name, n)
-        np.save(os.path.join(d, n + ".npy"), a)
+    save(os.path.join(OUT, name),
+         dict(q=q, k=k, v=v, gout=gout, gweights=gw, out=out, weights=w, dq=q.grad, dk=k.grad,
+              dv=v.grad, config=torch.tensor([H, KV, int(causal), window, int(alibi), softcap])))
 
 
 def main():
