@@ -41,7 +41,8 @@ def visible(Tq, Tk, causal, window):
     return allowed
 
 
-def attention(q, k, v, H, KV, causal, window, scale):
+def attention(q, k, v, H, KV, causal, window, scale, modify=None):
+    """modify(scores, Tq, Tk), when given, changes the scaled scores before the mask."""
     B, Tq, _ = q.shape
     Tk = k.shape[1]
     dh, dv = q.shape[2] // H, v.shape[2] // KV
@@ -49,6 +50,8 @@ def attention(q, k, v, H, KV, causal, window, scale):
     kh = k.reshape(B, Tk, KV, dh).permute(0, 2, 1, 3).repeat_interleave(H // KV, dim=1)
     vh = v.reshape(B, Tk, KV, dv).permute(0, 2, 1, 3).repeat_interleave(H // KV, dim=1)
     scores = qh @ kh.transpose(-1, -2) * (scale if scale else 1.0 / math.sqrt(dh))
+    if modify:
+        scores = modify(scores, Tq, Tk)
     scores = scores.masked_fill(~visible(Tq, Tk, causal, window), float("-inf"))
     w = torch.softmax(scores, -1)
     out = (w @ vh).permute(0, 2, 1, 3).reshape(B, Tq, H * dv)

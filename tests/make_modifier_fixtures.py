@@ -6,7 +6,7 @@ Run with Debian's python3-torch (torch 1.13): /usr/bin/python3 tests/make_modifi
 CI does not run this script; it runs the C++ test on the committed fixtures.
 
 The reference is the formula in plain torch ops (not tapegrad's code): kv heads expanded
-with repeat_interleave, scores = q.k / sqrt(dh), soft-capped c * tanh(s / c), then ALiBi's
+with repeat_interleave, scores = q.k * (1 / sqrt(dh)), soft-capped c * tanh(s / c), then ALiBi's
 bias -m_h * (i - j) with i = (Tk - Tq) + r the query's absolute position and the slopes of
 Hugging Face's build_alibi_tensor (copied below), masked scores -inf before the softmax.
 
@@ -22,7 +22,7 @@ import os
 
 import torch
 
-from make_gqa_fixtures import save, visible
+from make_gqa_fixtures import attention as gqa_attention, save
 
 torch.set_default_dtype(torch.float64)
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "modifiers")
@@ -44,22 +44,16 @@ def alibi_slopes(num_heads):
 
 
 def attention(q, k, v, H, KV, causal, window, alibi, softcap):
-    B, Tq, _ = q.shape
-    Tk = k.shape[1]
-    dh, dv = q.shape[2] // H, v.shape[2] // KV
-    qh = q.reshape(B, Tq, H, dh).permute(0, 2, 1, 3)
-    kh = k.reshape(B, Tk, KV, dh).permute(0, 2, 1, 3).repeat_interleave(H // KV, dim=1)
-    vh = v.reshape(B, Tk, KV, dv).permute(0, 2, 1, 3).repeat_interleave(H // KV, dim=1)
-    scores = qh @ kh.transpose(-1, -2) / math.sqrt(dh)
-    if softcap:
-        scores = softcap * torch.tanh(scores / softcap)
-    if alibi:
-        i = torch.arange(Tq)[:, None] + (Tk - Tq)  # absolute position of query row r
-        j = torch.arange(Tk)[None, :]
-        scores = scores - alibi_slopes(H)[:, None, None] * (i - j).to(torch.float64)
-    w = torch.softmax(scores.masked_fill(~visible(Tq, Tk, causal, window), float("-inf")), -1)
-    out = (w @ vh).permute(0, 2, 1, 3).reshape(B, Tq, H * dv)
-    return out, w
+    def modify(scores, Tq, Tk):
+        if softcap:
+            scores = softcap * torch.tanh(scores / softcap)
+        if alibi:
+            i = torch.arange(Tq)[:, None] + (Tk - Tq)  # absolute position of query row r
+            j = torch.arange(Tk)[None, :]
+            scores = scores - alibi_slopes(H)[:, None, None] * (i - j).to(torch.float64)
+        return scores
+
+    return gqa_attention(q, k, v, H, KV, causal, window, 0.0, modify)
 
 
 def case(name, seed, B, Tq, Tk, H, KV, dh, dv, causal=True, window=0, alibi=False, softcap=0.0):
