@@ -259,3 +259,35 @@ TEST_CASE("transformer: final_softcap is c*tanh(l/c) of the uncapped logits, and
   const Tensor<double> broken = capped.forward(tokens);
   for (std::size_t i = 0; i < broken.size(); ++i) CHECK(std::isnan(broken.data()[i]));
 }
+
+TEST_CASE("transformer: positions=alibi and attn_softcap reach every layer's attention",
+          "[transformer]") {
+  TransformerConfig none = tiny(llama_preset());
+  none.positions = PositionKind::none;
+  TransformerConfig alibi = none, capped = none;
+  alibi.positions = PositionKind::alibi;
+  capped.attn_softcap = 0.05;  // below the scores' size, so that tanh bends them
+  Transformer<double> m_none(none), m_alibi(alibi), m_capped(capped);
+  for (const Block<double>& b : m_alibi.blocks()) {
+    CHECK(b.attention().spec().bias == PositionBias::alibi);
+    CHECK(b.attention().spec().softcap == 0.0);
+  }
+  for (const Block<double>& b : m_capped.blocks()) {
+    CHECK(b.attention().spec().bias == PositionBias::none);
+    CHECK(b.attention().spec().softcap == 0.05);
+  }
+  // the same weights (neither has a positional table), so without the modifier the logits
+  // would be the same bits; with it they move (ALiBi by 4e-4, the cap by 5e-7: the small
+  // init's Wo and head scale every change in the scores down)
+  const Indices tokens = random_tokens(2, 6, 7, 41);
+  NoGradGuard no_grad;
+  const Tensor<double> base = m_none.forward(tokens);
+  for (Transformer<double>* m : {&m_alibi, &m_capped}) {
+    INFO(to_string(m->config().positions) << ", attn_softcap " << m->config().attn_softcap);
+    const Tensor<double> l = m->forward(tokens);
+    double diff = 0;
+    for (std::size_t i = 0; i < l.size(); ++i)
+      diff = std::max(diff, std::abs(l.data()[i] - base.data()[i]));
+    CHECK(diff > 1e-10);
+  }
+}
