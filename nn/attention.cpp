@@ -18,8 +18,8 @@ AttentionConfig gpt2_attention(std::size_t d_model, std::size_t heads, double qk
                                double out_std, std::optional<double> scale) {
   AttentionConfig c;
   c.d_model = d_model;
-  c.heads = heads;
-  c.scale = scale;
+  c.spec.heads = heads;
+  c.spec.scale = scale;
   c.qkv_std = qkv_std;
   c.out_std = out_std;
   return c;
@@ -28,18 +28,15 @@ AttentionConfig gpt2_attention(std::size_t d_model, std::size_t heads, double qk
 // The projections' sizes and every argument check come from check_attention_spec, the one
 // check of every attention path; it is run here on the shapes the projections will have.
 AttentionSpec checked_spec(const AttentionConfig& c) {
-  if (c.d_model == 0 || c.heads == 0)
-    fail("MultiHeadAttention", "d_model={} and heads={} must be positive", c.d_model, c.heads);
-  if (c.head_dim == 0 && c.d_model % c.heads != 0)
+  AttentionSpec s = c.spec;
+  if (c.d_model == 0 || s.heads == 0)
+    fail("MultiHeadAttention", "d_model={} and heads={} must be positive", c.d_model, s.heads);
+  if (s.head_dim == 0 && c.d_model % s.heads != 0)
     fail("MultiHeadAttention", "d_model={} is not divisible by heads={} (or set head_dim)",
-         c.d_model, c.heads);
-  AttentionSpec s;
-  s.heads = c.heads;
-  s.kv_heads = c.kv_heads == 0 ? c.heads : c.kv_heads;
-  s.head_dim = c.head_dim == 0 ? c.d_model / c.heads : c.head_dim;
-  s.scale = c.scale;
+         c.d_model, s.heads);
+  if (s.kv_heads == 0) s.kv_heads = s.heads;
+  if (s.head_dim == 0) s.head_dim = c.d_model / s.heads;
   s.causal = true;
-  s.window = c.window;
   check_attention_spec("MultiHeadAttention", {1, 1, s.heads * s.head_dim},
                        {1, 1, s.kv_heads * s.head_dim}, {1, 1, s.kv_heads * s.head_dim}, s);
   if (c.rope) check_rope_spec("MultiHeadAttention", s.head_dim, *c.rope);

@@ -19,11 +19,9 @@ class KVCache;  // nn/kv_cache.hpp
 
 struct AttentionConfig {
   std::size_t d_model = 0;
-  std::size_t heads = 1;
-  std::size_t kv_heads = 0;             // 0: = heads
-  std::size_t head_dim = 0;             // 0: d_model / heads
-  std::optional<double> scale;          // default 1/sqrt(head_dim); 1.0 = unscaled
-  std::size_t window = 0;               // 0: full causal
+  // heads, kv_heads, head_dim (0: d_model / heads), scale, window and the score modifiers;
+  // the module is causal whatever `causal` says
+  AttentionSpec spec;
   bool qk_norm = false;                 // RMSNorm (gain head_dim) on each head's q and k
   double qk_norm_gain = 1.0;            // the gains' initial value (scores start at gain^2 q.k)
   bool learned_temperature = false;     // a learned scalar per head on q.k, from 1/sqrt(head_dim)

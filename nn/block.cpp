@@ -5,33 +5,15 @@
 
 namespace tapegrad {
 
-namespace {
-AttentionConfig attention_of(const BlockConfig& c) {
-  AttentionConfig a;
-  a.d_model = c.d_model;
-  a.heads = c.heads;
-  a.kv_heads = c.kv_heads;
-  a.head_dim = c.head_dim;
-  a.scale = c.attention_scale;
-  a.window = c.window;
-  a.qk_norm = c.qk_norm;
-  a.qk_norm_gain = c.qk_norm_gain;
-  a.learned_temperature = c.learned_temperature;
-  a.norm_eps = c.norm_eps;
-  a.rope = c.rope;
-  a.qkv_std = c.attention_std;
-  a.out_std = c.residual_std;
-  return a;
-}
-}  // namespace
-
 template <class T>
 Block<T>::Block(const BlockConfig& c, Generator& gen)
-    : norm1_(c.norm, c.d_model, c.norm_eps),
-      attn_(attention_of(c), gen),
-      norm2_(c.norm, c.d_model, c.norm_eps) {
-  if (c.swiglu) swiglu_.emplace(c.d_model, c.mlp_hidden, c.mlp_bias, gen, c.std, c.residual_std);
-  else mlp_.emplace(c.d_model, c.mlp_hidden, gen, c.std, c.residual_std, c.mlp_bias);
+    : norm1_(c.norm, c.attention.d_model, c.attention.norm_eps),
+      attn_(c.attention, gen),
+      norm2_(c.norm, c.attention.d_model, c.attention.norm_eps) {
+  const std::size_t D = c.attention.d_model;
+  const double residual_std = c.attention.out_std;
+  if (c.swiglu) swiglu_.emplace(D, c.mlp_hidden, c.mlp_bias, gen, c.std, residual_std);
+  else mlp_.emplace(D, c.mlp_hidden, gen, c.std, residual_std, c.mlp_bias);
   this->register_module("norm1", norm1_);
   this->register_module("attn", attn_);
   this->register_module("norm2", norm2_);

@@ -2,36 +2,24 @@
 // The transformer's repeated unit: the pre-norm residual Block
 // x + attn(norm1(x)),  then  x + mlp(norm2(x)).
 #include <cstddef>
-#include <optional>
 
 #include "autograd/tensor.hpp"
 #include "nn/attention.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
-#include "ops/rope.hpp"  // RopeSpec
 
 namespace tapegrad {
 
+// The attention's configuration as is, its d_model and norm_eps shared by the block's norms
+// and feed-forward; its out_std (Wo) is the residual init the feed-forward's output takes too.
 struct BlockConfig {
-  std::size_t d_model = 0;
-  std::size_t heads = 1;
-  std::size_t kv_heads = 0;               // 0: = heads
-  std::size_t head_dim = 0;               // 0: d_model / heads
+  AttentionConfig attention;
   std::size_t mlp_hidden = 0;             // usually 4 * d_model
   bool swiglu = false;                    // SwiGLU feed-forward instead of GELU
   bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
-  double norm_eps = 1e-5;
-  std::optional<double> attention_scale;  // default 1/sqrt(head_dim)
-  std::size_t window = 0;
-  bool qk_norm = false;
-  double qk_norm_gain = 1.0;
-  bool learned_temperature = false;
-  std::optional<RopeSpec> rope;
   double std = init::gpt2_std;            // the feed-forward's input weights
-  double attention_std = init::gpt2_std;  // Wq, Wk, Wv
-  double residual_std = init::gpt2_std;   // Wo and the feed-forward's output weight
 };
 
 // x + attn(norm1(x)), then x + mlp(norm2(x)): x (B, T, D) -> (B, T, D).

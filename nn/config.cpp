@@ -26,7 +26,7 @@ struct Choices<MlpKind> {
 };
 template <>
 struct Choices<PositionKind> {
-  static std::vector<std::string> names() { return {"learned", "rope", "none"}; }
+  static std::vector<std::string> names() { return {"learned", "rope", "none", "alibi"}; }
 };
 template <>
 struct Choices<RopeStyle> {
@@ -297,6 +297,19 @@ RopeSpec TransformerConfig::rope() const {
   s.original_context = rope_original_context;
   s.beta_fast = rope_beta_fast;
   s.beta_slow = rope_beta_slow;
+  return s;
+}
+
+AttentionSpec TransformerConfig::attention_spec() const {
+  AttentionSpec s;
+  s.heads = heads;
+  s.kv_heads = resolved_kv_heads();
+  s.head_dim = resolved_head_dim();
+  s.scale = attention_scale;
+  s.causal = true;
+  s.window = window;
+  s.bias = positions == PositionKind::alibi ? PositionBias::alibi : PositionBias::none;
+  s.softcap = attn_softcap;
   return s;
 }
 

@@ -18,6 +18,7 @@
 
 #include "nn/init.hpp"    // AttentionInit
 #include "nn/layers.hpp"  // NormKind
+#include "ops/attention_spec.hpp"  // AttentionSpec, PositionBias
 #include "ops/rope.hpp"   // RopeSpec, RopeStyle, RopeScaling
 
 namespace tapegrad {
@@ -30,7 +31,7 @@ struct Seed {
   constexpr Seed(std::uint64_t v = 0) : value(v) {}
   constexpr operator std::uint64_t() const { return value; }
 };
-enum class PositionKind { learned, rope, none };
+enum class PositionKind { learned, rope, none, alibi };
 
 // The role of a field: the architecture (what a checkpoint's weights depend on) or only
 // how the parameters are first drawn (ignored when loading into an existing model).
@@ -76,7 +77,8 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, bool, mlp_bias, true, 0, 0, 2, true,                                          \
     "the feed-forward Linears have biases")                                                     \
   X(architecture, PositionKind, positions, PositionKind::learned, 0, 0, 2, PositionKind::learned, \
-    "positions: learned (a table added to the embeddings), rope (rotary, on q and k) or none")  \
+    "positions: learned (a table added to the embeddings), rope (rotary, on q and k), none or " \
+    "alibi (a per-head linear bias -slope*(i-j) on the scores)")                                \
   X(architecture, double, rope_theta, 10000.0, 1e-6, kUnbounded, 2, 10000.0,                    \
     "RoPE base: inv_freq[i] = theta^(-2i/head_dim) (Llama 3: 500000)")                          \
   X(architecture, RopeStyle, rope_style, RopeStyle::half, 0, 0, 2, RopeStyle::half,             \
@@ -103,6 +105,10 @@ inline constexpr double kUnbounded = 1e300;
     "initial value of every QK-norm gain: the scores start at gain^2 x q.k of unit-RMS heads")  \
   X(architecture, bool, learned_temperature, false, 0, 0, 3, false,                             \
     "a learned scalar per head multiplies q.k on top of attention_scale, from 1/sqrt(head_dim)") \
+  X(architecture, double, attn_softcap, 0.0, 0.0, kUnbounded, 4, 0.0,                            \
+    "attention logit soft-cap c: scaled scores s -> c*tanh(s/c) before bias and mask (0: off)")  \
+  X(architecture, double, final_softcap, 0.0, 0.0, kUnbounded, 4, 0.0,                           \
+    "final logit soft-cap c: logits l -> c*tanh(l/c) before the loss and sampling (0: off)")    \
   X(architecture, bool, tie_embeddings, false, 0, 0, 2, false,                                  \
     "the head reuses the token embedding's matrix, transposed")                                 \
   X(architecture, std::optional<double>, attention_scale, std::nullopt, 1e-300, kUnbounded, 1, std::nullopt, \
@@ -125,6 +131,8 @@ struct TransformerConfig {
   std::size_t resolved_mlp_hidden() const;
   double resolved_attention_scale() const;
   RopeSpec rope() const;
+  // Every layer's attention: causal, with the window, scale and score modifiers above.
+  AttentionSpec attention_spec() const;
 
   // Throws ShapeError "config: ..." naming the field: a value outside its range, or a
   // combination that cannot be built (kv_heads not dividing heads, rope with an odd

@@ -18,24 +18,21 @@ const TransformerConfig& validated(const TransformerConfig& c) {
 
 BlockConfig block_config(const TransformerConfig& c) {
   BlockConfig b;
-  b.d_model = c.d_model;
-  b.heads = c.heads;
-  b.kv_heads = c.resolved_kv_heads();
-  b.head_dim = c.resolved_head_dim();
+  AttentionConfig& a = b.attention;
+  a.d_model = c.d_model;
+  a.spec = c.attention_spec();
+  a.qk_norm = c.qk_norm;
+  a.qk_norm_gain = c.qk_norm_gain;
+  a.learned_temperature = c.learned_temperature;
+  a.norm_eps = c.norm_eps;
+  if (c.positions == PositionKind::rope) a.rope = c.rope();
+  a.qkv_std = init::attention_std(c.attention_init, c.d_model);
+  a.out_std = init::residual_std(c.layers);
   b.mlp_hidden = c.resolved_mlp_hidden();
   b.swiglu = c.mlp == MlpKind::swiglu;
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
-  b.norm_eps = c.norm_eps;
-  b.attention_scale = c.attention_scale;
-  b.window = c.window;
-  b.qk_norm = c.qk_norm;
-  b.qk_norm_gain = c.qk_norm_gain;
-  b.learned_temperature = c.learned_temperature;
-  if (c.positions == PositionKind::rope) b.rope = c.rope();
   b.std = init::gpt2_std;
-  b.attention_std = init::attention_std(c.attention_init, c.d_model);
-  b.residual_std = init::residual_std(c.layers);
   return b;
 }
 
@@ -58,6 +55,12 @@ template <class T>
 std::optional<Linear<T>> make_head(const TransformerConfig& c, Generator& gen) {
   if (c.tie_embeddings) return std::nullopt;
   return Linear<T>(c.d_model, c.vocab, false, gen);
+}
+
+// logits (B, T, V) -> c * tanh(logits / c): every logit kept inside (-c, c), smoothly
+template <class T>
+Tensor<T> softcapped(const Tensor<T>& logits, double c) {
+  return mul(tanh(mul(logits, 1 / c)), c);
 }
 
 }  // namespace
@@ -127,6 +130,7 @@ Tensor<T> Transformer<T>::forward(const Indices& tokens, KVCacheSet<T>& caches) 
 
 // tokens (B, T) -> tok_emb (B, T, D) [+ pos_emb (T, D) at positions start..start+T-1]
 // -> blocks (each with its layer's cache, if any) -> norm_f -> head (B, T, V)
+// [-> final_softcap c: c * tanh(logits / c)]
 // tied head: h (B, T, D) @ tok_emb^T (D, V), so tok_emb's gradient sums both of its uses.
 // backward: every step is an op on the tape (embedding's scatter-add, add's sum over B
 // for the positional table, the blocks, the norm, matmul).
@@ -144,7 +148,8 @@ Tensor<T> Transformer<T>::run(const Indices& tokens, KVCacheSet<T>* caches) {
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     x = blocks_[i].forward(x, caches ? &(*caches)[i] : nullptr);
   const Tensor<T> h = norm_f_(x);
-  return head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
+  const Tensor<T> logits = head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
+  return config_.final_softcap > 0 ? softcapped(logits, config_.final_softcap) : logits;
 }
 
 template <class T>

@@ -102,24 +102,55 @@ Tensor<T> shared_heads(const Tensor<T>& t, const AttentionDims& d, std::size_t w
   return d.group() == 1 ? h : repeat_interleave(h, d.group(), 1);
 }
 
-// One (Tq, Tk) mask broadcast over batch and heads: masking is about token position.
+// The (Tq, Tk) mask of a rule, broadcast over batch and heads: masking is about position.
+Mask mask_of(const kernels::AttentionRule& rule, std::size_t Tq) {
+  Mask m = Mask::from_shape({Tq, rule.Tk});
+  for (std::size_t r = 0; r < Tq; ++r)
+    for (std::size_t j = 0; j < rule.Tk; ++j) m(r, j) = rule.visible(r, j);
+  return m;
+}
+
 std::optional<Mask> spec_mask(const AttentionDims& d) {
-  if (d.window) return sliding_window_mask(d.Tq, d.Tk, d.window);
-  if (d.causal) return causal_mask(d.Tq, d.Tk);
-  return std::nullopt;
+  if (!d.causal) return std::nullopt;
+  return mask_of(head_layout(d), d.Tq);
+}
+
+// The rule's additive bias (1, H, Tq, Tk), a constant: ALiBi's -slope(h) * (i - j).
+template <class T>
+Tensor<T> position_bias(const AttentionDims& d) {
+  const kernels::HeadLayout L = head_layout(d);
+  Array<T> b = Array<T>::from_shape({1, d.heads, d.Tq, d.Tk});
+  T* p = b.data();
+  for (std::size_t h = 0; h < d.heads; ++h)
+    for (std::size_t r = 0; r < d.Tq; ++r)
+      for (std::size_t j = 0; j < d.Tk; ++j) *p++ = T(L.bias(h, r, j));
+  return Tensor<T>(std::move(b));
+}
+
+// qh (B, H, Tq, dh) @ kh (B, H, Tk, dh)^T -> the scores the softmax sees (B, H, Tq, Tk):
+// scaled, soft-capped c * tanh(s / c), then biased, each step an op on the tape
+template <class T>
+Tensor<T> composed_scores(const Tensor<T>& qh, const Tensor<T>& kh, const AttentionDims& d) {
+  Tensor<T> s = mul(matmul_nt(qh, kh), T(d.scale));
+  if (d.softcap > 0) s = mul(tanh(mul(s, T(1 / d.softcap))), T(d.softcap));
+  if (d.bias != PositionBias::none) s = add(s, position_bias<T>(d));
+  return s;
 }
 
 template <class T>
-AttentionResult<T> composed(const char* op, const Tensor<T>& q, const Tensor<T>& k,
-                            const Tensor<T>& v, const AttentionDims& d) {
+AttentionResult<T> composed(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                            const AttentionDims& d) {
   const Tensor<T> qh = heads_first(q, d.B, d.Tq, d.heads, d.head_dim);
   const Tensor<T> kh = shared_heads(k, d, d.head_dim), vh = shared_heads(v, d, d.v_head_dim);
+  const Tensor<T> scores = composed_scores(qh, kh, d);
+  // masked scores drop out before the exponential; a row with nothing allowed is 0
   const std::optional<Mask> mask = spec_mask(d);
-  AttentionResult<T> r = sdpa_core<T>(op, qh, kh, vh, mask ? &*mask : nullptr, d.scale);
-  // transpose back before the merge, or the reshape interleaves positions and heads
-  const Tensor<T> merged =
-      reshape(transpose(r.out, {0, 2, 1, 3}), Shape{d.B, d.Tq, d.heads * d.v_head_dim});
-  return {merged, r.weights};
+  const Tensor<T> weights = mask ? masked_softmax(scores, *mask) : softmax(scores, -1);
+  // (B, H, Tq, Tk) @ (B, H, Tk, dv) -> (B, H, Tq, dv); transpose back before the merge, or
+  // the reshape interleaves positions and heads
+  const Tensor<T> merged = reshape(transpose(matmul(weights, vh), {0, 2, 1, 3}),
+                                   Shape{d.B, d.Tq, d.heads * d.v_head_dim});
+  return {merged, weights};
 }
 
 // Every path after the one check. `op` is what the user called, for the messages.
@@ -131,7 +162,7 @@ AttentionResult<T> attend(const char* op, const Tensor<T>& q, const Tensor<T>& k
   if (!std::isfinite(s) || s <= T(0))
     fail(op, "scale {} is not a positive finite number in this precision (q is {})", d.scale,
          q.shape_string());
-  if (path == AttentionPath::composed) return composed(op, q, k, v, d);
+  if (path == AttentionPath::composed) return composed(q, k, v, d);
   // q, k, v -> out (B, Tq, H*dv) directly; the weights are never formed, so none returned
   if (path == AttentionPath::flash) return {flash_attention(q, k, v, d), Tensor<T>()};
   // q, k -> weights (B, H, Tq, Tk); weights, v -> heads' outputs merged (B, Tq, H*dv)
@@ -181,10 +212,11 @@ Mask causal_mask(std::size_t Tq, std::size_t Tk) {
   if (Tq > Tk)
     fail("causal_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), got "
                         "Tq={}, Tk={}", Tq, Tk);
-  Mask m = Mask::from_shape({Tq, Tk});
-  for (std::size_t r = 0; r < Tq; ++r)
-    for (std::size_t j = 0; j < Tk; ++j) m(r, j) = j <= Tk - Tq + r;
-  return m;
+  kernels::AttentionRule rule;
+  rule.Tk = Tk;
+  rule.q_offset = Tk - Tq;
+  rule.causal = true;
+  return mask_of(rule, Tq);
 }
 
 // The same positions; key j is visible iff 0 <= i - j < window: the window counts the
@@ -196,12 +228,12 @@ Mask sliding_window_mask(std::size_t Tq, std::size_t Tk, std::size_t window) {
   if (Tq > Tk)
     fail("sliding_window_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), "
                                 "got Tq={}, Tk={}", Tq, Tk);
-  Mask m = Mask::from_shape({Tq, Tk});
-  for (std::size_t r = 0; r < Tq; ++r) {
-    const std::size_t i = Tk - Tq + r;
-    for (std::size_t j = 0; j < Tk; ++j) m(r, j) = j <= i && i - j < window;
-  }
-  return m;
+  kernels::AttentionRule rule;
+  rule.Tk = Tk;
+  rule.q_offset = Tk - Tq;
+  rule.causal = true;
+  rule.window = window;
+  return mask_of(rule, Tq);
 }
 
 template <class T>
@@ -224,9 +256,8 @@ template <class T>
 Tensor<T> attention_scores(const Tensor<T>& q, const Tensor<T>& k, const AttentionSpec& spec) {
   const AttentionDims d = check_attention_spec("attention_scores", q.shape(), k.shape(), k.shape(), spec);
   NoGradGuard no_grad;
-  Tensor<T> scores = mul(matmul_nt(heads_first(q, d.B, d.Tq, d.heads, d.head_dim),
-                                   shared_heads(k, d, d.head_dim)),
-                         T(d.scale));
+  Tensor<T> scores = composed_scores(heads_first(q, d.B, d.Tq, d.heads, d.head_dim),
+                                     shared_heads(k, d, d.head_dim), d);
   if (const std::optional<Mask> mask = spec_mask(d)) {
     T* s = scores.value().data();
     const std::size_t rows = d.B * d.heads;

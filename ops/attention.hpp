@@ -72,8 +72,8 @@ template <class T>
 AttentionResult<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                              const AttentionSpec& spec, AttentionPath path = AttentionPath::fused);
 
-// The scores attention()'s softmax sees, (B, heads, Tq, Tk): scale * q.k, -inf where the
-// spec's mask hides a key. A constant, outside the graph: for inspecting attention.
+// The scores attention()'s softmax sees, (B, heads, Tq, Tk): scale * q.k, soft-capped and
+// biased as the spec says, -inf where its mask hides a key. A constant, outside the graph: for inspecting attention.
 template <class T>
 Tensor<T> attention_scores(const Tensor<T>& q, const Tensor<T>& k, const AttentionSpec& spec);
 

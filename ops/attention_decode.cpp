@@ -48,18 +48,9 @@ Tensor<T> attention_decode(const Tensor<T>& q, const Tensor<T>& k_store, const T
   if (!std::isfinite(scale) || scale <= T(0))
     fail("attention_decode", "scale {} is not a positive finite number in this precision "
          "(q is {})", d.scale, q.shape_string());
-  kernels::DecodeLayout L;
-  L.B = B;
-  L.H = d.heads;
-  L.KV = d.kv_heads;
-  L.dh = d.head_dim;
-  L.dv = d.v_head_dim;
-  L.capacity = ring.capacity;
-  L.count = ring.count;
-  L.first_slot = ring.first_slot;
-  // causal with Tq = 1 and the query the newest held position: every held key is at or
-  // before it, so only the window can hide keys
-  L.window = d.window;
+  // the query is the newest of the held positions (q_offset = count - 1), so the rule's
+  // band for row 0 is the held keys it sees
+  const kernels::DecodeLayout L{head_layout(d), ring.capacity, ring.first_slot};
   Tensor<T> y = Tensor<T>::zeros({B, 1, d.heads * d.v_head_dim});
   kernels::attention_decode(L, q.data(), k_store.data(), v_store.data(), scale,
                             y.value().data());

@@ -11,11 +11,6 @@
 namespace tapegrad {
 
 namespace {
-kernels::HeadLayout layout_of(const AttentionDims& d) {
-  return kernels::HeadLayout{d.B,        d.Tq,         d.Tk,       d.heads,  d.kv_heads,
-                             d.head_dim, d.v_head_dim, d.q_offset, d.window, d.causal};
-}
-
 // The dims come from check_attention_spec; this only makes sure they describe these very
 // tensors, so a mismatch is an error message and never an out-of-bounds read.
 void require_shape(const char* name, const Shape& got, const Shape& want) {
@@ -34,7 +29,7 @@ Tensor<T> flash_attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T
   require_shape("q", q.shape(), {d.B, d.Tq, d.heads * d.head_dim});
   require_shape("k", k.shape(), {d.B, d.Tk, d.kv_heads * d.head_dim});
   require_shape("v", v.shape(), {d.B, d.Tk, d.kv_heads * d.v_head_dim});
-  const kernels::HeadLayout L = layout_of(d);
+  const kernels::HeadLayout L = head_layout(d);
   const T scale = T(d.scale);
   Array<T> y = Array<T>::from_shape({d.B, d.Tq, d.heads * d.v_head_dim});
   Array<T> lse = Array<T>::from_shape({d.B, d.heads, d.Tq});

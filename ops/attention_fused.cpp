@@ -8,11 +8,6 @@
 namespace tapegrad {
 
 namespace {
-kernels::HeadLayout layout_of(const AttentionDims& d) {
-  return kernels::HeadLayout{d.B,        d.Tq,         d.Tk,       d.heads,  d.kv_heads,
-                             d.head_dim, d.v_head_dim, d.q_offset, d.window, d.causal};
-}
-
 // The dims come from check_attention_spec; this only makes sure they describe these very
 // tensors, so a mismatch is an error message and never an out-of-bounds read.
 void require_shape(const char* op, const char* name, const Shape& got, const Shape& want) {
@@ -35,7 +30,7 @@ Tensor<T> attention_weights(const Tensor<T>& q, const Tensor<T>& k, const Attent
   Shape qs = q.shape();  // moved into the backward below
   require_shape(op, "q", qs, {d.B, d.Tq, d.heads * d.head_dim});
   require_shape(op, "k", k.shape(), {d.B, d.Tk, d.kv_heads * d.head_dim});
-  const kernels::HeadLayout L = layout_of(d);
+  const kernels::HeadLayout L = head_layout(d);
   const T scale = T(d.scale);
   Array<T> w = uninitialized<T>({d.B, d.heads, d.Tq, d.Tk});
   kernels::attention_weights_forward<T>(L, q.data(), k.data(), scale, w.data());
@@ -63,7 +58,7 @@ Tensor<T> attention_mix(const Tensor<T>& weights, const Tensor<T>& v, const Atte
   Shape vs = v.shape();  // moved into the backward below
   require_shape(op, "v", vs, {d.B, d.Tk, d.kv_heads * d.v_head_dim});
   require_shape(op, "weights", weights.shape(), {d.B, d.heads, d.Tq, d.Tk});
-  const kernels::HeadLayout L = layout_of(d);
+  const kernels::HeadLayout L = head_layout(d);
   Array<T> y = uninitialized<T>({d.B, d.Tq, d.heads * d.v_head_dim});
   kernels::attention_mix_forward<T>(L, weights.data(), v.data(), y.data());
   // backward: dw_h = dy_h @ v_kv^T; dv_kv = sum over the group's heads of w_h^T @ dy_h

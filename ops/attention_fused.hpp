@@ -12,9 +12,9 @@
 namespace tapegrad {
 
 // q (B, Tq, heads*head_dim), k (B, Tk, kv_heads*head_dim) -> weights (B, heads, Tq, Tk):
-// softmax(scale * q_h @ k_{h/group}^T) per query head over the keys the dims' mask lets
-// row r see (causal: up to its absolute position q_offset + r; window: the last `window`
-// of those); every other weight is exactly 0. `d` comes from check_attention_spec on these
+// softmax(scale * q_h @ k_{h/group}^T, soft-capped and biased as the dims say) per query
+// head over the keys the dims' mask lets row r see (causal: up to its absolute position
+// q_offset + r; window: the last `window` of those); every other weight is exactly 0. `d` comes from check_attention_spec on these
 // shapes (q, k and the v they will be mixed with); tensors that do not match it are a
 // ShapeError.
 template <class T>

@@ -76,10 +76,33 @@ AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& 
   if (spec.causal && d.Tq > d.Tk)
     fail(op, "causal attention needs Tq <= Tk (queries are the last Tq of the Tk positions), got "
              "Tq={}, Tk={} ({})", d.Tq, d.Tk, shapes());
+  if (spec.bias == PositionBias::alibi && !spec.causal)
+    fail(op, "ALiBi needs causal attention: its bias counts back from the query ({})", shapes());
+  if (!std::isfinite(spec.softcap) || spec.softcap < 0)
+    fail(op, "softcap must be finite and >= 0 (0: off), got {} ({})", spec.softcap, shapes());
   d.causal = spec.causal;
   d.window = spec.window;
+  d.bias = spec.bias;
+  d.softcap = spec.softcap;
   d.q_offset = d.Tq <= d.Tk ? d.Tk - d.Tq : 0;
   return d;
+}
+
+kernels::HeadLayout head_layout(const AttentionDims& d) {
+  kernels::HeadLayout L;
+  L.B = d.B;
+  L.Tq = d.Tq;
+  L.KV = d.kv_heads;
+  L.dh = d.head_dim;
+  L.dv = d.v_head_dim;
+  L.Tk = d.Tk;
+  L.q_offset = d.q_offset;
+  L.window = d.window;
+  L.causal = d.causal;
+  L.softcap = d.softcap;
+  L.alibi = d.bias == PositionBias::alibi;
+  L.H = d.heads;
+  return L;
 }
 
 }  // namespace tapegrad

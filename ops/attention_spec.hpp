@@ -2,13 +2,22 @@
 // The one specification of attention that every path (the composed reference, the fused
 // kernels, and later flash and decode kernels) implements, and the one function that
 // checks it. A path never re-checks its arguments: it asks check_attention_spec for the
-// resolved AttentionDims and computes from those.
+// resolved AttentionDims and computes from head_layout(dims), whose rule
+// (ops/kernels/attention_rule.hpp) says which keys each query sees and what is done to
+// their scores.
 #include <cstddef>
 #include <optional>
 
 #include "autograd/errors.hpp"  // Shape, ShapeError
+#include "ops/kernels/attention.hpp"  // HeadLayout
 
 namespace tapegrad {
+
+// The additive positional bias of a score.
+enum class PositionBias {
+  none,
+  alibi  // -slope(h) * (i - j), slopes as Hugging Face's build_alibi_tensor; needs causal
+};
 
 struct AttentionSpec {
   std::size_t heads = 1;
@@ -18,6 +27,9 @@ struct AttentionSpec {
   bool causal = false;
   std::size_t window = 0;        // 0: no window; w >= 1: query at absolute position i sees key j
                                  // exactly when 0 <= i - j < w (itself included); needs causal
+  PositionBias bias = PositionBias::none;
+  double softcap = 0;            // c > 0: scaled scores s -> c * tanh(s / c), before the bias
+                                 // and the mask; 0: off; must be finite and >= 0
 };
 
 // What the check resolves. Queries are the LAST Tq positions of the Tk keys (bottom-right
@@ -28,8 +40,14 @@ struct AttentionDims {
               q_offset = 0, window = 0;
   bool causal = false;
   double scale = 0;
+  PositionBias bias = PositionBias::none;
+  double softcap = 0;
   std::size_t group() const { return heads / kv_heads; }  // query heads per kv head
 };
+
+// What every path computes from: the shapes and the rule (which keys a query sees, what is
+// done to their scores), derived from the resolved dims here and nowhere else.
+kernels::HeadLayout head_layout(const AttentionDims& d);
 
 // q (B, Tq, heads*head_dim), k (B, Tk, kv_heads*head_dim), v (B, Tk, kv_heads*v_head_dim).
 // The ONE argument check of every attention path; `op` is the function the user called,

@@ -41,7 +41,8 @@ def visible(Tq, Tk, causal, window):
     return allowed
 
 
-def attention(q, k, v, H, KV, causal, window, scale):
+def attention(q, k, v, H, KV, causal, window, scale, modify=None):
+    """modify(scores, Tq, Tk), when given, changes the scaled scores before the mask."""
     B, Tq, _ = q.shape
     Tk = k.shape[1]
     dh, dv = q.shape[2] // H, v.shape[2] // KV
@@ -49,6 +50,8 @@ def attention(q, k, v, H, KV, causal, window, scale):
     kh = k.reshape(B, Tk, KV, dh).permute(0, 2, 1, 3).repeat_interleave(H // KV, dim=1)
     vh = v.reshape(B, Tk, KV, dv).permute(0, 2, 1, 3).repeat_interleave(H // KV, dim=1)
     scores = qh @ kh.transpose(-1, -2) * (scale if scale else 1.0 / math.sqrt(dh))
+    if modify:
+        scores = modify(scores, Tq, Tk)
     scores = scores.masked_fill(~visible(Tq, Tk, causal, window), float("-inf"))
     w = torch.softmax(scores, -1)
     out = (w @ vh).permute(0, 2, 1, 3).reshape(B, Tq, H * dv)
@@ -63,15 +66,19 @@ def case(name, seed, B, Tq, Tk, H, KV, dh, dv, causal=False, window=0, scale=0.0
     out, w = attention(q, k, v, H, KV, causal, window, scale)
     gout, gw = torch.randn(out.shape), torch.randn(w.shape)
     ((out * gout).sum() + (w * gw).sum()).backward()
-    d = os.path.join(OUT, name)
-    os.makedirs(d, exist_ok=True)
-    arrays = dict(q=q, k=k, v=v, gout=gout, gweights=gw, out=out, weights=w, dq=q.grad,
-                  dk=k.grad, dv=v.grad,
-                  config=torch.tensor([H, KV, int(causal), window, scale], dtype=torch.float64))
+    save(os.path.join(OUT, name),
+         dict(q=q, k=k, v=v, gout=gout, gweights=gw, out=out, weights=w, dq=q.grad, dk=k.grad,
+              dv=v.grad,
+              config=torch.tensor([H, KV, int(causal), window, scale], dtype=torch.float64)))
+
+
+def save(directory, arrays):
+    """Each tensor as directory/<name>.npy, float64, after checking it is finite."""
+    os.makedirs(directory, exist_ok=True)
     for n, a in arrays.items():
         a = np.ascontiguousarray(a.detach().numpy().astype(np.float64))
-        assert np.all(np.isfinite(a)), (name, n)
-        np.save(os.path.join(d, n + ".npy"), a)
+        assert np.all(np.isfinite(a)), (directory, n)
+        np.save(os.path.join(directory, n + ".npy"), a)
 
 
 def main():

@@ -272,6 +272,14 @@ TEST_CASE("checkpoint schema: each fixture holds the model its command line desc
   CHECK(current.tie_embeddings);
   REQUIRE(current.attention_scale.has_value());
   CHECK(*current.attention_scale == 1.0);
+  CHECK(current.attn_softcap == 0.0);  // format 4's fields, at their old values
+  CHECK(current.final_softcap == 0.0);
+  const TransformerConfig v4 =
+      read_checkpoint_config((fixtures(4) / "sort_alibi_softcaps.npz").string());
+  CHECK(v4.positions == PositionKind::alibi);
+  CHECK(v4.attn_softcap == 1.0);
+  CHECK(v4.final_softcap == 2.0);
+  CHECK(v4.seed == 11);
 }
 
 #if defined(TAPEGRAD_TRAIN_BIN)
@@ -286,6 +294,7 @@ TEST_CASE("checkpoint schema: every fixture evaluates to the loss its own run re
       {"format2/reverse_llama_temperature.npz", 2.3410236835479736},
       {"format3/sort_llama_temperature.npz", 1.9890196323394775},
       {"format3/reverse_rope_tied.npz", 2.356590509414673},
+      {"format4/sort_alibi_softcaps.npz", 1.958663821220398},
   };
   for (const auto& [file, reported] : runs) {
     INFO(file);

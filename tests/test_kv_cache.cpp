@@ -53,6 +53,9 @@ std::vector<std::pair<std::string, TransformerConfig>> variants() {
   y.rope_original_context = 8; add("rope yarn", y);
   TransformerConfig t = l; t.tie_embeddings = true; add("tied head", t);
   TransformerConfig none = g; none.positions = PositionKind::none; add("no positions", none);
+  TransformerConfig a = l; a.positions = PositionKind::alibi; add("alibi", a);
+  TransformerConfig caps = a; caps.attn_softcap = 0.05; caps.final_softcap = 0.5;
+  caps.window = 6; add("alibi, both soft-caps, window 6", caps);
   return out;
 }
 
@@ -150,38 +153,44 @@ TEST_CASE("kv cache: a chunk attends with grad on, its gradient reaching the chu
 }
 
 TEST_CASE("kv cache: a window model keeps going past its context", "[kv_cache]") {
-  // RoPE's scores depend on relative positions only and a window of 5 sees the last 5
-  // keys: so position p > context of a long run must give the logits of a full forward
-  // over the last `context` tokens (rounding differs: the angles are other numbers).
-  TransformerConfig c = small(llama_preset());
-  c.kv_heads = 2;
-  c.window = 5;
-  c.layers = 1;  // with L layers the receptive field is L*(window-1)+1 <= context
-  REQUIRE(past_context_ok(c));
-  Transformer<double> model(c);
-  const std::size_t N = 3 * c.context + 7;
-  const std::vector<std::int64_t> ids = random_tokens(N, c.vocab, 5);
-  NoGradGuard no_grad;
-  KVCacheSet<double> caches(c, 1, N);
-  CHECK(caches[0].capacity() == 5);  // a ring of the window, however long the run
-  const double* store = caches[0].key_store().data();
-  double worst = 0;
-  for (std::size_t p = 0; p < N; ++p) {
-    const Tensor<double> step = model.forward(as_row(ids, p, p + 1), caches);
-    if (p + 1 < c.context) continue;
-    const Tensor<double> ref = model.forward(as_row(ids, p + 1 - c.context, p + 1));
-    worst = std::max(worst, row_error(step.data(), ref.data() + (c.context - 1) * c.vocab, c.vocab));
+  // RoPE's and ALiBi's scores depend on relative positions only and a window of 5 sees the
+  // last 5 keys: so position p > context of a long run must give the logits of a full
+  // forward over the last `context` tokens (rounding differs: the angles and biases are
+  // other numbers).
+  TransformerConfig rope = small(llama_preset());
+  rope.kv_heads = 2;
+  rope.window = 5;
+  rope.layers = 1;  // with L layers the receptive field is L*(window-1)+1 <= context
+  TransformerConfig alibi = rope;
+  alibi.positions = PositionKind::alibi;
+  for (const TransformerConfig& c : {rope, alibi}) {
+    INFO(to_string(c.positions));
+    REQUIRE(past_context_ok(c));
+    Transformer<double> model(c);
+    const std::size_t N = 3 * c.context + 7;
+    const std::vector<std::int64_t> ids = random_tokens(N, c.vocab, 5);
+    NoGradGuard no_grad;
+    KVCacheSet<double> caches(c, 1, N);
+    CHECK(caches[0].capacity() == 5);  // a ring of the window, however long the run
+    const double* store = caches[0].key_store().data();
+    double worst = 0;
+    for (std::size_t p = 0; p < N; ++p) {
+      const Tensor<double> step = model.forward(as_row(ids, p, p + 1), caches);
+      if (p + 1 < c.context) continue;
+      const Tensor<double> ref = model.forward(as_row(ids, p + 1 - c.context, p + 1));
+      worst = std::max(worst, row_error(step.data(), ref.data() + (c.context - 1) * c.vocab, c.vocab));
+    }
+    CHECK(worst <= 1e-10);
+    CHECK(caches[0].key_store().data() == store);  // never reallocated
+    // chunks longer than the context are fine past it too: the ring takes their last 5
+    const Tensor<double> last = model.forward(as_row(ids, N - 1, N), caches);  // position N
+    KVCacheSet<double> chunked(c, 1, N);
+    Tensor<double> logits;
+    for (std::size_t p = 0; p < N; p += 30) logits = model.forward(as_row(ids, p, std::min(N, p + 30)), chunked);
+    logits = model.forward(as_row(ids, N - 1, N), chunked);
+    CHECK(row_error(logits.data(), last.data(), c.vocab) <= 1e-12);
+    CHECK(caches.bytes() == 2 * 1 * 5 * 2 * 4 * sizeof(double));
   }
-  CHECK(worst <= 1e-10);
-  CHECK(caches[0].key_store().data() == store);  // never reallocated
-  // chunks longer than the context are fine past it too: the ring takes their last 5
-  const Tensor<double> last = model.forward(as_row(ids, N - 1, N), caches);  // position N
-  KVCacheSet<double> chunked(c, 1, N);
-  Tensor<double> logits;
-  for (std::size_t p = 0; p < N; p += 30) logits = model.forward(as_row(ids, p, std::min(N, p + 30)), chunked);
-  logits = model.forward(as_row(ids, N - 1, N), chunked);
-  CHECK(row_error(logits.data(), last.data(), c.vocab) <= 1e-12);
-  CHECK(caches.bytes() == 2 * 1 * 5 * 2 * 4 * sizeof(double));
 }
 
 TEST_CASE("kv cache: a full-attention model stops at its context", "[kv_cache]") {

@@ -250,8 +250,8 @@ TEST_CASE("MultiHeadAttention gradcheck with respect to x and Wq Wk Wv Wo", "[la
 TEST_CASE("Block is x + attn(norm1(x)) then + mlp(norm2(x))", "[layers]") {
   Generator gen(8);
   BlockConfig c;
-  c.d_model = 4;
-  c.heads = 2;
+  c.attention.d_model = 4;
+  c.attention.spec.heads = 2;
   c.mlp_hidden = 8;
   Block<double> block(c, gen);
   const std::vector<std::string> names{
@@ -278,11 +278,11 @@ TEST_CASE("Block gradcheck with respect to x and every parameter", "[layers]") {
   for (NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
     Generator gen(9);
     BlockConfig c;
-    c.d_model = 6;
-    c.heads = 2;
+    c.attention.d_model = 6;
+    c.attention.spec.heads = 2;
     c.mlp_hidden = 12;
     c.norm = norm;
-    c.std = c.attention_std = c.residual_std = 0.5;
+    c.std = c.attention.qkv_std = c.attention.out_std = 0.5;
     Block<double> block(c, gen);
     Tensor<double> x = random<double>({2, 4, 6}, 14);
     GradcheckOptions options;

@@ -153,6 +153,15 @@ std::vector<std::pair<std::string, TinyGPTConfig>> switch_configs() {
     c.mlp = MlpKind::gelu;
     c.mlp_hidden = 40;
   });
+  // six heads: the slopes of a power of two (4) and the two interleaved from the next (8);
+  // caps small enough to bend the spread weights' scores and logits
+  add("llama_alibi_softcaps_six_heads", [](TinyGPTConfig& c) {
+    c.positions = PositionKind::alibi;
+    c.heads = 6;
+    c.head_dim = 4;
+    c.attn_softcap = 0.5;
+    c.final_softcap = 2.0;
+  });
   return out;
 }
 

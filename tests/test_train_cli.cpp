@@ -319,6 +319,21 @@ TEST_CASE("train cli: --arch llama passes the start-up gradient check and trains
   CHECK(c.window == 5);
 }
 
+TEST_CASE("train cli: --positions alibi learns sort with the default settings", "[train_cli][alibi]") {
+  // no positional table and no rotation: the order comes from the causal mask and ALiBi's
+  // distance penalty alone
+  fs::path dir = scratch("alibi");
+  RunResult r = run("--positions alibi --quiet --out '" + (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  CHECK(field(metrics, "gradcheck") == "passed");
+  CHECK(field(metrics, "positions") == "alibi");
+  CHECK(field(metrics, "eval_exact_accuracy").get<double>() >= 0.99);
+  CHECK(tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string()).positions ==
+        tapegrad::PositionKind::alibi);
+}
+
 TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run reported", "[train_cli][checkpoint]") {
   // tests/fixtures/checkpoints/README.md: the run that wrote it reported this eval loss
   fs::path dir = scratch("v1");

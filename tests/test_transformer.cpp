@@ -4,6 +4,8 @@
 // model, and tied embeddings.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -50,19 +52,19 @@ void check_block(const BlockCase& bc, AttentionPath path) {
   const Array<double> x0 = load_fixture(kSet, bc.name, "x");
   const std::size_t D = x0.shape()[2];
   BlockConfig c;
-  c.d_model = D;
-  c.heads = bc.heads;
-  c.kv_heads = bc.kv_heads;
-  c.head_dim = bc.head_dim;
+  c.attention.d_model = D;
+  c.attention.spec.heads = bc.heads;
+  c.attention.spec.kv_heads = bc.kv_heads;
+  c.attention.spec.head_dim = bc.head_dim;
+  c.attention.spec.window = bc.window;
+  c.attention.qk_norm = bc.qk_norm;
+  RopeSpec rope;
+  rope.style = bc.style;
+  c.attention.rope = rope;
   c.mlp_hidden = load_fixture(kSet, bc.name, "gate").shape()[1];
   c.swiglu = true;
   c.mlp_bias = false;
   c.norm = NormKind::rms_norm;
-  c.window = bc.window;
-  c.qk_norm = bc.qk_norm;
-  RopeSpec rope;
-  rope.style = bc.style;
-  c.rope = rope;
   Generator gen(0);
   Block<double> block(c, gen);
   block.attention().set_path(path);
@@ -117,6 +119,9 @@ std::vector<std::pair<std::string, TransformerConfig>> switches() {
   TransformerConfig none = g; none.positions = PositionKind::none; add("no positions", none);
   TransformerConfig sw = g; sw.mlp = MlpKind::swiglu; add("gpt2 + swiglu (biases)", sw);
   TransformerConfig us = l; us.attention_scale = 1.0; add("llama unscaled", us);
+  // caps small enough that the tiny model's scores and logits reach the bend of tanh
+  TransformerConfig a = l; a.positions = PositionKind::alibi; a.attn_softcap = 0.05;
+  a.final_softcap = 0.1; add("alibi + both soft-caps", a);
   return out;
 }
 
@@ -227,4 +232,62 @@ TEST_CASE("transformer: a tied head reuses tok_emb and its gradient sums both us
   Array<double> want = untied.parameter("tok_emb.weight").grad() +
                        xt::transpose(untied.parameter("head.weight").grad());
   check_close("tok_emb grad", tied.parameter("tok_emb.weight").grad(), want, 1e-12);
+}
+
+TEST_CASE("transformer: final_softcap is c*tanh(l/c) of the uncapped logits, and NaN stays NaN",
+          "[transformer]") {
+  TransformerConfig c = tiny(llama_preset());
+  c.positions = PositionKind::alibi;
+  c.attn_softcap = 0.05;
+  Transformer<double> plain(c);
+  c.final_softcap = 0.01;  // below the logits' size, so that tanh bends them
+  Transformer<double> capped(c);
+  const Indices tokens = random_tokens(2, 6, 7, 31);
+  NoGradGuard no_grad;
+  const Tensor<double> l = plain.forward(tokens), capped_l = capped.forward(tokens);
+  REQUIRE(capped_l.shape() == l.shape());
+  double largest = 0;
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    const double want = 0.01 * std::tanh(l.data()[i] / 0.01);
+    CHECK(std::abs(capped_l.data()[i] - want) <= 1e-15);
+    largest = std::max(largest, std::abs(l.data()[i]));
+  }
+  CHECK(largest > 0.02);  // some logits were bent, not passed through
+  // a damaged checkpoint's NaN weight must not come out of either tanh as a finite logit
+  Tensor<double> wq = capped.parameter("blocks.0.attn.Wq");
+  std::fill(wq.value().begin(), wq.value().end(), std::nan(""));
+  const Tensor<double> broken = capped.forward(tokens);
+  for (std::size_t i = 0; i < broken.size(); ++i) CHECK(std::isnan(broken.data()[i]));
+}
+
+TEST_CASE("transformer: positions=alibi and attn_softcap reach every layer's attention",
+          "[transformer]") {
+  TransformerConfig none = tiny(llama_preset());
+  none.positions = PositionKind::none;
+  TransformerConfig alibi = none, capped = none;
+  alibi.positions = PositionKind::alibi;
+  capped.attn_softcap = 0.05;  // below the scores' size, so that tanh bends them
+  Transformer<double> m_none(none), m_alibi(alibi), m_capped(capped);
+  for (const Block<double>& b : m_alibi.blocks()) {
+    CHECK(b.attention().spec().bias == PositionBias::alibi);
+    CHECK(b.attention().spec().softcap == 0.0);
+  }
+  for (const Block<double>& b : m_capped.blocks()) {
+    CHECK(b.attention().spec().bias == PositionBias::none);
+    CHECK(b.attention().spec().softcap == 0.05);
+  }
+  // the same weights (neither has a positional table), so without the modifier the logits
+  // would be the same bits; with it they move (ALiBi by 4e-4, the cap by 5e-7: the small
+  // init's Wo and head scale every change in the scores down)
+  const Indices tokens = random_tokens(2, 6, 7, 41);
+  NoGradGuard no_grad;
+  const Tensor<double> base = m_none.forward(tokens);
+  for (Transformer<double>* m : {&m_alibi, &m_capped}) {
+    INFO(to_string(m->config().positions) << ", attn_softcap " << m->config().attn_softcap);
+    const Tensor<double> l = m->forward(tokens);
+    double diff = 0;
+    for (std::size_t i = 0; i < l.size(); ++i)
+      diff = std::max(diff, std::abs(l.data()[i] - base.data()[i]));
+    CHECK(diff > 1e-10);
+  }
 }

@@ -8,8 +8,10 @@ and means the same thing:
   tokens (B, T) -> tok_emb [+ pos_emb] -> layers x Block -> norm_f -> head -> logits (B, T, V)
   Block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))                       (pre-norm)
   attn:   q, k, v = wq(x), wk(x), wv(x)  (kv_heads K/V heads, each shared by heads/kv_heads
-          query heads) -> [RMSNorm per head: qk_norm] -> [RoPE] -> softmax(scale q.k^T,
-          causal [, window]) v -> wo
+          query heads) -> [RMSNorm per head: qk_norm] -> [RoPE] -> s = scale q.k^T
+          -> [attn_softcap c: c tanh(s/c)] -> [alibi: - slope(h) (i - j)]
+          -> softmax(s, causal [, window]) v -> wo
+  logits: [final_softcap c: c tanh(logits/c)]
   mlp:    fc -> GELU (tanh form) -> proj, or down(silu(gate(x)) * up(x)) (swiglu)
 
 Runs on torch 1.13 (Debian 12), which has no nn.RMSNorm and no scaled_dot_product_attention,
@@ -41,7 +43,7 @@ IMPLEMENTED = {
     "mlp", "mlp_ratio", "mlp_hidden", "mlp_multiple", "mlp_bias", "positions", "rope_theta",
     "rope_style", "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
-    "tie_embeddings", "attention_scale",
+    "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
 }
 
 
@@ -151,10 +153,25 @@ class Rope(nn.Module):
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
+def softcap(x, c):
+    """c tanh(x / c): x kept inside (-c, c); c = 0 is off."""
+    return c * torch.tanh(x / c) if c > 0 else x
+
+
+def alibi_slopes(heads):
+    """(heads,) float64, as Hugging Face's build_alibi_tensor: with n the largest power of two
+    <= heads, 2^(-8 (h+1) / n) for h < n, then 2^(-4 (2 (h-n) + 1) / n)."""
+    n = 2 ** int(math.floor(math.log2(heads)))
+    return torch.tensor([2.0 ** (-8.0 * (h + 1) / n) if h < n else 2.0 ** (-4.0 * (2 * (h - n) + 1) / n)
+                         for h in range(heads)], dtype=torch.float64)
+
+
 class Attention(nn.Module):
     def __init__(self, c: Config):
         super().__init__()
         self.heads, self.kv, self.dh, self.scale, self.window = c.heads, c.kv, c.dh, c.scale, c.window
+        self.softcap = c.attn_softcap
+        self.alibi = alibi_slopes(c.heads) if c.positions == "alibi" else None
         self.wq = nn.Linear(c.d_model, c.heads * c.dh, bias=False)
         self.wk = nn.Linear(c.d_model, c.kv * c.dh, bias=False)
         self.wv = nn.Linear(c.d_model, c.kv * c.dh, bias=False)
@@ -174,9 +191,12 @@ class Attention(nn.Module):
             q, k = self.rope(q), self.rope(k)
         group = self.heads // self.kv  # query head j reads K/V head j // group
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        scores = (q @ k.transpose(-1, -2)) * self.scale
+        scores = softcap((q @ k.transpose(-1, -2)) * self.scale, self.softcap)
         i = torch.arange(T, device=x.device)[:, None]
         j = torch.arange(T, device=x.device)[None, :]
+        if self.alibi is not None:
+            bias = -self.alibi[:, None, None] * (i - j).to(torch.float64)
+            scores = scores + bias.to(device=x.device, dtype=scores.dtype)
         allowed = j <= i
         if self.window:
             allowed = allowed & (i - j < self.window)
@@ -240,7 +260,8 @@ class Transformer(nn.Module):
         for block in self.blocks:
             x = block(x)
         h = self.norm_f(x)
-        return h @ self.tok_emb.weight.t() if self.head is None else self.head(h)
+        logits = h @ self.tok_emb.weight.t() if self.head is None else self.head(h)
+        return softcap(logits, self.config.final_softcap)
 
     def loss(self, tokens, targets, ignore_index=-100):
         logits = self(tokens)

@@ -141,6 +141,7 @@ template <class T>
 void banded_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w) {
   const std::size_t Tk = L.Tk, qld = L.q_ld(), kld = L.k_ld();
   const T masked = -std::numeric_limits<T>::infinity();
+  const bool modified = L.modifies_scores();
   parallel_for_if_worth(L.B * L.H, banded_flops(L, L.dh), [&](std::size_t p) {
     const std::size_t b = p / L.H, h = p % L.H, kv = h / L.group();
     const T* qbh = q + b * L.Tq * qld + h * L.dh;
@@ -161,6 +162,9 @@ void banded_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
         std::fill(row + L.hi(r0 + r), row + khi, masked);
         lengths[r] = khi - klo;
       }
+      if (modified)
+        for (std::size_t r = 0; r < rows; ++r)
+          L.modify_scores(wb + r * Tk, 0, L.lo(r0 + r), L.hi(r0 + r), r0 + r, h);
       softmax_rows_inplace(wb + klo, rows, Tk, lengths);
       for (std::size_t r = 0; r < rows; ++r) {
         std::fill(wb + r * Tk, wb + r * Tk + klo, T(0));
@@ -182,8 +186,10 @@ void banded_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
     const T* kb = k + b * Tk * kld + kv * L.dh;
     T* dkb = dk ? dk + b * Tk * kld + kv * L.dh : nullptr;
     if (dkb) zero_block(dkb, Tk, L.dh, kld);  // accumulated below, block by block
-    thread_local std::vector<T> ds;           // one block's (rows, n) softmax gradient
-    ds.resize(kRowBlock * Tk);
+    thread_local std::vector<T> ds, raw;      // one block's (rows, n) softmax gradient
+    ds.resize(kRowBlock * Tk);                // and, under the soft-cap, its scaled scores
+    const bool capped = L.softcap > 0;
+    if (capped) raw.resize(kRowBlock * Tk);
     for (std::size_t g = 0; g < L.group(); ++g) {
       const std::size_t h = kv * L.group() + g;
       const T* qbh = q + b * L.Tq * qld + h * L.dh;
@@ -205,6 +211,14 @@ void banded_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
           std::fill(dsr, dsr + n, T(0));
           softmax_backward_row(wbh + i * Tk + lo, dwbh + i * Tk + lo, dsr + (lo - klo), hi - lo,
                                scale);
+        }
+        // under the soft-cap, d(capped)/d(scaled) = 1 - tanh^2 from the scores recomputed
+        if (capped) {
+          gemm_strided<T>(false, true, rows, n, L.dh, scale, qbh + r0 * qld, qld,
+                          kb + klo * kld, kld, T(0), raw.data(), n);
+          for (std::size_t r = 0; r < rows; ++r)
+            L.scale_grad_by_softcap(raw.data() + r * n, ds.data() + r * n, klo, L.lo(r0 + r),
+                                    L.hi(r0 + r));
         }
         // dq_bh[r0:] = ds @ k_kv[klo:khi]: (rows, n) @ (n, dh)
         if (dqbh)

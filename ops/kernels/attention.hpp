@@ -6,37 +6,36 @@
 // copies, and query head h reads the shared kv head h / (H / KV) in place (grouped-query
 // attention never repeats K or V).
 //
-// The mask is the layout's: query row r sits at absolute position q_offset + r and sees the
-// keys [lo(r), hi(r)) (all Tk unless causal; a window of w keeps the last w of them). The
-// weights are exactly 0 outside that band, and the products skip it.
+// The mask and the score modifiers are the layout's AttentionRule: query row r sits at
+// absolute position q_offset + r and sees the keys [lo(r), hi(r)) (all Tk unless causal; a
+// window of w keeps the last w of them). The weights are exactly 0 outside that band, and
+// the products skip it.
 #include <cstddef>
+
+#include "ops/kernels/attention_rule.hpp"
 
 namespace tapegrad::kernels {
 
-struct HeadLayout {
-  std::size_t B = 0, Tq = 0, Tk = 0, H = 0, KV = 0, dh = 0, dv = 0, q_offset = 0, window = 0;
-  bool causal = false;
+struct HeadLayout : AttentionRule {
+  std::size_t B = 0, Tq = 0, KV = 0, dh = 0, dv = 0;
   std::size_t group() const { return H / KV; }  // query heads per kv head
   std::size_t q_ld() const { return H * dh; }   // row widths of q, k, v and y
   std::size_t k_ld() const { return KV * dh; }
   std::size_t v_ld() const { return KV * dv; }
   std::size_t y_ld() const { return H * dv; }
-  // The visible keys of query row r: [lo(r), hi(r)). Both grow with r, so the keys of a
-  // block of rows [r0, r1) are [lo(r0), hi(r1 - 1)).
-  std::size_t hi(std::size_t r) const { return causal ? q_offset + r + 1 : Tk; }
-  std::size_t lo(std::size_t r) const {
-    return window && hi(r) > window ? hi(r) - window : 0;
+  // Today's multi-head attention (one kv head per query head, square, no window, scores
+  // unmodified): the kernels keep their original, measured code for it.
+  bool square_mha() const {
+    return H == KV && Tq == Tk && window == 0 && !modifies_scores();
   }
-  // Today's multi-head attention (one kv head per query head, square, no window): the
-  // kernels keep their original, measured code for it.
-  bool square_mha() const { return H == KV && Tq == Tk && window == 0; }
 };
 
-// w[b,h] = softmax(scale * q_bh @ k_b,h/group^T) over each row's visible keys; every other
-// entry of w (B, H, Tq, Tk) is exactly 0.
+// w[b,h] = softmax(the rule's scores from scale * q_bh @ k_b,h/group^T) over each row's
+// visible keys; every other entry of w (B, H, Tq, Tk) is exactly 0.
 template <class T>
 void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w);
-// ds = w * (dw - rowsum(dw * w)) * scale on the visible band (0 elsewhere);
+// ds = w * (dw - rowsum(dw * w)) * scale on the visible band (0 elsewhere), times the
+// soft-cap's 1 - tanh^2 when it is on;
 // dq_bh = ds @ k_kv; dk_kv = sum over the group's heads h of ds_bh^T @ q_bh.
 // dq (B, Tq, H*dh) / dk (B, Tk, KV*dh) are overwritten; either may be null when not wanted.
 template <class T>

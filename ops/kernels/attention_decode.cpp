@@ -31,8 +31,8 @@ struct Run {
 
 // The visible keys [lo, count) as at most two runs of slots, oldest first.
 std::size_t visible_runs(const DecodeLayout& L, Run runs[2]) {
-  const std::size_t n = L.count - L.lo();
-  const std::size_t start = (L.first_slot + L.lo()) % L.capacity;
+  const std::size_t n = L.count() - L.lo(0);
+  const std::size_t start = (L.first_slot + L.lo(0)) % L.capacity;
   const std::size_t first = std::min(n, L.capacity - start);
   runs[0] = {start, first};
   runs[1] = {0, n - first};
@@ -131,6 +131,10 @@ void decode_kv_head(const DecodeLayout& L, std::size_t b, std::size_t kv, const 
   for (std::size_t r = 0, off = 0; r < 2; off += runs[r++].length)
     run_scores(qg, G, L.dh, kb + runs[r].slot * L.k_ld(), L.k_ld(), runs[r].length, scale,
                scores.data() + off, n);
+  // the held keys [lo, count) are scores[g * n + 0 .. n): key j at j - lo
+  if (L.modifies_scores())
+    for (std::size_t g = 0; g < G; ++g)
+      L.modify_scores(scores.data() + g * n, L.lo(0), L.lo(0), L.count(), 0, kv * G + g);
   for (std::size_t g = 0; g < G; ++g) softmax_row_inplace(scores.data() + g * n, n);
   // y_g (G, dv) = w (G, n) @ v_runs (n, dv), both runs accumulated
   for (std::size_t r = 0, off = 0; r < 2; off += runs[r++].length)
@@ -143,7 +147,7 @@ void decode_kv_head(const DecodeLayout& L, std::size_t b, std::size_t kv, const 
 template <class T>
 void attention_decode(const DecodeLayout& L, const T* q, const T* k, const T* v, T scale, T* y) {
   const std::size_t pairs = L.B * L.KV;
-  const double flops = 4.0 * double(L.B * L.H) * double(L.count) * double(L.dh);
+  const double flops = 4.0 * double(L.B * L.H) * double(L.count()) * double(L.dh);
   // (b, kv) pairs write disjoint blocks of y; a short context is not worth a wake-up
   parallel_for_if_worth(
       pairs, flops, [&](std::size_t p) { decode_kv_head(L, p / L.KV, p % L.KV, q, k, v, scale, y); },

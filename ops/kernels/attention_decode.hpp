@@ -10,21 +10,20 @@
 // contiguous runs of slots, and the window is applied to positions, never to slots.
 #include <cstddef>
 
+#include "ops/kernels/attention.hpp"  // HeadLayout
+
 namespace tapegrad::kernels {
 
-struct DecodeLayout {
-  std::size_t B = 0, H = 0, KV = 0, dh = 0, dv = 0;
-  std::size_t capacity = 0, count = 0, first_slot = 0;  // the ring, see above
-  std::size_t window = 0;                               // 0: every held key is visible
-  std::size_t group() const { return H / KV; }
-  std::size_t k_ld() const { return KV * dh; }  // row widths of the cache's k and v
-  std::size_t v_ld() const { return KV * dv; }
-  // The query is the newest held position (count - 1): it sees held keys [lo(), count).
-  std::size_t lo() const { return window && count > window ? count - window : 0; }
+// The layout of one query row (Tq = 1, q_offset = Tk - 1) against Tk = count held keys,
+// whose rule says which of them the query sees and how their scores change; the ring says
+// where they are stored.
+struct DecodeLayout : HeadLayout {
+  std::size_t capacity = 0, first_slot = 0;  // the ring, see above
+  std::size_t count() const { return Tk; }
 };
 
-// q (B, H*dh) -> y (B, H*dv): y_bh = softmax(scale * q_bh . k_j) @ v_j over the visible
-// held keys j of kv head h / group; k (B, capacity, KV*dh), v (B, capacity, KV*dv).
+// q (B, H*dh) -> y (B, H*dv): y_bh = softmax(the rule's scores from scale * q_bh . k_j) @ v_j
+// over the visible held keys j of kv head h / group; k (B, capacity, KV*dh), v (B, capacity, KV*dv).
 template <class T>
 void attention_decode(const DecodeLayout& L, const T* q, const T* k, const T* v, T scale, T* y);
 

@@ -52,14 +52,14 @@ Range visible(const HeadLayout& L, std::size_t r, std::size_t j0, std::size_t n)
 template <class T>
 struct Head {
   const T *q, *k, *v;
-  std::size_t kv;
+  std::size_t h, kv;
 };
 template <class T>
 Head<T> head_of(const HeadLayout& L, std::size_t b, std::size_t h, const T* q, const T* k,
                 const T* v) {
   const std::size_t kv = h / L.group();
   return {q + b * L.Tq * L.q_ld() + h * L.dh, k + b * L.Tk * L.k_ld() + kv * L.dh,
-          v + b * L.Tk * L.v_ld() + kv * L.dv, kv};
+          v + b * L.Tk * L.v_ld() + kv * L.dv, h, kv};
 }
 
 // s (rows, n) = scale * q[r0:r0+rows] @ k[j0:j0+n]^T
@@ -69,6 +69,16 @@ void block_scores(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
   if (L.dh == 0) return std::fill(s, s + rows * n, T(0));
   gemm_strided<T>(false, true, rows, n, L.dh, scale, hd.q + r0 * L.q_ld(), L.q_ld(),
                   hd.k + j0 * L.k_ld(), L.k_ld(), T(0), s, n);
+}
+
+// The rule's scores on each row's visible keys of the block (the rest is never read).
+template <class T>
+void modify_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::size_t rows,
+                  std::size_t j0, std::size_t n, T* s) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const Range vis = visible(L, r0 + r, j0, n);
+    L.modify_scores(s + r * n, j0, j0 + vis.begin, j0 + vis.end, r0 + r, hd.h);
+  }
 }
 
 // ---------------------------------------------------------------- forward
@@ -120,6 +130,7 @@ void forward_group(const HeadLayout& L, const Head<T>& hd, std::size_t g0, std::
       const std::size_t j0 = keys.begin, n = keys.end - keys.begin;
       if (n == 0) continue;
       block_scores(L, hd, r0, n_rows, j0, n, scale, s.data());
+      if (L.modifies_scores()) modify_block(L, hd, r0, n_rows, j0, n, s.data());
       for (std::size_t r = 0; r < n_rows; ++r) {
         const std::size_t i = b0 + r;
         const T alpha = online_row(s.data() + r * n, n, visible(L, r0 + r, j0, n), m[i], l[i]);
@@ -168,11 +179,14 @@ struct HeadGrad {
 
 // For the block pair (query rows [r0, r0+rows), keys [j0, j0+n)) of one head:
 // p = exp(scores - lse) on each row's visible keys, 0 elsewhere (all of a row that sees no
-// key, whose lse is -inf); ds = p * (dy v^T - D).
+// key, whose lse is -inf); ds = p * (dy v^T - D), times the soft-cap's 1 - tanh^2.
 template <class T>
 void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, std::size_t r0,
                  std::size_t rows, std::size_t j0, std::size_t n, T scale, T* p, T* ds) {
   block_scores(L, hd, r0, rows, j0, n, scale, p);
+  thread_local std::vector<T> raw;  // the scaled scores, for the soft-cap's derivative
+  if (L.softcap > 0) raw.assign(p, p + rows * n);
+  if (L.modifies_scores()) modify_block(L, hd, r0, rows, j0, n, p);
   for (std::size_t r = 0; r < rows; ++r) {
     T* pr = p + r * n;
     const T lse = g.lse[r0 + r];
@@ -191,6 +205,11 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
     const T D = g.D[r0 + r];
     for (std::size_t j = 0; j < n; ++j) ds[r * n + j] = p[r * n + j] * (ds[r * n + j] - D);
   }
+  if (L.softcap > 0)
+    for (std::size_t r = 0; r < rows; ++r) {
+      const Range vis = visible(L, r0 + r, j0, n);
+      L.scale_grad_by_softcap(raw.data() + r * n, ds + r * n, j0, j0 + vis.begin, j0 + vis.end);
+    }
 }
 
 template <class T>
