@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "attention_spec_args.hpp"
 #include "bindings.hpp"
 #include "nn/kv_cache.hpp"
 #include "nn/transformer.hpp"
@@ -21,11 +22,6 @@ namespace tapegrad::python {
 
 namespace {
 
-AttentionSpec spec_of(std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
-                      std::optional<double> scale, bool causal, std::size_t window) {
-  return AttentionSpec{heads, kv_heads, head_dim, scale, causal, window};
-}
-
 // t as a Tensor<T> for a cache of T, refused with both dtypes named otherwise.
 template <class T>
 const Tensor<T>& for_cache(const char* op, const PyTensor& t) {
@@ -33,11 +29,6 @@ const Tensor<T>& for_cache(const char* op, const PyTensor& t) {
     fail(op, "a {} tensor for a {} cache", t.dtype(), dtype_name<T>());
   return t.get<T>();
 }
-
-// The spec's keyword arguments, in attention()'s order and with its defaults.
-#define TAPEGRAD_SPEC_ARGS                                                                 \
-  py::arg("heads"), py::arg("kv_heads") = 0, py::arg("head_dim") = 0,                       \
-      py::arg("scale") = py::none(), py::arg("causal") = false, py::arg("window") = 0
 
 // f(q, k) on the two tensors' shared dtype.
 template <class F>
@@ -49,52 +40,59 @@ PyTensor on_q_k(const char* op, const PyTensor& q, const PyTensor& k, F&& f) {
 }
 
 void bind_attention_parts(py::module_& m) {
-  m.def("attention_weights", [](const PyTensor& q, const PyTensor& k, std::size_t heads,
+  m.def("attention_weights", [](const PyTensor& q, const PyTensor& k, const py::object& heads,
                                 std::size_t kv_heads, std::size_t head_dim,
-                                std::optional<double> scale, bool causal, std::size_t window) {
-    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+                                std::optional<double> scale, bool causal, std::size_t window,
+                                const std::string& bias, double softcap) {
+    const AttentionSpec spec = spec_of("attention_weights", heads, kv_heads, head_dim, scale, causal,
+                                       window, bias, softcap);
     return on_q_k("attention_weights", q, k, [&](const auto& Q, const auto& K) {
       return attention_weights(Q, K, check_attention_spec("attention_weights", Q.shape(), K.shape(),
                                                           K.shape(), spec));
     });
   }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
   "q (B,Tq,heads*hd), k (B,Tk,kv_heads*hd) -> softmax weights (B,heads,Tq,Tk), 0 where masked");
-  m.def("attention_mix", [](const PyTensor& weights, const PyTensor& v, std::size_t heads,
+  m.def("attention_mix", [](const PyTensor& weights, const PyTensor& v, const py::object& heads,
                             std::size_t kv_heads, std::size_t head_dim, std::optional<double> scale,
-                            bool causal, std::size_t window) {
+                            bool causal, std::size_t window, const std::string& bias, double softcap) {
     check_same_dtype("attention_mix", weights, v);
-    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+    const AttentionSpec spec = spec_of("attention_mix", heads, kv_heads, head_dim, scale, causal,
+                                       window, bias, softcap);
     return std::visit([&](const auto& W) {
       using T = element_t<decltype(W)>;
       const Tensor<T>& V = v.get<T>();
       const Shape& ws = W.shape();
-      if (ws.size() != 4 || ws[1] != heads)
-        fail("attention_mix", "weights must be (B, heads={}, Tq, Tk), got {}", heads, W.shape_string());
+      if (ws.size() != 4 || ws[1] != spec.heads)
+        fail("attention_mix", "weights must be (B, heads={}, Tq, Tk), got {}", spec.heads, W.shape_string());
       // The queries' shape the weights came from: (B, Tq, heads * head_dim), head_dim the
       // values' width when not given (mixing never reads q).
-      const std::size_t kv = kv_heads ? kv_heads : heads;
-      const std::size_t hd = head_dim ? head_dim : (V.shape().size() == 3 ? V.shape()[2] / kv : 1);
-      const Shape q_shape{ws[0], ws[2], heads * hd};
+      const std::size_t kv = spec.kv_heads ? spec.kv_heads : spec.heads;
+      const std::size_t hd = spec.head_dim ? spec.head_dim : (V.shape().size() == 3 ? V.shape()[2] / kv : 1);
+      const Shape q_shape{ws[0], ws[2], spec.heads * hd};
       const Shape k_shape{ws[0], ws[3], kv * hd};
       const AttentionDims d = check_attention_spec("attention_mix", q_shape, k_shape, V.shape(), spec);
       return PyTensor(attention_mix(W, V, d));
     }, weights.v);
   }, py::arg("weights"), py::arg("v"), TAPEGRAD_SPEC_ARGS,
   "weights (B,heads,Tq,Tk) from attention_weights, v (B,Tk,kv_heads*dv) -> (B,Tq,heads*dv)");
-  m.def("attention_scores", [](const PyTensor& q, const PyTensor& k, std::size_t heads,
+  m.def("attention_scores", [](const PyTensor& q, const PyTensor& k, const py::object& heads,
                                std::size_t kv_heads, std::size_t head_dim,
-                               std::optional<double> scale, bool causal, std::size_t window) {
-    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+                               std::optional<double> scale, bool causal, std::size_t window,
+                               const std::string& bias, double softcap) {
+    const AttentionSpec spec = spec_of("attention_scores", heads, kv_heads, head_dim, scale, causal,
+                                       window, bias, softcap);
     return on_q_k("attention_scores", q, k,
                   [&](const auto& Q, const auto& K) { return attention_scores(Q, K, spec); });
   }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
   "scale * q.k (B,heads,Tq,Tk), -inf where masked: what the softmax sees; a constant");
   m.def("flash_attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v,
-                              std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
-                              std::optional<double> scale, bool causal, std::size_t window) {
+                              const py::object& heads, std::size_t kv_heads, std::size_t head_dim,
+                              std::optional<double> scale, bool causal, std::size_t window,
+                              const std::string& bias, double softcap) {
     check_same_dtype("flash_attention", q, k);
     check_same_dtype("flash_attention", q, v);
-    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+    const AttentionSpec spec = spec_of("flash_attention", heads, kv_heads, head_dim, scale, causal,
+                                       window, bias, softcap);
     return std::visit([&](const auto& Q) {
       using T = element_t<decltype(Q)>;
       const Tensor<T>&K = k.get<T>(), &V = v.get<T>();
@@ -135,15 +133,15 @@ void bind_cache(py::module_& nn, py::module_& m, const std::string& suffix) {
         return s[i];
       }, py::return_value_policy::reference_internal)
       .def("reset", &Set::reset);
-  m.def("attention_decode", [](const PyTensor& q, const Cache& cache, std::size_t heads,
+  m.def("attention_decode", [](const PyTensor& q, const Cache& cache, const py::object& heads,
                                std::size_t kv_heads, std::size_t head_dim,
-                               std::optional<double> scale, bool causal, std::size_t window) {
-    const AttentionSpec spec = spec_of(heads, kv_heads, head_dim, scale, causal, window);
+                               std::optional<double> scale, bool causal, std::size_t window,
+                               const std::string& bias, double softcap) {
+    const AttentionSpec spec = spec_of("attention_decode", heads, kv_heads, head_dim, scale, causal,
+                                       window, bias, softcap, true);
     return PyTensor(attention_decode(for_cache<T>("attention_decode", q), cache.key_store(), cache.value_store(),
                                      cache.ring(), spec));
-  }, py::arg("q"), py::arg("cache"), py::arg("heads"), py::arg("kv_heads") = 0,
-  py::arg("head_dim") = 0, py::arg("scale") = py::none(), py::arg("causal") = true,
-  py::arg("window") = 0,
+  }, py::arg("q"), py::arg("cache"), TAPEGRAD_SPEC_ARGS_CAUSAL(true),
   "q (B,1,heads*hd), the newest held position's query -> (B,1,heads*dv) over the cache");
 }
 

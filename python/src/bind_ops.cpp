@@ -7,6 +7,7 @@
 
 #include "arith.hpp"
 #include "attention_path.hpp"
+#include "attention_spec_args.hpp"
 #include "bindings.hpp"
 #include "numpy_convert.hpp"
 #include "ops/attention.hpp"
@@ -149,20 +150,20 @@ void bind_attention(py::module_& m) {
     }, q.v);
   }, py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("mask") = py::none(),
   py::arg("scale") = py::none(), "-> (out, weights); scale defaults to 1/sqrt(d_k)");
-  m.def("attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v, std::size_t heads,
-                        std::size_t kv_heads, std::size_t head_dim, std::optional<double> scale,
-                        bool causal, std::size_t window, const std::string& path) {
+  m.def("attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v,
+                        const py::object& heads, std::size_t kv_heads, std::size_t head_dim,
+                        std::optional<double> scale, bool causal, std::size_t window,
+                        const std::string& bias, double softcap, const std::string& path) {
     check_same_dtype("attention", q, k);
     check_same_dtype("attention", q, v);
-    const AttentionSpec spec{heads, kv_heads, head_dim, scale, causal, window};
+    const AttentionSpec spec =
+        spec_of("attention", heads, kv_heads, head_dim, scale, causal, window, bias, softcap);
     const AttentionPath p = attention_path_of("attention", path);
     return std::visit([&](const auto& Q) {
       using T = element_t<decltype(Q)>;
       return result_tuple(attention(Q, k.get<T>(), v.get<T>(), spec, p));
     }, q.v);
-  }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("heads"), py::arg("kv_heads") = 0,
-  py::arg("head_dim") = 0, py::arg("scale") = py::none(), py::arg("causal") = false,
-  py::arg("window") = 0, py::arg("path") = "fused",
+  }, py::arg("q"), py::arg("k"), py::arg("v"), TAPEGRAD_SPEC_ARGS, py::arg("path") = "fused",
   "q (B,Tq,heads*hd), k/v (B,Tk,kv_heads*hd) -> (out (B,Tq,heads*hd), weights or None for flash)");
   auto mha_inputs = [](const PyTensor& x, const std::vector<const PyTensor*>& ws) {
     for (const PyTensor* w : ws) check_same_dtype("multi_head_attention", x, *w);
@@ -243,6 +244,7 @@ void bind_model_ops(py::module_& m) {
 void bind_ops(py::module_& m) {
   bind_elementwise(m);
   bind_shapes_and_reductions(m);
+  bind_attention_spec(m);
   bind_attention(m);
   bind_model_ops(m);
 }
