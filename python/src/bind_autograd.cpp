@@ -36,18 +36,22 @@ void bind_guard(py::module_& m, const char* name, const char* doc) {
       .def("__exit__", &GuardScope<Guard>::exit);
 }
 
-// The library's result plus a one-line hint when a float32 check fails: float's 7 digits
-// swamp central differences, so the usual cause is the dtype, not the gradient.
+// The library's result with its float32 hint in Python's words: float's 7 digits swamp
+// central differences, so the usual cause of a failed float32 check is the dtype, not the
+// gradient. `hint` is that one line, also the last line of str(result).
 struct PyGradcheckResult : GradcheckResult {
   std::string hint;
-  std::string to_string() const { return GradcheckResult::to_string() + hint; }
+  std::string to_string() const {
+    std::string text = GradcheckResult::to_string();
+    const std::size_t library_hint = text.find("hint: ");  // the C++ wording, replaced
+    if (library_hint != std::string::npos) text.erase(library_hint);
+    return hint.empty() ? text : text + hint + "\n";
+  }
 };
 
-PyGradcheckResult with_hint(GradcheckResult r, bool is_float32) {
+PyGradcheckResult with_hint(GradcheckResult r) {
   PyGradcheckResult out{std::move(r), ""};
-  // the library's own text may already carry it
-  const bool said = out.GradcheckResult::to_string().find("float64") != std::string::npos;
-  if (is_float32 && !out.passed && !said)
+  if (out.in_float && !out.passed)
     out.hint = "hint: finite differences need float64 (float32 has 7 digits): check float64 "
                "inputs (x.astype('float64')), or pass eps=1e-2, atol=1e-2, rtol=5e-2 for a "
                "coarse float32 check";
@@ -92,8 +96,8 @@ void bind_gradcheck(py::module_& m) {
     if (inputs.empty()) fail("gradcheck", "no inputs");
     check_one_dtype("gradcheck", inputs);
     const GradcheckOptions options{eps, atol, rtol, max_elements, seed};
-    if (inputs[0].is_double()) return with_hint(run_gradcheck<double>(f, inputs, options), false);
-    return with_hint(run_gradcheck<float>(f, inputs, options), true);
+    if (inputs[0].is_double()) return with_hint(run_gradcheck<double>(f, inputs, options));
+    return with_hint(run_gradcheck<float>(f, inputs, options));
   }, py::arg("f"), py::arg("inputs"), py::arg("eps") = 1e-6, py::arg("atol") = 1e-5,
   py::arg("rtol") = 1e-3, py::arg("max_elements") = 0, py::arg("seed") = 0,
   "Central finite differences against backward for every input that requires grad. "
