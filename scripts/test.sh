@@ -10,10 +10,13 @@
 #   2. build the tests again with AddressSanitizer + UndefinedBehaviorSanitizer
 #      (TAPEGRAD_SANITIZE=ON, -O1, build-asan/) and run them all: any sanitizer report,
 #      LeakSanitizer's included, fails the run;
+#   2b. ThreadSanitizer (TAPEGRAD_TSAN=ON, build-tsan/): the library and the [threads]
+#      tests (tapegrad_thread_tests), the threading contract of docs/RELIABILITY.md;
 #   3. tools/rss_growth: 1,000 TinyGPT training steps must not grow RSS by over 1 MiB;
 #   4. fuzz/run.sh: build the libFuzzer targets with clang (build-fuzz/) and fuzz the npz,
 #      npy and checkpoint readers for TAPEGRAD_FUZZ_SECONDS each (default 20).
-# TAPEGRAD_TEST_QUICK=1 runs step 1 only. docs/RELIABILITY.md has the measured times.
+# Each stage's wall time is printed at the end. TAPEGRAD_TEST_QUICK=1 runs step 1 only.
+# docs/RELIABILITY.md has the measured times.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
