@@ -26,11 +26,16 @@ inline ProgramRun run_trainer(const std::string& args, const std::filesystem::pa
 
 inline std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
-// "" when the two checkpoints hold the same entries, bit for bit (the timings aside, which
-// are the only thing a resumed run may not reproduce); else the first difference.
+// "" when the two checkpoints hold the same entries, bit for bit (the timings and the
+// checkpoint interval aside, which are not training state); else the first difference.
 inline std::string state_difference(const std::filesystem::path& a, const std::filesystem::path& b) {
   const std::vector<NpzEntry> x = load_npz(a.string()), y = load_npz(b.string());
-  auto timing = [](const std::string& name) { return name.find("seconds") != std::string::npos; };
+  // Not training state: wall times, and how often the run writes checkpoints (carried over
+  // on resume, but two runs that reach the same end may write at other intervals).
+  auto timing = [](const std::string& name) {
+    return name.find("seconds") != std::string::npos ||
+           name == "__train__.setting.checkpoint_every";
+  };
   std::size_t compared = 0;
   for (const NpzEntry& e : x) {
     if (timing(e.name)) continue;
