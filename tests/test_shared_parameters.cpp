@@ -42,16 +42,19 @@ TEST_CASE("threads: backwards on several threads add into one shared parameter's
 
   for (int round = 0; round < kRounds; ++round) {
     w.zero_grad();
+    // Catch2's assertions are not thread-safe: each thread records, the main thread checks.
+    std::vector<char> value_unchanged(kThreads, 0);
     std::vector<std::thread> threads;
     for (std::size_t t = 0; t < kThreads; ++t)
       threads.emplace_back([&, t] {
         Tensor<double> shared = w;         // a non-const handle: value() bumps the version
         const double first = shared.value().data()[0];
         Tensor<double> loss = sum(tanh(matmul(xs[t], shared)));
-        CHECK(shared.value().data()[0] == first);  // read again after the node saved it
+        value_unchanged[t] = shared.value().data()[0] == first;  // read again after the node saved it
         loss.backward();  // the saved value was only read: no "modified in place" error
       });
     for (auto& th : threads) th.join();
+    for (std::size_t t = 0; t < kThreads; ++t) CHECK(value_unchanged[t]);
     const Array<double>& g = w.grad();
     double worst = 0;
     for (std::size_t i = 0; i < g.size(); ++i)
