@@ -111,19 +111,19 @@ Mask mask_of(const kernels::AttentionRule& rule, std::size_t Tq) {
 }
 
 std::optional<Mask> spec_mask(const AttentionDims& d) {
-  if (!d.causal) return std::nullopt;
-  return mask_of(head_layout(d), d.Tq);
+  if (!d.rule.causal) return std::nullopt;
+  return mask_of(d.rule, d.Tq);
 }
 
 // The rule's additive bias (1, H, Tq, Tk), a constant: ALiBi's -slope(h) * (i - j).
 template <class T>
 Tensor<T> position_bias(const AttentionDims& d) {
-  const kernels::HeadLayout L = head_layout(d);
+  const kernels::AttentionRule& rule = d.rule;
   Array<T> b = Array<T>::from_shape({1, d.heads, d.Tq, d.Tk});
   T* p = b.data();
   for (std::size_t h = 0; h < d.heads; ++h)
     for (std::size_t r = 0; r < d.Tq; ++r)
-      for (std::size_t j = 0; j < d.Tk; ++j) *p++ = T(L.bias(h, r, j));
+      for (std::size_t j = 0; j < d.Tk; ++j) *p++ = T(rule.bias(h, r, j));
   return Tensor<T>(std::move(b));
 }
 
@@ -132,8 +132,9 @@ Tensor<T> position_bias(const AttentionDims& d) {
 template <class T>
 Tensor<T> composed_scores(const Tensor<T>& qh, const Tensor<T>& kh, const AttentionDims& d) {
   Tensor<T> s = mul(matmul_nt(qh, kh), T(d.scale));
-  if (d.softcap > 0) s = mul(tanh(mul(s, T(1 / d.softcap))), T(d.softcap));
-  if (d.bias != PositionBias::none) s = add(s, position_bias<T>(d));
+  const double cap = d.rule.softcap;
+  if (cap > 0) s = mul(tanh(mul(s, T(1 / cap))), T(cap));
+  if (d.rule.alibi) s = add(s, position_bias<T>(d));
   return s;
 }
 
@@ -212,11 +213,9 @@ Mask causal_mask(std::size_t Tq, std::size_t Tk) {
   if (Tq > Tk)
     fail("causal_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), got "
                         "Tq={}, Tk={}", Tq, Tk);
-  kernels::AttentionRule rule;
-  rule.Tk = Tk;
-  rule.q_offset = Tk - Tq;
-  rule.causal = true;
-  return mask_of(rule, Tq);
+  AttentionSpec causal;
+  causal.causal = true;
+  return mask_of(attention_rule(causal, Tq, Tk, 1), Tq);
 }
 
 // The same positions; key j is visible iff 0 <= i - j < window: the window counts the
@@ -228,12 +227,10 @@ Mask sliding_window_mask(std::size_t Tq, std::size_t Tk, std::size_t window) {
   if (Tq > Tk)
     fail("sliding_window_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), "
                                 "got Tq={}, Tk={}", Tq, Tk);
-  kernels::AttentionRule rule;
-  rule.Tk = Tk;
-  rule.q_offset = Tk - Tq;
-  rule.causal = true;
-  rule.window = window;
-  return mask_of(rule, Tq);
+  AttentionSpec windowed;
+  windowed.causal = true;
+  windowed.window = window;
+  return mask_of(attention_rule(windowed, Tq, Tk, 1), Tq);
 }
 
 template <class T>

@@ -80,28 +80,31 @@ AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& 
     fail(op, "ALiBi needs causal attention: its bias counts back from the query ({})", shapes());
   if (!std::isfinite(spec.softcap) || spec.softcap < 0)
     fail(op, "softcap must be finite and >= 0 (0: off), got {} ({})", spec.softcap, shapes());
-  d.causal = spec.causal;
-  d.window = spec.window;
-  d.bias = spec.bias;
-  d.softcap = spec.softcap;
-  d.q_offset = d.Tq <= d.Tk ? d.Tk - d.Tq : 0;
+  d.rule = attention_rule(spec, d.Tq, d.Tk, d.heads);
   return d;
+}
+
+kernels::AttentionRule attention_rule(const AttentionSpec& spec, std::size_t Tq, std::size_t Tk,
+                                      std::size_t heads) {
+  kernels::AttentionRule rule;
+  rule.Tk = Tk;
+  rule.q_offset = Tq <= Tk ? Tk - Tq : 0;
+  rule.H = heads;
+  rule.causal = spec.causal;
+  rule.window = spec.window;
+  rule.alibi = spec.bias == PositionBias::alibi;
+  rule.softcap = spec.softcap;
+  return rule;
 }
 
 kernels::HeadLayout head_layout(const AttentionDims& d) {
   kernels::HeadLayout L;
+  static_cast<kernels::AttentionRule&>(L) = d.rule;
   L.B = d.B;
   L.Tq = d.Tq;
   L.KV = d.kv_heads;
   L.dh = d.head_dim;
   L.dv = d.v_head_dim;
-  L.Tk = d.Tk;
-  L.q_offset = d.q_offset;
-  L.window = d.window;
-  L.causal = d.causal;
-  L.softcap = d.softcap;
-  L.alibi = d.bias == PositionBias::alibi;
-  L.H = d.heads;
   return L;
 }
 

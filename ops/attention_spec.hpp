@@ -36,14 +36,18 @@ struct AttentionSpec {
 // alignment): query row r has absolute position q_offset + r, q_offset = Tk - Tq; key j has
 // position j. Causal needs Tq <= Tk.
 struct AttentionDims {
-  std::size_t B = 0, Tq = 0, Tk = 0, heads = 0, kv_heads = 0, head_dim = 0, v_head_dim = 0,
-              q_offset = 0, window = 0;
-  bool causal = false;
+  std::size_t B = 0, Tq = 0, Tk = 0, heads = 0, kv_heads = 0, head_dim = 0, v_head_dim = 0;
   double scale = 0;
-  PositionBias bias = PositionBias::none;
-  double softcap = 0;
+  kernels::AttentionRule rule;  // the spec's modifiers at these positions: attention_rule()
   std::size_t group() const { return heads / kv_heads; }  // query heads per kv head
 };
+
+// The spec's modifiers (causal, window, bias, soft-cap) as the rule every path applies, for
+// Tq queries that are the last of Tk positions over `heads` query heads. The one place a
+// modifier passes from the spec to the kernels: a new modifier is a field of AttentionSpec,
+// a line here and its effect in kernels::AttentionRule.
+kernels::AttentionRule attention_rule(const AttentionSpec& spec, std::size_t Tq, std::size_t Tk,
+                                      std::size_t heads);
 
 // What every path computes from: the shapes and the rule (which keys a query sees, what is
 // done to their scores), derived from the resolved dims here and nowhere else.

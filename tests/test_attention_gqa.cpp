@@ -436,7 +436,7 @@ TEST_CASE("gqa errors: window without causal, causal with Tq > Tk, bad masks", "
 TEST_CASE("gqa errors: fused ops given dims that do not describe their tensors", "[gqa][errors]") {
   const Shape q = {1, 4, 8}, k = {1, 6, 4};
   const AttentionDims d = check_attention_spec("test", q, k, k, make_spec(2, 1, true));
-  CHECK(d.q_offset == 2);
+  CHECK(d.rule.q_offset == 2);
   CHECK(d.group() == 2);
   CHECK(d.head_dim == 4);
   CHECK(d.scale == Approx(0.5));
