@@ -1,0 +1,207 @@
+#include "ops/kernels/gemm_bf16.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "ops/kernels/parallel.hpp"
+
+namespace tapegrad::kernels {
+
+std::uint16_t to_bf16(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to the even upper half
+  return std::uint16_t(u >> 16);
+}
+
+float from_bf16(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+Bf16Path resolve_bf16_path(Bf16Path requested) {
+  if (requested != Bf16Path::automatic) return requested;
+  static const bool fast = cpu_has_avx512_bf16();
+  return fast ? Bf16Path::avx512_bf16 : Bf16Path::portable;
+}
+
+namespace {
+
+constexpr std::size_t kRows = 8;     // rows of C per tile
+constexpr std::size_t kPanel = 16;   // columns per packed panel of B (one 512-bit register)
+constexpr std::size_t kCols = 32;    // columns of C per tile: two panels
+
+std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
+
+// Two bf16 in one 32-bit word: k = 2p in the low half, k = 2p + 1 in the high half, the
+// order VDPBF16PS reads a pair in.
+std::uint32_t pair(float even, float odd) {
+  return std::uint32_t(to_bf16(even)) | std::uint32_t(to_bf16(odd)) << 16;
+}
+
+// The operands packed once: A as rows of K/2 pairs (rows padded to a multiple of kRows with
+// zeros), B as panels of kPanel columns, each K/2 pairs deep (columns padded to kCols).
+struct Packed {
+  std::size_t pairs = 0, rows = 0, cols = 0;
+  std::vector<std::uint32_t> a, b;
+};
+
+#if defined(__x86_64__)
+// The fast path's packing of untransposed operands, 16 pairs at a time with VCVTNE2PS2BF16
+// (the same rounding as to_bf16, except that subnormal inputs become zero). Returns the
+// first pair p it did not pack: the caller packs the rest one by one.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) std::size_t pack_row_pairs_fast(
+    const float* row, std::size_t K, std::uint32_t* out) {
+  std::size_t p = 0;
+  for (; 2 * p + 32 <= K; p += 16)
+    _mm512_storeu_si512(out + p, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p + 16),
+                                                              _mm512_loadu_ps(row + 2 * p)));
+  return p;
+}
+
+// Rows 2p and 2p + 1 of B, 16 columns from `even`/`odd`, as 16 pairs: the two rows' bf16
+// interleaved (low half the even row).
+__attribute__((target("avx512f,avx512bw,avx512bf16,avx2"))) void pack_column_pairs_fast(
+    const float* even, const float* odd, std::uint32_t* out) {
+  const __m256i e = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(even));
+  const __m256i o = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(odd));
+  const __m256i lo = _mm256_unpacklo_epi16(e, o), hi = _mm256_unpackhi_epi16(e, o);
+  _mm256_storeu_si256((__m256i*)out, _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_storeu_si256((__m256i*)(out + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+#endif
+
+Packed pack(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+            const float* A, std::size_t lda, const float* B, std::size_t ldb, bool fast) {
+  Packed P;
+  P.pairs = (K + 1) / 2;
+  P.rows = round_up(M, kRows);
+  P.cols = round_up(N, kCols);
+  const auto a_at = [&](std::size_t m, std::size_t k) {
+    return k < K ? (trans_a ? A[k * lda + m] : A[m * lda + k]) : 0.0f;
+  };
+  const auto b_at = [&](std::size_t k, std::size_t n) {
+    return k < K ? (trans_b ? B[n * ldb + k] : B[k * ldb + n]) : 0.0f;
+  };
+  P.a.assign(P.rows * P.pairs, 0);
+  for (std::size_t m = 0; m < M; ++m) {
+    std::size_t p = 0;
+#if defined(__x86_64__)
+    if (fast && !trans_a) p = pack_row_pairs_fast(A + m * lda, K, P.a.data() + m * P.pairs);
+#endif
+    for (; p < P.pairs; ++p) P.a[m * P.pairs + p] = pair(a_at(m, 2 * p), a_at(m, 2 * p + 1));
+  }
+  P.b.assign(P.cols * P.pairs, 0);
+  std::size_t fast_columns = 0;  // whole panels of B packed 16 columns at a time
+#if defined(__x86_64__)
+  if (fast && !trans_b) {
+    fast_columns = N / kPanel * kPanel;
+    for (std::size_t n0 = 0; n0 < fast_columns; n0 += kPanel)
+      for (std::size_t p = 0; 2 * p + 1 < K; ++p)
+        pack_column_pairs_fast(B + 2 * p * ldb + n0, B + (2 * p + 1) * ldb + n0,
+                               P.b.data() + (n0 / kPanel * P.pairs + p) * kPanel);
+  }
+#endif
+  for (std::size_t n = 0; n < N; ++n) {
+    std::uint32_t* panel = P.b.data() + (n / kPanel) * P.pairs * kPanel + n % kPanel;
+    const std::size_t first = n < fast_columns ? K / 2 : 0;  // an odd K's last pair: below
+    for (std::size_t p = first; p < P.pairs; ++p)
+      panel[p * kPanel] = pair(b_at(2 * p, n), b_at(2 * p + 1, n));
+  }
+  return P;
+}
+
+// One tile's sums, tile[r][c] for the kRows x kCols block at (row r0, panel j0), in the
+// instruction's order: for each pair, the odd k's product, then the even k's.
+void tile_portable(const Packed& P, std::size_t r0, std::size_t j0, float* tile) {
+  std::fill(tile, tile + kRows * kCols, 0.0f);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const std::uint32_t* a = P.a.data() + (r0 + r) * P.pairs;
+    for (std::size_t c = 0; c < kCols; ++c) {
+      const std::uint32_t* b = P.b.data() + (j0 + c / kPanel) * P.pairs * kPanel + c % kPanel;
+      float sum = 0;
+      for (std::size_t p = 0; p < P.pairs; ++p) {
+        const std::uint32_t x = a[p], y = b[p * kPanel];
+        sum += from_bf16(std::uint16_t(x >> 16)) * from_bf16(std::uint16_t(y >> 16));
+        sum += from_bf16(std::uint16_t(x)) * from_bf16(std::uint16_t(y));
+      }
+      tile[r * kCols + c] = sum;
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// 8 rows x 32 columns in 16 registers; per pair two loads of B and 8 broadcasts of A feed
+// 16 VDPBF16PS.
+__attribute__((target("avx512f,avx512bf16"))) void tile_avx512_bf16(const Packed& P,
+                                                                     std::size_t r0,
+                                                                     std::size_t j0,
+                                                                     float* tile) {
+  __m512 acc[kRows][2];
+  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+  const std::uint32_t* a = P.a.data() + r0 * P.pairs;
+  const std::uint32_t* b0 = P.b.data() + j0 * P.pairs * kPanel;
+  const std::uint32_t* b1 = b0 + P.pairs * kPanel;
+  for (std::size_t p = 0; p < P.pairs; ++p) {
+    const __m512bh x0 = (__m512bh)_mm512_loadu_si512(b0 + p * kPanel);
+    const __m512bh x1 = (__m512bh)_mm512_loadu_si512(b1 + p * kPanel);
+    for (std::size_t r = 0; r < kRows; ++r) {
+      const __m512bh w = (__m512bh)_mm512_set1_epi32(int(a[r * P.pairs + p]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], w, x0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], w, x1);
+    }
+  }
+  for (std::size_t r = 0; r < kRows; ++r) {
+    _mm512_storeu_ps(tile + r * kCols, acc[r][0]);
+    _mm512_storeu_ps(tile + r * kCols + kPanel, acc[r][1]);
+  }
+}
+#endif
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
+               float* C, std::size_t ldc, Bf16Path path) {
+  path = resolve_bf16_path(path);
+  if (path == Bf16Path::avx512_bf16 && !cpu_has_avx512_bf16())
+    throw std::runtime_error("gemm_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
+  if (M == 0 || N == 0) return;
+  const Packed P =
+      pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, path == Bf16Path::avx512_bf16);
+  const std::size_t row_tiles = P.rows / kRows, col_tiles = P.cols / kCols;
+  const auto run_tile = [&](std::size_t t) {
+    const std::size_t r0 = (t % row_tiles) * kRows, j0 = (t / row_tiles) * (kCols / kPanel);
+    alignas(64) float tile[kRows * kCols];
+#if defined(__x86_64__)
+    if (path == Bf16Path::avx512_bf16)
+      tile_avx512_bf16(P, r0, j0, tile);
+    else
+#endif
+      tile_portable(P, r0, j0, tile);
+    const std::size_t c0 = j0 * kPanel;
+    for (std::size_t r = r0; r < std::min(M, r0 + kRows); ++r)
+      for (std::size_t c = c0; c < std::min(N, c0 + kCols); ++c) {
+        const float v = tile[(r - r0) * kCols + (c - c0)];
+        C[r * ldc + c] = beta == 0.0f ? v : v + beta * C[r * ldc + c];
+      }
+  };
+  parallel_for_if_worth(row_tiles * col_tiles, 2.0 * double(M) * double(N) * double(K), run_tile);
+}
+
+}  // namespace tapegrad::kernels

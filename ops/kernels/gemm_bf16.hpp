@@ -1,0 +1,40 @@
+#pragma once
+// Matrix products on bfloat16 operands with float32 accumulation: the operands are float32
+// in memory, rounded to bf16 (round to nearest, ties to even) while they are packed, their
+// products summed in float32, the result float32. No autograd, no xtensor.
+//
+// Two paths compute the same sums in the same order:
+// - avx512_bf16: VDPBF16PS, 32 bf16 multiply-adds per instruction into 16 float32 sums,
+//   compiled for that instruction set alone and chosen at run time, so one build runs on
+//   every x86-64 CPU;
+// - portable: plain float32 arithmetic on the same rounded operands.
+// A product of two bf16 numbers is exact in float32 (8 + 8 significant bits), so each step
+// is one float32 addition in both paths, adding the odd k of a pair before the even one as
+// the instruction does. They differ only where the instruction flushes subnormal numbers to
+// zero (inputs and results below 2^-126 in magnitude).
+#include <cstddef>
+#include <cstdint>
+
+namespace tapegrad::kernels {
+
+// float32 -> bf16: the upper 16 bits after rounding to nearest even; infinities stay, a NaN
+// stays a (quiet) NaN, a finite number above bf16's largest rounds to infinity.
+std::uint16_t to_bf16(float x);
+float from_bf16(std::uint16_t b);
+inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
+
+enum class Bf16Path { automatic, portable, avx512_bf16 };
+
+// Whether this CPU executes VDPBF16PS (cpuid's AVX512_BF16 with AVX512F).
+bool cpu_has_avx512_bf16();
+// The path `automatic` takes here: avx512_bf16 where the CPU has it, portable elsewhere.
+Bf16Path resolve_bf16_path(Bf16Path requested);
+
+// C (M x N) = bf16(op(A)) @ bf16(op(B)) + beta * C, op(X) = X or X^T, row-major with leading
+// dimensions (lda, ldb: of A and B as stored); with beta 0, C is overwritten, never read.
+// Asking for avx512_bf16 on a CPU without it throws std::runtime_error.
+void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
+               float* C, std::size_t ldc, Bf16Path path = Bf16Path::automatic);
+
+}  // namespace tapegrad::kernels

@@ -1,0 +1,174 @@
+// The bf16 matrix product (ops/kernels/gemm_bf16.*): float32 -> bf16 rounding on hand-built
+// bit patterns (ties to even, NaN payloads, overflow), then the product against a long
+// double loop over the bf16-rounded operands within float32's accumulation bound, for odd
+// sizes, transposes, strides and beta; the fast (VDPBF16PS) and portable paths against each
+// other; 1 and 2 threads.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "ops/kernels/gemm_bf16.hpp"
+#include "ops/kernels/parallel.hpp"
+#include "tapegrad.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::kernels;
+
+namespace {
+
+float from_bits(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+std::vector<float> random_values(std::size_t n, Generator& g) {
+  std::vector<float> v(n);
+  for (float& x : v) x = float(g.uniform(-1.0, 1.0));
+  return v;
+}
+
+struct Case {
+  bool ta, tb;
+  std::size_t M, N, K, pad;  // pad: extra elements per stored row (a leading dimension > width)
+};
+
+struct Operands {
+  std::vector<float> A, B;
+  std::size_t lda, ldb;
+};
+
+Operands make_operands(const Case& c, Generator& g) {
+  Operands o;
+  o.lda = (c.ta ? c.M : c.K) + c.pad;
+  o.ldb = (c.tb ? c.K : c.N) + c.pad;
+  o.A = random_values((c.ta ? c.K : c.M) * o.lda, g);
+  o.B = random_values((c.tb ? c.N : c.K) * o.ldb, g);
+  return o;
+}
+
+float a_at(const Case& c, const Operands& o, std::size_t m, std::size_t k) {
+  return c.ta ? o.A[k * o.lda + m] : o.A[m * o.lda + k];
+}
+float b_at(const Case& c, const Operands& o, std::size_t k, std::size_t n) {
+  return c.tb ? o.B[n * o.ldb + k] : o.B[k * o.ldb + n];
+}
+
+// The worst |C - sum| / bound over the block, the sum taken in long double over the rounded
+// operands, and the bound float32's for K additions: gamma_K * sum |a| |b|.
+double worst_ratio_to_bound(const Case& c, const Operands& o, const std::vector<float>& C,
+                            bool round_operands) {
+  const double u = std::ldexp(1.0, -24), gamma = c.K * u / (1 - c.K * u);
+  double worst = 0;
+  for (std::size_t m = 0; m < c.M; ++m)
+    for (std::size_t n = 0; n < c.N; ++n) {
+      long double sum = 0, magnitude = 0;
+      for (std::size_t k = 0; k < c.K; ++k) {
+        float a = a_at(c, o, m, k), b = b_at(c, o, k, n);
+        if (round_operands) a = round_to_bf16(a), b = round_to_bf16(b);
+        sum += (long double)a * b;
+        magnitude += std::fabs((long double)a * b);
+      }
+      const double err = double(std::fabs(C[m * c.N + n] - sum));
+      worst = std::max(worst, err / (gamma * double(magnitude) + 1e-300));
+    }
+  return worst;
+}
+
+std::vector<float> product(const Case& c, const Operands& o, Bf16Path path) {
+  std::vector<float> C(c.M * c.N, std::numeric_limits<float>::quiet_NaN());
+  gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, 0.0f, C.data(),
+            c.N, path);
+  return C;
+}
+
+const std::vector<Case> kCases = {
+    {false, false, 1, 1, 1, 0},   {false, false, 7, 9, 5, 0},    {false, true, 8, 32, 64, 0},
+    {true, false, 9, 33, 17, 3},  {true, true, 17, 40, 31, 1},   {false, false, 24, 65, 128, 2},
+    {false, true, 3, 100, 257, 0}, {true, false, 33, 31, 2, 5},    {false, false, 10, 20, 45, 1},
+};
+
+}  // namespace
+
+TEST_CASE("bf16: float32 rounds to nearest, ties to even, on hand-built bit patterns", "[bf16]") {
+  CHECK(to_bf16(1.0f) == 0x3F80);
+  CHECK(to_bf16(from_bits(0x3F808000)) == 0x3F80);  // 1 + 2^-8: halfway, to the even 0x3F80
+  CHECK(to_bf16(from_bits(0x3F818000)) == 0x3F82);  // halfway between 0x3F81 and 0x3F82
+  CHECK(to_bf16(from_bits(0x3F808001)) == 0x3F81);  // just above halfway rounds up
+  CHECK(to_bf16(from_bits(0x3F80FFFF)) == 0x3F81);  // truncation would give 0x3F80
+  CHECK(to_bf16(from_bits(0xBF808000)) == 0xBF80);  // negative ties alike
+  CHECK(to_bf16(from_bits(0xBF818000)) == 0xBF82);
+  CHECK(to_bf16(std::numeric_limits<float>::infinity()) == 0x7F80);
+  CHECK(to_bf16(-std::numeric_limits<float>::infinity()) == 0xFF80);
+  CHECK(to_bf16(std::numeric_limits<float>::max()) == 0x7F80);  // above bf16's largest
+  CHECK(to_bf16(from_bits(0x7F7F7FFF)) == 0x7F7F);             // bf16's largest stays finite
+  // A NaN whose payload sits in the low bits only: rounding as a number would carry it
+  // into an infinity, truncation would too.
+  CHECK(std::isnan(from_bf16(to_bf16(from_bits(0x7F800001)))));
+  CHECK(std::isnan(from_bf16(to_bf16(from_bits(0xFFFFFFFF)))));
+  CHECK(from_bf16(0x4049) == 3.140625f);  // the bf16 nearest pi
+  CHECK(round_to_bf16(3.14159265f) == 3.140625f);
+}
+
+TEST_CASE("bf16 gemm: the portable path is the product of the rounded operands within float32's bound", "[bf16]") {
+  Generator g(3);
+  for (const Case& c : kCases) {
+    const Operands o = make_operands(c, g);
+    const std::vector<float> C = product(c, o, Bf16Path::portable);
+    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta << " tb=" << c.tb);
+    CHECK(worst_ratio_to_bound(c, o, C, true) <= 1.0);
+    // Not a float32 product: against the unrounded operands the error is bf16's (about
+    // 2^-9 relative per operand), far above float32's bound once K is more than a few.
+    if (c.K >= 16) CHECK(worst_ratio_to_bound(c, o, C, false) > 10.0);
+  }
+}
+
+TEST_CASE("bf16 gemm: the VDPBF16PS path equals the portable path", "[bf16]") {
+  if (!cpu_has_avx512_bf16()) {
+    WARN("skipped: this CPU has no AVX512_BF16; only the portable path was tested");
+    Generator g(1);
+    const Operands o = make_operands(kCases[0], g);
+    CHECK_THROWS_WITH(product(kCases[0], o, Bf16Path::avx512_bf16), Catch::Contains("AVX512_BF16"));
+    return;
+  }
+  Generator g(5);
+  for (const Case& c : kCases) {
+    const Operands o = make_operands(c, g);
+    const std::vector<float> fast = product(c, o, Bf16Path::avx512_bf16);
+    const std::vector<float> portable = product(c, o, Bf16Path::portable);
+    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta << " tb=" << c.tb);
+    CHECK(worst_ratio_to_bound(c, o, fast, true) <= 1.0);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < fast.size(); ++i) differ += fast[i] != portable[i];
+    CHECK(differ == 0);  // the same additions in the same order, no subnormals here
+  }
+}
+
+TEST_CASE("bf16 gemm: beta, NaN inputs and threads", "[bf16]") {
+  Generator g(7);
+  const Case c{false, false, 19, 45, 70, 0};
+  const Operands o = make_operands(c, g);
+  const std::vector<float> once = product(c, o, Bf16Path::automatic);
+
+  std::vector<float> twice = once;  // C = product + 1 * C: twice the product
+  gemm_bf16(false, false, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, 1.0f,
+            twice.data(), c.N);
+  for (std::size_t i = 0; i < once.size(); ++i) REQUIRE(twice[i] == 2 * once[i]);
+
+  const int before = kernels::num_threads();
+  kernels::set_num_threads(2);
+  const std::vector<float> two = product(c, o, Bf16Path::automatic);
+  kernels::set_num_threads(before);
+  CHECK(two == once);  // a tile is one thread's: the sums do not depend on the threads
+
+  Operands with_nan = o;
+  with_nan.A[3 * with_nan.lda + 5] = std::numeric_limits<float>::quiet_NaN();  // row 3
+  const std::vector<float> C = product(c, with_nan, Bf16Path::automatic);
+  for (std::size_t m = 0; m < c.M; ++m)
+    for (std::size_t n = 0; n < c.N; ++n) REQUIRE(std::isnan(C[m * c.N + n]) == (m == 3));
+}
