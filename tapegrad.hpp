@@ -20,6 +20,7 @@
 #include "ops/embedding.hpp"
 #include "ops/matmul.hpp"
 #include "ops/norm.hpp"
+#include "ops/precision.hpp"
 #include "ops/reduce.hpp"
 #include "ops/rope.hpp"
 #include "ops/shape_ops.hpp"

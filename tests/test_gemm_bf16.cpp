@@ -8,16 +8,22 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "helpers.hpp"
+#include "ops/kernels/gemm.hpp"
 #include "ops/kernels/gemm_bf16.hpp"
 #include "ops/kernels/parallel.hpp"
 #include "tapegrad.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::kernels;
+using namespace tapegrad::test;
 
 namespace {
 
@@ -82,7 +88,7 @@ double worst_ratio_to_bound(const Case& c, const Operands& o, const std::vector<
 
 std::vector<float> product(const Case& c, const Operands& o, Bf16Path path) {
   std::vector<float> C(c.M * c.N, std::numeric_limits<float>::quiet_NaN());
-  gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, 0.0f, C.data(),
+  gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, 1.0f, o.A.data(), o.lda, o.B.data(), o.ldb, 0.0f, C.data(),
             c.N, path);
   return C;
 }
@@ -156,7 +162,7 @@ TEST_CASE("bf16 gemm: beta, NaN inputs and threads", "[bf16]") {
   const std::vector<float> once = product(c, o, Bf16Path::automatic);
 
   std::vector<float> twice = once;  // C = product + 1 * C: twice the product
-  gemm_bf16(false, false, c.M, c.N, c.K, o.A.data(), o.lda, o.B.data(), o.ldb, 1.0f,
+  gemm_bf16(false, false, c.M, c.N, c.K, 1.0f, o.A.data(), o.lda, o.B.data(), o.ldb, 1.0f,
             twice.data(), c.N);
   for (std::size_t i = 0; i < once.size(); ++i) REQUIRE(twice[i] == 2 * once[i]);
 
@@ -171,4 +177,64 @@ TEST_CASE("bf16 gemm: beta, NaN inputs and threads", "[bf16]") {
   const std::vector<float> C = product(c, with_nan, Bf16Path::automatic);
   for (std::size_t m = 0; m < c.M; ++m)
     for (std::size_t n = 0; n < c.N; ++n) REQUIRE(std::isnan(C[m * c.N + n]) == (m == 3));
+}
+
+TEST_CASE("bf16 precision: matmul forward and backward run the bf16 product; float64 never does", "[bf16]") {
+  Tensor<float> a = random<float>({2, 9, 40}, 11), b = random<float>({40, 23}, 12);
+  const auto run = [&](MatmulPrecision p) {
+    MatmulPrecisionGuard guard(p);
+    a.zero_grad();
+    b.zero_grad();
+    Tensor<float> y = matmul(a, b);
+    sum(y * y).backward();
+    return std::make_tuple(Array<float>(y.value()), Array<float>(a.grad()), Array<float>(b.grad()));
+  };
+  const auto [y32, da32, db32] = run(MatmulPrecision::f32);
+  const auto [y16, da16, db16] = run(MatmulPrecision::bf16);
+  CHECK(matmul_precision() == MatmulPrecision::f32);  // the guard restored it
+
+  // forward: (18, 40) @ (40, 23), exactly the kernel's result
+  std::vector<float> want(18 * 23);
+  gemm_bf16(false, false, 18, 23, 40, 1.0f, a.value().data(), 40, b.value().data(), 23, 0.0f,
+            want.data(), 23);
+  for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(y16.data()[i] == want[i]);
+  // backward: dA = dY @ B^T with dY = 2 y (float32), also through the bf16 product
+  std::vector<float> dy(want.size()), want_da(18 * 40);
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = 2 * y16.data()[i];
+  gemm_bf16(false, true, 18, 40, 23, 1.0f, dy.data(), 23, b.value().data(), 23, 0.0f,
+            want_da.data(), 40);
+  for (std::size_t i = 0; i < want_da.size(); ++i) REQUIRE(da16.data()[i] == want_da[i]);
+  // and it is not float32's: bf16's rounding moves the results by about 2^-9 relative
+  double moved = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) moved = std::max(moved, double(std::fabs(y16.data()[i] - y32.data()[i])));
+  CHECK(moved > 1e-4);
+
+  Tensor<double> x = random<double>({5, 7}, 13), w = random<double>({7, 3}, 14);
+  const Array<double> plain = matmul(x, w).value();
+  MatmulPrecisionGuard bf16(MatmulPrecision::bf16);
+  const bool unchanged = matmul(x, w).value() == plain;
+  CHECK(unchanged);
+}
+
+TEST_CASE("bf16 precision: the kernels' pool threads compute as the calling thread asks", "[bf16]") {
+  const int before = kernels::num_threads();
+  kernels::set_num_threads(2);
+  const std::size_t n = 64;
+  std::vector<MatmulPrecision> seen(n, MatmulPrecision::f32);
+  std::vector<std::thread::id> where(n);
+  {
+    MatmulPrecisionGuard bf16(MatmulPrecision::bf16);
+    kernels::parallel_for(n, [&](std::size_t i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // so the worker joins in
+      seen[i] = matmul_precision();
+      where[i] = std::this_thread::get_id();
+    });
+  }
+  kernels::set_num_threads(before);
+  const auto caller = std::this_thread::get_id();
+  const auto on_worker = std::count_if(where.begin(), where.end(), [&](auto id) { return id != caller; });
+  INFO(on_worker << " of " << n << " items ran on the pool's worker");
+  CHECK(on_worker > 0);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(seen[i] == MatmulPrecision::bf16);
+  CHECK(matmul_precision() == MatmulPrecision::f32);
 }

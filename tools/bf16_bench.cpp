@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
       gemm<float>(false, false, M, N, K, 1.0f, A.data(), B.data(), 0.0f, C.data());
     });
     const double bf16 = best_seconds(repeat, [&] {
-      gemm_bf16(false, false, M, N, K, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+      gemm_bf16(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N);
     });
     std::printf("%6zu %6zu %6zu %12.1f %12.1f %7.2f %8.1f%%\n", M, N, K, flops / f32 / 1e9,
                 flops / bf16 / 1e9, f32 / bf16, fast ? 100 * flops / bf16 / 1e9 / (peak * threads) : 0.0);

@@ -32,6 +32,7 @@
 #include "examples/train/outputs.hpp"
 #include "examples/train/report.hpp"
 #include "examples/train/setup.hpp"
+#include "ops/precision.hpp"
 #include "examples/train/stop_signal.hpp"
 #include "examples/train/training.hpp"
 #include "nn/checkpoint.hpp"
@@ -178,6 +179,8 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
     remove_stale_temporaries(s.out);
   }
   set_num_threads(s.threads);
+  // The start-up gradient check runs in float64, which bf16 never touches.
+  set_matmul_precision(s.precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32);
   const EvalData eval = root ? build_eval_data(task, s.eval_size) : EvalData{};
 
   GradcheckSummary gradcheck;

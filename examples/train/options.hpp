@@ -42,6 +42,7 @@ struct Settings {
   bool allow_nonfinite = false;
   std::optional<double> max_memory;  // bytes; none: the memory available
   int threads = 1;
+  std::string precision = "f32";  // f32 | bf16: the float32 matrix products' (kernels/precision.hpp)
   bool skip_gradcheck = false;
   bool detect_anomaly = false;
   std::size_t eval_every = 0, eval_size = 1000, log_every = 50, examples = 5;

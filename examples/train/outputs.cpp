@@ -10,6 +10,7 @@
 
 #include "examples/common/svg_plot.hpp"
 #include "nn/checkpoint.hpp"
+#include "ops/precision.hpp"
 #include "ops/threads.hpp"
 
 namespace fs = std::filesystem;
@@ -90,6 +91,7 @@ void set_settings(nlohmann::ordered_json& m, const RunSummary& r) {
   m["beta2"] = s.beta2;
   m["clip"] = s.clip;
   m["threads"] = num_threads();
+  m["precision"] = matmul_precision() == MatmulPrecision::bf16 ? "bf16" : "f32";
   if (r.task.name == "recall") {
     m["recall_min_pairs"] = s.recall_min_pairs;
     m["recall_grow_steps"] = s.recall_grow_steps;

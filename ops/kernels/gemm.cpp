@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <set>
+#include <type_traits>
 
 #include <cblas.h>
 
+#include "ops/kernels/gemm_bf16.hpp"
 #include "ops/kernels/parallel.hpp"
+#include "ops/kernels/precision.hpp"
 
 namespace tapegrad::kernels {
 
@@ -50,6 +53,10 @@ template <class T>
 void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
              const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
              std::size_t ldc, Triangle structure = Triangle::none) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (matmul_precision() == MatmulPrecision::bf16)  // computes a triangle's zeros too
+      return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   if (M == 1 && structure == Triangle::none) {
     // beta 0 means C is not read: clear it, so no NaN left in it can survive a 0 * NaN
     if (beta == T(0)) std::fill(C, C + N, T(0));

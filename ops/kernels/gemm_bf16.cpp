@@ -176,8 +176,8 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_avx512_bf16(const Packed
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
-               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
-               float* C, std::size_t ldc, Bf16Path path) {
+               float alpha, const float* A, std::size_t lda, const float* B, std::size_t ldb,
+               float beta, float* C, std::size_t ldc, Bf16Path path) {
   path = resolve_bf16_path(path);
   if (path == Bf16Path::avx512_bf16 && !cpu_has_avx512_bf16())
     throw std::runtime_error("gemm_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
@@ -197,7 +197,7 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
     const std::size_t c0 = j0 * kPanel;
     for (std::size_t r = r0; r < std::min(M, r0 + kRows); ++r)
       for (std::size_t c = c0; c < std::min(N, c0 + kCols); ++c) {
-        const float v = tile[(r - r0) * kCols + (c - c0)];
+        const float v = alpha * tile[(r - r0) * kCols + (c - c0)];
         C[r * ldc + c] = beta == 0.0f ? v : v + beta * C[r * ldc + c];
       }
   };

@@ -30,11 +30,11 @@ bool cpu_has_avx512_bf16();
 // The path `automatic` takes here: avx512_bf16 where the CPU has it, portable elsewhere.
 Bf16Path resolve_bf16_path(Bf16Path requested);
 
-// C (M x N) = bf16(op(A)) @ bf16(op(B)) + beta * C, op(X) = X or X^T, row-major with leading
-// dimensions (lda, ldb: of A and B as stored); with beta 0, C is overwritten, never read.
-// Asking for avx512_bf16 on a CPU without it throws std::runtime_error.
+// C (M x N) = alpha * bf16(op(A)) @ bf16(op(B)) + beta * C, op(X) = X or X^T, row-major with
+// leading dimensions (lda, ldb: of A and B as stored); with beta 0, C is overwritten, never
+// read. Asking for avx512_bf16 on a CPU without it throws std::runtime_error.
 void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
-               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
-               float* C, std::size_t ldc, Bf16Path path = Bf16Path::automatic);
+               float alpha, const float* A, std::size_t lda, const float* B, std::size_t ldb,
+               float beta, float* C, std::size_t ldc, Bf16Path path = Bf16Path::automatic);
 
 }  // namespace tapegrad::kernels

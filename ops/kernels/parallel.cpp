@@ -1,5 +1,7 @@
 #include "ops/kernels/parallel.hpp"
 
+#include "ops/kernels/precision.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -15,6 +17,7 @@ namespace tapegrad::kernels {
 namespace {
 
 thread_local bool tl_inside_parallel = false;
+thread_local MatmulPrecision tl_matmul_precision = MatmulPrecision::f32;
 
 class Pool {
  public:
@@ -35,6 +38,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       body_ = &body;
+      precision_ = tl_matmul_precision;  // the workers compute as the caller would
       n_ = n;
       next_.store(0);
       busy_ = static_cast<int>(workers_.size());
@@ -50,7 +54,10 @@ class Pool {
  private:
   void drain() {
     tl_inside_parallel = true;
+    const MatmulPrecision own = tl_matmul_precision;
+    tl_matmul_precision = precision_;
     for (std::size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*body_)(i);
+    tl_matmul_precision = own;
     tl_inside_parallel = false;
   }
   void work() {
@@ -72,6 +79,7 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(std::size_t)>* body_ = nullptr;
+  MatmulPrecision precision_ = MatmulPrecision::f32;
   std::size_t n_ = 0;
   std::atomic<std::size_t> next_{0};
   int busy_ = 0;
@@ -100,6 +108,9 @@ void set_num_threads(int threads) {
 }
 
 int num_threads() { return g_threads; }
+
+MatmulPrecision matmul_precision() { return tl_matmul_precision; }
+void set_matmul_precision(MatmulPrecision precision) { tl_matmul_precision = precision; }
 
 void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body) {
   if (g_threads <= 1 || n <= 1 || tl_inside_parallel || !pool()) {

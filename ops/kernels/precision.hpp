@@ -1,0 +1,32 @@
+#pragma once
+// The precision of float32 matrix products: f32 (the default) or bf16, where every float32
+// product that goes through kernels::gemm* (projections, the MLP, the head, attention's score
+// and value products, forward and backward) rounds its operands to bf16 and sums in float32
+// (ops/kernels/gemm_bf16.hpp). Everything else (softmax, norms, RoPE, the loss, reductions,
+// the optimiser, the weights themselves) stays float32; float64 products are never rounded.
+//
+// The setting belongs to the calling thread, and the kernels' pool threads take the caller's
+// setting for the work they do on its behalf: two threads may train at two precisions.
+namespace tapegrad::kernels {
+
+enum class MatmulPrecision { f32, bf16 };
+
+MatmulPrecision matmul_precision();
+void set_matmul_precision(MatmulPrecision precision);
+
+// Sets the calling thread's precision for a scope and restores the previous one:
+//   { MatmulPrecisionGuard bf16(MatmulPrecision::bf16); loss = model.loss(batch); loss.backward(); }
+class MatmulPrecisionGuard {
+ public:
+  explicit MatmulPrecisionGuard(MatmulPrecision precision) : previous_(matmul_precision()) {
+    set_matmul_precision(precision);
+  }
+  ~MatmulPrecisionGuard() { set_matmul_precision(previous_); }
+  MatmulPrecisionGuard(const MatmulPrecisionGuard&) = delete;
+  MatmulPrecisionGuard& operator=(const MatmulPrecisionGuard&) = delete;
+
+ private:
+  MatmulPrecision previous_;
+};
+
+}  // namespace tapegrad::kernels

@@ -1,0 +1,13 @@
+#pragma once
+// bf16 matrix products, as users set them: MatmulPrecisionGuard bf16(MatmulPrecision::bf16)
+// for a scope; ops/kernels/precision.hpp says what is rounded and what stays float32.
+#include "ops/kernels/precision.hpp"
+
+namespace tapegrad {
+
+using kernels::matmul_precision;
+using kernels::MatmulPrecision;
+using kernels::MatmulPrecisionGuard;
+using kernels::set_matmul_precision;
+
+}  // namespace tapegrad
