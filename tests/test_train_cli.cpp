@@ -334,6 +334,26 @@ TEST_CASE("train cli: --positions alibi learns sort with the default settings", 
         tapegrad::PositionKind::alibi);
 }
 
+TEST_CASE("train cli: --precision bf16 learns sort and writes a float32 checkpoint that matches f32's evaluation", "[train_cli][bf16]") {
+  fs::path dir = scratch("bf16");
+  RunResult r = run("--precision bf16 --quiet --out '" + (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  CHECK(field(metrics, "precision") == "bf16");
+  CHECK(field(metrics, "gradcheck") == "passed");  // float64: bf16 does not touch it
+  CHECK(field(metrics, "eval_exact_accuracy").get<double>() >= 0.99);
+  // the checkpoint holds float32 weights: evaluated in f32 it still sorts
+  RunResult again = run("--resume '" + (dir / "out" / "model.npz").string() +
+                            "' --steps 0 --eval-size 200 --quiet --out '" + (dir / "f32").string() + "'",
+                        dir);
+  INFO(again.err);
+  REQUIRE(again.code == 0);
+  const nlohmann::json f32 = read_json(dir / "f32" / "metrics.json");
+  CHECK(field(f32, "precision") == "f32");
+  CHECK(field(f32, "eval_exact_accuracy").get<double>() >= 0.98);
+}
+
 TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run reported", "[train_cli][checkpoint]") {
   // tests/fixtures/checkpoints/README.md: the run that wrote it reported this eval loss
   fs::path dir = scratch("v1");
