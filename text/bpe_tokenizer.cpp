@@ -100,22 +100,28 @@ void BpeTokenizer::encode_chunk(std::string_view chunk, std::vector<std::int32_t
     prev[i] = i - 1;
   }
   using Candidate = std::pair<std::int32_t, std::int32_t>;  // (rank, left position)
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> candidates;
+  using MinHeap = std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>>;
   auto rank_at = [&](std::int32_t p) -> std::int32_t {
     if (p < 0 || tokens[p] < 0 || next[p] < 0) return -1;
     auto found = merge_rank_.find(pair_key(tokens[p], tokens[next[p]]));
     return found == merge_rank_.end() ? -1 : found->second;
   };
+  // The first candidates heapified at once (linear), not pushed one by one.
+  std::vector<Candidate> initial;
+  for (std::int32_t i = 0; i + 1 < n; ++i)
+    if (std::int32_t rank = rank_at(i); rank >= 0) initial.push_back({rank, i});
+  MinHeap candidates(std::greater<Candidate>(), std::move(initial));
   auto offer = [&](std::int32_t p) {
     if (std::int32_t rank = rank_at(p); rank >= 0) candidates.push({rank, p});
   };
-  for (std::int32_t i = 0; i + 1 < n; ++i) offer(i);
   while (!candidates.empty()) {
     auto [rank, p] = candidates.top();
     candidates.pop();
-    if (rank_at(p) != rank) continue;  // stale: p or its neighbour merged since
     std::int32_t q = next[p];
-    tokens[p] = merges_[rank].id;
+    const BpeMerge& merge = merges_[rank];
+    // Stale when p or its neighbour merged since: compared without a hash lookup.
+    if (tokens[p] != merge.first || q < 0 || tokens[q] != merge.second) continue;
+    tokens[p] = merge.id;
     tokens[q] = -1;
     next[p] = next[q];
     if (next[p] >= 0) prev[next[p]] = p;
