@@ -67,6 +67,34 @@ std::vector<Pair> reference_merges(const std::vector<std::string_view>& chunks, 
   return merges;
 }
 
+// minbpe's encode as plainly as possible: while some adjacent pair has a merge, merge every
+// occurrence of the lowest-ranked one, left to right.
+std::vector<std::int32_t> reference_encode(const BpeTokenizer& tokenizer, std::string_view text) {
+  std::map<Pair, std::int32_t> rank;
+  for (std::size_t r = 0; r < tokenizer.merges().size(); ++r)
+    rank[{tokenizer.merges()[r].first, tokenizer.merges()[r].second}] = std::int32_t(r);
+  std::vector<std::int32_t> ids;
+  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  for (;;) {
+    std::int32_t best = -1;
+    for (std::size_t i = 0; i + 1 < ids.size(); ++i)
+      if (auto found = rank.find({ids[i], ids[i + 1]}); found != rank.end())
+        if (best < 0 || found->second < best) best = found->second;
+    if (best < 0) return ids;
+    const BpeMerge& merge = tokenizer.merges()[best];
+    std::vector<std::int32_t> merged;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i + 1 < ids.size() && ids[i] == merge.first && ids[i + 1] == merge.second) {
+        merged.push_back(merge.id);
+        ++i;
+      } else {
+        merged.push_back(ids[i]);
+      }
+    }
+    ids = std::move(merged);
+  }
+}
+
 // A few KB of mixed text: English words, contractions, numbers, punctuation, Cyrillic, CJK,
 // spaces and newlines, in an order fixed by the seed.
 std::string varied_text(unsigned seed, std::size_t words) {
@@ -253,4 +281,25 @@ TEST_CASE("bpe: a corrupt tokenizer file is an error naming the line", "[bpe]") 
   CHECK_THAT(error_of("tapegrad-bpe 1\nmode regex\npattern (\n"), Catch::Contains("line 3"));
   CHECK_THAT(error_of("tapegrad-bpe 1\nmode basic\npattern \nspecials 1\n300 <s>\nmerges 0\n"),
              Catch::Contains("expected 256"));
+}
+
+TEST_CASE("bpe: encode gives minbpe's ids for short chunks and for one long chunk", "[bpe]") {
+  std::string text = varied_text(17, 1200);
+  for (BpeMode mode : {BpeMode::basic, BpeMode::regex}) {
+    BpeTokenizer tokenizer = BpeTokenizer::train(text, 256 + 100, mode);
+    std::string sample = varied_text(19, 200);
+    std::vector<std::int32_t> expected;
+    for (std::string_view chunk : mode == BpeMode::basic
+                                      ? std::vector<std::string_view>{sample}
+                                      : RegexSplitter(std::string(gpt4_split_pattern)).split(sample)) {
+      std::vector<std::int32_t> part = reference_encode(tokenizer, chunk);
+      expected.insert(expected.end(), part.begin(), part.end());
+    }
+    CHECK(tokenizer.encode(sample) == expected);
+  }
+  // Over 64 KiB, basic mode's single chunk takes the list-per-merge path.
+  std::string long_text = varied_text(23, 16000);
+  REQUIRE(long_text.size() > (1u << 16));
+  BpeTokenizer tokenizer = BpeTokenizer::train(text, 256 + 40, BpeMode::basic);
+  CHECK(tokenizer.encode(long_text) == reference_encode(tokenizer, long_text));
 }

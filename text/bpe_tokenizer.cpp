@@ -91,7 +91,46 @@ const std::string& BpeTokenizer::token_bytes(std::int32_t id) const {
 // Merges by rank, lowest first, ties left to right: the same result as minbpe's "merge every
 // occurrence of the lowest-ranked pair, then look again", since a merge only creates pairs
 // of a higher rank than its own.
+// A long chunk (basic mode's whole text) merges rank by rank: one list of positions per
+// merge instead of one heap over the text. A rank's positions are all added in one pass (the
+// one that made its newest id), in ascending order, so each list is visited left to right,
+// as the heap would; only its stale entries are skipped.
+void BpeTokenizer::encode_long_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const {
+  const auto n = std::int32_t(chunk.size());
+  std::vector<std::int32_t> tokens(n), next(n), prev(n);
+  for (std::int32_t i = 0; i < n; ++i) {
+    tokens[i] = static_cast<unsigned char>(chunk[i]);
+    next[i] = i + 1 < n ? i + 1 : -1;
+    prev[i] = i - 1;
+  }
+  std::vector<std::vector<std::int32_t>> positions_of_rank(merges_.size());
+  auto offer = [&](std::int32_t p) {
+    if (p < 0 || tokens[p] < 0 || next[p] < 0) return;
+    auto found = merge_rank_.find(pair_key(tokens[p], tokens[next[p]]));
+    if (found != merge_rank_.end()) positions_of_rank[found->second].push_back(p);
+  };
+  for (std::int32_t i = 0; i + 1 < n; ++i) offer(i);
+  for (std::size_t rank = 0; rank < merges_.size(); ++rank) {
+    const BpeMerge& merge = merges_[rank];
+    std::vector<std::int32_t> positions = std::move(positions_of_rank[rank]);
+    for (std::int32_t p : positions) {  // offer() only adds to higher ranks
+      std::int32_t q = next[p];
+      if (tokens[p] != merge.first || q < 0 || tokens[q] != merge.second) continue;
+      tokens[p] = merge.id;
+      tokens[q] = -1;
+      next[p] = next[q];
+      if (next[p] >= 0) prev[next[p]] = p;
+      offer(prev[p]);
+      offer(p);
+    }
+  }
+  for (std::int32_t i = 0; i < n; ++i)
+    if (tokens[i] >= 0) out.push_back(tokens[i]);
+}
+
 void BpeTokenizer::encode_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const {
+  // Past this length one heap over the chunk costs more than a list per merge.
+  if (chunk.size() >= (std::size_t(1) << 16)) return encode_long_chunk(chunk, out);
   const auto n = std::int32_t(chunk.size());
   std::vector<std::int32_t> tokens(n), next(n), prev(n);
   for (std::int32_t i = 0; i < n; ++i) {

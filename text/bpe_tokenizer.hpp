@@ -67,6 +67,7 @@ class BpeTokenizer {
  private:
   std::vector<std::int32_t> encode_ordinary(std::string_view text) const;
   void encode_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const;
+  void encode_long_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const;
   std::int32_t special_id(std::size_t index) const;
 
   BpeMode mode_;
