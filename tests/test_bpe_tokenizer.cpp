@@ -199,6 +199,16 @@ TEST_CASE("bpe: the fast trainer makes the reference trainer's merges", "[bpe]")
     BpeTokenizer fast = BpeTokenizer::train(letters, 256 + 120, BpeMode::basic);
     CHECK(merge_pairs(fast) == reference_merges({letters}, 120));
   }
+  SECTION("short words of two letters, many seeds: ties and repeated chunks everywhere") {
+    for (unsigned seed = 1; seed <= 8; ++seed) {
+      std::mt19937 random(seed);
+      std::string words;
+      for (int i = 0; i < 1500; ++i) words += "ab "[random() % 3];
+      BpeTokenizer fast = BpeTokenizer::train(words, 256 + 60, BpeMode::regex);
+      CHECK(merge_pairs(fast) ==
+            reference_merges(RegexSplitter(std::string(gpt4_split_pattern)).split(words), 60));
+    }
+  }
 }
 
 TEST_CASE("bpe: encode and decode round trip every byte string", "[bpe]") {

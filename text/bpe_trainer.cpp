@@ -7,8 +7,10 @@
 // was merged into its left neighbour) in a doubly linked list per chunk. Per pair: its
 // weighted count and the positions where it occurs, ascending. A pair's positions are all
 // added in one pass (the first count, or the merge that created its newest id) and only go
-// stale afterwards, so the first valid position is found by advancing a head index, and a
-// pair's first occurrence only moves right: a queue entry's position is a lower bound.
+// stale afterwards, so the first valid position is found by advancing a head index. A pair
+// loses an occurrence only by losing count (and only pairs with the newest id gain any), so
+// a queue entry whose count is still the pair's count also has its current first position:
+// entries are discarded on a count mismatch alone (lazy deletion).
 #include <queue>
 #include <stdexcept>
 #include <unordered_map>
@@ -26,7 +28,7 @@ struct PairStats {
 
 struct QueueEntry {
   std::int64_t count;
-  std::int32_t first_position;  // a lower bound of the pair's first occurrence
+  std::int32_t first_position;  // the pair's first occurrence when the entry was pushed
   std::uint64_t key;
   // std::priority_queue pops the largest: higher count, then earlier occurrence.
   bool operator<(const QueueEntry& other) const {
@@ -110,11 +112,6 @@ class IncrementalTrainer {
       queue_.pop();
       auto found = pairs_.find(top.key);
       if (found == pairs_.end() || found->second.count != top.count || top.count <= 0) continue;
-      std::int32_t first = first_occurrence(top.key);
-      if (first != top.first_position) {  // its old first occurrence was merged away
-        queue_.push({top.count, first, top.key});
-        continue;
-      }
       return top.key;
     }
     return std::nullopt;
