@@ -266,6 +266,9 @@ TEST_CASE("bpe: save and load give the same tokenizer", "[bpe]") {
   CHECK(loaded.pattern() == std::string(gpt4_split_pattern));
   CHECK(loaded.mode() == BpeMode::regex);
   CHECK(loaded.encode(text + "<|endoftext|>") == trained.encode(text + "<|endoftext|>"));
+  BpeTokenizer copy = loaded;  // a copy has its own compiled pattern
+  loaded = BpeTokenizer::train("xy", 257, BpeMode::regex);
+  CHECK(copy.encode(text) == trained.encode(text));
 }
 
 TEST_CASE("bpe: a corrupt tokenizer file is an error naming the line", "[bpe]") {

@@ -37,6 +37,11 @@ RegexSplitter::RegexSplitter(std::string pattern) : pattern_(std::move(pattern))
 RegexSplitter::~RegexSplitter() = default;
 RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;
 RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
+RegexSplitter::RegexSplitter(const RegexSplitter& other) : RegexSplitter(other.pattern_) {}
+RegexSplitter& RegexSplitter::operator=(const RegexSplitter& other) {
+  if (this != &other) *this = RegexSplitter(other.pattern_);
+  return *this;
+}
 
 std::vector<std::string_view> RegexSplitter::split(std::string_view text) const {
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(

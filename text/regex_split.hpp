@@ -23,6 +23,9 @@ class RegexSplitter {
   ~RegexSplitter();
   RegexSplitter(RegexSplitter&&) noexcept;
   RegexSplitter& operator=(RegexSplitter&&) noexcept;
+  // A copy compiles the pattern again (PCRE2 code is not shared), so tokenizers copy.
+  RegexSplitter(const RegexSplitter& other);
+  RegexSplitter& operator=(const RegexSplitter& other);
 
   const std::string& pattern() const { return pattern_; }
   std::vector<std::string_view> split(std::string_view text) const;
