@@ -10,6 +10,7 @@ packages=(
   cmake g++ make ninja-build ccache pkg-config  # toolchain (ccache: rebuilds are cheap; pkg-config finds libzip)
   libxtensor-dev xtl-dev libxsimd-dev libxtensor-blas-dev libopenblas-dev
   libfmt-dev libzip-dev libcli11-dev  # formatting, .npz checkpoints, example CLIs
+  libpcre2-dev                        # text/: the BPE tokenizer's GPT-4 split pattern
   nlohmann-json3-dev                  # the programs' JSON files (metrics.json, gradcheck --json)
   catch2                              # tests (Catch2 v2; built with the library by default)
 )
@@ -20,6 +21,7 @@ test_packages=(
   clang libclang-rt-14-dev llvm       # fuzz/: libFuzzer + sanitizer runtimes, llvm-symbolizer
   pybind11-dev python3-dev            # python/: the extension module
   python3-pytest python3-venv python3-matplotlib  # tests/python, pip install . into a venv
+  bible-kjv                           # tests and the tokenizer bench: the KJV as a corpus
 )
 for arg in "$@"; do
   case "$arg" in

@@ -1,0 +1,99 @@
+// tokenizer: train, use and inspect a byte-level BPE tokenizer (text/bpe_tokenizer.hpp).
+//   tokenizer train kjv.txt --vocab-size 2048 --mode regex --special '<|endoftext|>' --out kjv.bpe
+//   tokenizer encode --tokenizer kjv.bpe text.txt > ids.txt
+//   tokenizer decode --tokenizer kjv.bpe ids.txt
+//   tokenizer stats --tokenizer kjv.bpe text.txt
+// Exit codes: 0 ok, 1 a file could not be read or written, 2 usage error (one line, nothing
+// written).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "examples/common/cli.hpp"
+#include "examples/tokenizer/commands.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::examples::tokenizer;
+
+namespace {
+
+constexpr const char* kProgram = "tokenizer";
+
+struct Options {
+  std::string input, out, tokenizer_path, mode = "regex";
+  int vocab_size = 0;
+  std::vector<std::string> specials;
+  bool no_specials = false, bytes = false;
+  std::size_t top = 20;
+};
+
+void write_output(const Options& options, const std::string& contents) {
+  if (options.out.empty()) std::fwrite(contents.data(), 1, contents.size(), stdout);
+  else write_file(options.out, contents);
+}
+
+int run(CLI::App& app, const Options& options) {
+  if (app.got_subcommand("train")) {
+    text::BpeMode mode = text::parse_bpe_mode(options.mode);
+    text::BpeTokenizer tokenizer = text::BpeTokenizer::train(read_file(options.input),
+                                                             options.vocab_size, mode, options.specials);
+    tokenizer.save(options.out);
+    std::fprintf(stderr, "%s: %zu merges, %zu special tokens -> %s\n", kProgram,
+                 tokenizer.merges().size(), tokenizer.special_tokens().size(), options.out.c_str());
+    return 0;
+  }
+  text::BpeTokenizer tokenizer = text::BpeTokenizer::load(options.tokenizer_path);
+  std::string input = read_file(options.input);
+  if (app.got_subcommand("encode")) {
+    auto specials = options.no_specials ? text::SpecialTokens::as_text : text::SpecialTokens::allowed;
+    write_output(options, format_ids(tokenizer.encode(input, specials)));
+  } else if (app.got_subcommand("decode")) {
+    std::vector<std::int32_t> ids = parse_ids(input, options.input);
+    write_output(options, options.bytes ? tokenizer.decode_bytes(ids) : tokenizer.decode(ids));
+  } else {
+    print_stats(tokenizer, input, options.top, stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Train, use and inspect a byte-level BPE tokenizer. Exit codes: 0 ok, 1 a file "
+               "error, 2 usage error.", kProgram};
+  app.require_subcommand(1);
+  Options options;
+  CLI::App* train = app.add_subcommand("train", "train merges on a text file, save them (--out)");
+  train->add_option("input", options.input, "the training text")->required()->check(CLI::ExistingFile);
+  train->add_option("--vocab-size", options.vocab_size, "256 bytes + merges + special tokens")
+      ->required()->check(CLI::Range(256, 1 << 20));
+  train->add_option("--mode", options.mode, "basic (one sequence) or regex (GPT-4 split)")
+      ->check(CLI::IsMember({"basic", "regex"}));
+  train->add_option("--special", options.specials, "a special token (repeatable)");
+  train->add_option("--out", options.out, "the tokenizer file to write")->required();
+  for (const char* name : {"encode", "decode", "stats"}) {
+    CLI::App* command = app.add_subcommand(name, std::string(name) == "encode"   ? "text file -> token ids"
+                                                 : std::string(name) == "decode" ? "token ids file -> text"
+                                                                                 : "compression and frequent merges");
+    command->add_option("--tokenizer", options.tokenizer_path, "a file from train")
+        ->required()->check(CLI::ExistingFile);
+    command->add_option("input", options.input, "the input file")->required()->check(CLI::ExistingFile);
+    if (std::string(name) != "stats") command->add_option("--out", options.out, "write here, not stdout");
+  }
+  app.get_subcommand("encode")->add_flag("--no-specials", options.no_specials,
+                                         "encode special tokens' text as ordinary text");
+  app.get_subcommand("decode")->add_flag("--bytes", options.bytes,
+                                         "the raw bytes (no U+FFFD for invalid UTF-8)");
+  app.get_subcommand("stats")->add_option("--top", options.top, "merged tokens to list");
+  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+    return *code;
+  try {
+    return run(app, options);
+  } catch (const std::invalid_argument& e) {  // a bad vocab size, special or tokenizer file
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 1;
+  }
+}

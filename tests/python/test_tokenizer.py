@@ -1,0 +1,46 @@
+"""tapegrad.Tokenizer: byte-level BPE from Python. Expected merges are derived by hand (see
+tests/test_bpe_tokenizer.cpp for the C++ side)."""
+import os
+import random
+
+import pytest
+import tapegrad as tg
+
+
+def test_tie_goes_to_the_pair_seen_first():
+    # "abcbcab": ab and bc both twice, ab first -> 256; then (256, c) = 257 (all pairs once).
+    tok = tg.Tokenizer.train("abcbcab", 258, mode="basic")
+    assert tok.merges == [((97, 98), 256), ((256, 99), 257)]
+
+
+def test_str_and_bytes_round_trip():
+    tok = tg.Tokenizer.train("the cat and the hat " * 20, 300, mode="regex")
+    ids = tok.encode("the hat")
+    assert tok.decode(ids) == "the hat"
+    assert tok.encode(b"the hat") == ids
+    rng = random.Random(1)
+    for _ in range(10):
+        data = bytes(rng.randrange(256) for _ in range(100))
+        assert tok.decode_bytes(tok.encode(data)) == data
+    assert tok.decode([255]) == "\ufffd"
+
+
+def test_special_tokens_save_and_load(tmp_path):
+    tok = tg.Tokenizer.train("aaaa", 258, mode="regex", special_tokens={"<|endoftext|>": 257})
+    assert tok.special_tokens == {"<|endoftext|>": 257}
+    assert tok.encode("aa<|endoftext|>") == [256, 257]
+    assert len(tok.encode("<|endoftext|>", allow_special=False)) == 13
+    path = str(tmp_path / "t.bpe")
+    tok.save(path)
+    loaded = tg.Tokenizer.load(path)
+    assert loaded.merges == tok.merges
+    assert loaded.encode("aa<|endoftext|>") == [256, 257]
+
+
+def test_bad_input_is_an_error(tmp_path):
+    with pytest.raises(TypeError, match="str or bytes"):
+        tg.Tokenizer.train(12, 300)
+    path = tmp_path / "bad.bpe"
+    path.write_text("tapegrad-bpe 9\n")
+    with pytest.raises(ValueError, match="line 1"):
+        tg.Tokenizer.load(str(path))
