@@ -1,7 +1,7 @@
 // bpe_bench: BPE training time and encoding speed on one text file, at 1 thread.
 //   bpe_bench <text file> [merges=4096] [mode=regex]
 // The KJV: scripts/kjv-corpus.sh kjv.txt && build/tools/bpe_bench kjv.txt
-// Goal (issue 36): 4,096 merges in at most 30 s, encoding at 5 MB/s or more.
+// The goal: 4,096 merges in at most 30 s, encoding at 5 MB/s or more.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
