@@ -65,6 +65,32 @@ std::vector<Tensor<T>> MixtureOfExperts<T>::kept_weights(const Tensor<T>& probs)
   return w;
 }
 
+// probs (N, E) -> aux = E * sum_e f_e P_e over the counted tokens (all when none are set):
+// f_e = (counted tokens with e among their k choices) / n, a constant (counts carry no
+// gradient); P = sum over counted t of p[t, :] / n, through a constant 0/1 column.
+template <class T>
+Tensor<T> MixtureOfExperts<T>::aux_loss(const Tensor<T>& probs) const {
+  const std::size_t N = probs.shape()[0], E = config_.experts, k = config_.top_k;
+  if (!counted_.empty() && counted_.size() != N)
+    fail("MixtureOfExperts", "{} counted-token flags for probs of shape {} ({} tokens)",
+         counted_.size(), probs.shape_string(), N);
+  Array<T> counted = Array<T>::from_shape({N, 1});
+  std::size_t n = 0;
+  for (std::size_t t = 0; t < N; ++t) {
+    counted(t, 0) = counted_.empty() || counted_[t] ? T(1) : T(0);
+    n += counted(t, 0) != T(0);
+  }
+  Array<T> f = Array<T>::from_shape({E});
+  f.fill(T(0));
+  for (std::size_t t = 0; t < N; ++t)
+    if (counted(t, 0) != T(0))
+      for (std::size_t j = 0; j < k; ++j) f(routing_.chosen[t * k + j]) += T(1);
+  if (n == 0) return sum(probs * T(0));  // nothing counted: zero, still on the tape
+  f /= static_cast<T>(n);
+  const Tensor<T> P = sum(probs * Tensor<T>(counted), {0}) / static_cast<T>(n);
+  return sum(P * Tensor<T>(f)) * static_cast<T>(E);
+}
+
 // x (..., D) -> flat (N, D) @ W_router (D, E) -> logits (N, E) -> p = softmax (N, E)
 // -> top k per token (routing, off the tape) -> dispatched = flat[token_of_slot] (N*k, D),
 // expert e on its rows [start_e, stop_e) -> joined (N*k, D)
@@ -100,10 +126,7 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
     y = j == 0 ? part : y + part;
   }
 
-  // aux = E * sum_e f_e P_e: f is a constant (counts carry no gradient), P = mean_t p
-  Array<T> f = Array<T>::from_shape({E});
-  for (std::size_t e = 0; e < E; ++e) f(e) = static_cast<T>(routing_.fraction[e]);
-  aux_loss_ = sum(mean(probs, {0}) * Tensor<T>(f)) * static_cast<T>(E);
+  aux_loss_ = aux_loss(probs);
   // logsumexp(l) = l_0 - log_softmax(l)_0: the stable form, from one column
   const Tensor<T> lse = slice(logits, 1, 0, 1) - slice(log_softmax(logits, -1), 1, 0, 1);
   z_loss_ = mean(lse * lse);

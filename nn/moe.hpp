@@ -42,7 +42,12 @@ class MixtureOfExperts : public Module<T> {
   //   z   = mean over tokens of logsumexp(logits)^2 (ST-MoE's router z-loss).
   const Tensor<T>& aux_loss() const { return aux_loss_; }
   const Tensor<T>& z_loss() const { return z_loss_; }
-  // The last forward's routing (its `fraction` is the per-expert load).
+  // The tokens (of x read as (N, D)) that count in f and P: the positions a task's loss
+  // counts, so that padding and prompts do not balance the load. Empty (the default): all.
+  // Kept for every forward until changed.
+  void set_counted_tokens(std::vector<bool> counted) { counted_ = std::move(counted); }
+
+  // The last forward's routing (its `fraction` is the per-expert load over all tokens).
   const Routing& routing() const { return routing_; }
   const MoEConfig& config() const { return config_; }
 
@@ -54,6 +59,9 @@ class MixtureOfExperts : public Module<T> {
   Linear<T> router_;
   std::vector<MLP<T>> gelu_experts_;
   std::vector<SwiGLU<T>> swiglu_experts_;
+  Tensor<T> aux_loss(const Tensor<T>& probs) const;
+
+  std::vector<bool> counted_;
   Tensor<T> aux_loss_, z_loss_;
   Routing routing_;
 };

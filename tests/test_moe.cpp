@@ -264,6 +264,32 @@ TEST_CASE("moe: the aux loss is exactly k at a hand-built perfectly balanced rou
   CHECK(moe.aux_loss().item() > 2.5);
 }
 
+TEST_CASE("moe: tokens that do not count (prompts, padding) leave f and P: the aux loss equals "
+          "the layer's on the counted tokens alone", "[moe]") {
+  Generator gen(4);
+  MixtureOfExperts<double> moe(small_moe(2, true, true), gen);
+  const Tensor<double> x = random<double>({6, 4}, 8);
+  const std::vector<bool> counted = {true, false, true, true, false, true};
+  moe.set_counted_tokens(counted);
+  moe(x);
+  const double masked = moe.aux_loss().item();
+  // the counted rows 0, 2, 3, 5 alone, through the same weights
+  Array<double> rows = Array<double>::from_shape({4, 4});
+  std::size_t r = 0;
+  for (std::size_t t = 0; t < 6; ++t)
+    if (counted[t]) {
+      for (std::size_t i = 0; i < 4; ++i) rows(r, i) = x.value()(t, i);
+      ++r;
+    }
+  moe.set_counted_tokens({});
+  moe(Tensor<double>(rows));
+  CHECK(masked == Approx(moe.aux_loss().item()).epsilon(1e-14));
+  moe(x);
+  CHECK(moe.aux_loss().item() != Approx(masked).epsilon(1e-6));  // all six differ
+  moe.set_counted_tokens({true, false});
+  CHECK_THROWS_WITH(moe(x), Catch::Contains("MixtureOfExperts") && Catch::Contains("(6,4)"));
+}
+
 TEST_CASE("moe: a mixtral model has the names, the count and the decode path of the issue",
           "[moe]") {
   TransformerConfig c = toy_moe();
