@@ -53,7 +53,13 @@ std::vector<Row> rows_of(const TransformerConfig& c) {
   rows.push_back({"attention K and V", p.attention_kv});
   rows.push_back({"attention output", p.attention_out});
   if (p.qk_norm) rows.push_back({"QK-norm gains", p.qk_norm});
-  rows.push_back({mlp, p.feed_forward});
+  if (p.router) {
+    // every expert of the MoE layers (and the dense layers' MLPs), then the routers
+    rows.push_back({"feed-forward + experts", p.feed_forward});
+    rows.push_back({"MoE routers", p.router});
+  } else {
+    rows.push_back({mlp, p.feed_forward});
+  }
   rows.push_back({norms, p.norms});
   rows.push_back({c.tie_embeddings ? "unembedding (tied)" : "unembedding", p.unembedding});
   return rows;
@@ -67,6 +73,12 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
     std::printf("%-26s%14s%7.1f%%\n", r.name.c_str(), with_commas(r.count).c_str(),
                 100.0 * double(r.count) / double(total));
   std::printf("%-26s%14s%7.1f%%\n", "TOTAL", with_commas(total).c_str(), 100.0);
+  // a sparse model: compute follows the active parameters, memory the total
+  const ParameterCounts p = count_parameters(c);
+  if (p.router)
+    std::printf("%-26s%14s%7.1f%%  (top %zu of %zu experts per token)\n", "ACTIVE per token",
+                with_commas(p.active()).c_str(), 100.0 * double(p.active()) / double(total),
+                c.experts_top_k, c.experts);
   std::printf("\nKV cache per token = 2 x %zu layers x %zu kv_heads x %zu head_dim x %zu bytes = %s\n",
               c.layers, c.resolved_kv_heads(), c.resolved_head_dim(), cache_bytes,
               bytes_text(kv_cache_bytes_per_token(c, cache_bytes)).c_str());

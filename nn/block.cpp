@@ -12,12 +12,28 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
       norm2_(c.norm, c.attention.d_model, c.attention.norm_eps) {
   const std::size_t D = c.attention.d_model;
   const double residual_std = c.attention.out_std;
-  if (c.swiglu) swiglu_.emplace(D, c.mlp_hidden, c.mlp_bias, gen, c.std, residual_std);
-  else mlp_.emplace(D, c.mlp_hidden, gen, c.std, residual_std, c.mlp_bias);
+  if (c.experts > 0) {
+    MoEConfig m;
+    m.d_model = D;
+    m.hidden = c.mlp_hidden;
+    m.experts = c.experts;
+    m.top_k = c.experts_top_k;
+    m.swiglu = c.swiglu;
+    m.mlp_bias = c.mlp_bias;
+    m.renorm = c.moe_renorm;
+    m.std = c.std;
+    m.out_std = residual_std;
+    moe_.emplace(m, gen);
+  } else if (c.swiglu) {
+    swiglu_.emplace(D, c.mlp_hidden, c.mlp_bias, gen, c.std, residual_std);
+  } else {
+    mlp_.emplace(D, c.mlp_hidden, gen, c.std, residual_std, c.mlp_bias);
+  }
   this->register_module("norm1", norm1_);
   this->register_module("attn", attn_);
   this->register_module("norm2", norm2_);
-  if (swiglu_) this->register_module("mlp", *swiglu_);
+  if (moe_) this->register_module("moe", *moe_);
+  else if (swiglu_) this->register_module("mlp", *swiglu_);
   else this->register_module("mlp", *mlp_);
 }
 
@@ -27,6 +43,7 @@ template <class T>
 Tensor<T> Block<T>::forward(const Tensor<T>& x, KVCache<T>* cache) {
   Tensor<T> h = x + attn_.forward(norm1_(x), cache);
   const Tensor<T> n = norm2_(h);
+  if (moe_) return h + (*moe_)(n);
   return h + (swiglu_ ? (*swiglu_)(n) : (*mlp_)(n));
 }
 

@@ -8,6 +8,7 @@
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
+#include "nn/moe.hpp"
 
 namespace tapegrad {
 
@@ -20,10 +21,15 @@ struct BlockConfig {
   bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
   double std = init::gpt2_std;            // the feed-forward's input weights
+  // experts > 0: a mixture of experts in place of the one feed-forward (its d_model,
+  // hidden, swiglu, bias and stds are taken from the fields above)
+  std::size_t experts = 0, experts_top_k = 2;
+  bool moe_renorm = true;
 };
 
 // x + attn(norm1(x)), then x + mlp(norm2(x)): x (B, T, D) -> (B, T, D).
-// Parameters, in order: norm1, attn, norm2, mlp (fc, proj; or gate, up, down).
+// Parameters, in order: norm1, attn, norm2, mlp (fc, proj; or gate, up, down) or, with
+// experts, moe (router, experts.<e>.*).
 template <class T>
 class Block : public Module<T> {
  public:
@@ -32,6 +38,9 @@ class Block : public Module<T> {
   Tensor<T> operator()(const Tensor<T>& x) { return forward(x); }
   MultiHeadAttention<T>& attention() { return attn_; }
   const MultiHeadAttention<T>& attention() const { return attn_; }
+  // The mixture of experts of this block, or nullptr when its feed-forward is dense.
+  MixtureOfExperts<T>* moe() { return moe_ ? &*moe_ : nullptr; }
+  const MixtureOfExperts<T>* moe() const { return moe_ ? &*moe_ : nullptr; }
 
  private:
   Norm<T> norm1_;
@@ -39,6 +48,7 @@ class Block : public Module<T> {
   Norm<T> norm2_;
   std::optional<MLP<T>> mlp_;
   std::optional<SwiGLU<T>> swiglu_;
+  std::optional<MixtureOfExperts<T>> moe_;
 };
 
 extern template class Block<float>;

@@ -61,7 +61,7 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
 long double expected_parameters(const TinyGPTConfig& c) {
   const ParameterCounts p = count_parameters(c);
   return static_cast<long double>(p.token_embedding) + p.position_embedding + p.attention_q +
-         p.attention_kv + p.attention_out + p.qk_norm + p.temperature + p.feed_forward + p.norms +
+         p.attention_kv + p.attention_out + p.qk_norm + p.temperature + p.feed_forward + p.router + p.norms +
          p.unembedding;
 }
 
@@ -70,8 +70,11 @@ long double expected_tensors(const TinyGPTConfig& c) {
   const long double mlp = (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
   const long double block =
       2 * norm + 4 + (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
+  // an MoE layer: the router's matrix and `experts` MLPs in place of the one
+  const long double moe_layers = static_cast<long double>(c.moe_layers());
+  const long double moe_extra = moe_layers * (1 + (static_cast<long double>(c.experts) - 1) * mlp);
   return 1 + (c.positions == PositionKind::learned) + static_cast<long double>(c.layers) * block +
-         norm + (c.tie_embeddings ? 0 : 1);
+         moe_extra + norm + (c.tie_embeddings ? 0 : 1);
 }
 // A model of at most this many tensors is cheap to build whatever the file holds.
 constexpr long double kAlwaysBuildableTensors = 1024;

@@ -331,6 +331,21 @@ void TransformerConfig::validate() const {
     check_rope_spec("config", resolved_head_dim(), rope());
   }
   if (resolved_mlp_hidden() == 0) fail("config", "the feed-forward hidden width is 0");
+  // top_k is only meaningful with experts; a dense model keeps the default whatever it is
+  if (experts > 0 && experts_top_k > experts)
+    fail("config", "experts_top_k={} must be in [1, experts={}]: a token cannot use more "
+         "experts than the layer has", experts_top_k, experts);
+  if (experts > 0 && moe_every > layers)
+    fail("config", "moe_every={} exceeds layers={}: no layer would have experts (experts={})",
+         moe_every, layers, experts);
+}
+
+bool TransformerConfig::is_moe_layer(std::size_t layer) const {
+  return experts > 0 && (layer + 1) % moe_every == 0;
+}
+
+std::size_t TransformerConfig::moe_layers() const {
+  return experts > 0 ? layers / moe_every : 0;
 }
 
 bool TransformerConfig::operator==(const TransformerConfig& o) const {
@@ -353,17 +368,26 @@ TransformerConfig llama_preset() {
   return c;
 }
 
-std::vector<std::string> preset_names() { return {"gpt2", "llama"}; }
+TransformerConfig mixtral_preset() {
+  TransformerConfig c = llama_preset();
+  c.experts = 8;
+  c.experts_top_k = 2;
+  c.moe_renorm = true;
+  return c;
+}
+
+std::vector<std::string> preset_names() { return {"gpt2", "llama", "mixtral"}; }
 
 TransformerConfig preset(const std::string& name) {
   if (name == "gpt2") return gpt2_preset();
   if (name == "llama") return llama_preset();
+  if (name == "mixtral") return mixtral_preset();
   fail("config", "unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
 }
 
 void finish_preset(const std::string& name, TransformerConfig& c) {
   // grouped-query attention: two query heads per K/V head where heads allows it
-  if (name == "llama" && c.kv_heads == 0 && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
+  if ((name == "llama" || name == "mixtral") && c.kv_heads == 0 && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
 }
 
 // ---- what a program prints -----------------------------------------------------------------
@@ -382,7 +406,7 @@ std::string config_summary(const TransformerConfig& c) {
 
 std::uint64_t ParameterCounts::total() const {
   return token_embedding + position_embedding + attention_q + attention_kv + attention_out +
-         qk_norm + temperature + feed_forward + norms + unembedding;
+         qk_norm + temperature + feed_forward + router + norms + unembedding;
 }
 
 ParameterCounts count_parameters(const TransformerConfig& c) {
@@ -400,7 +424,12 @@ ParameterCounts count_parameters(const TransformerConfig& c) {
   p.temperature = c.learned_temperature ? L * H : 0;
   const U matrices = c.mlp == MlpKind::swiglu ? 3 : 2;
   const U biases = c.mlp_bias ? (matrices - 1) * F + D : 0;
-  p.feed_forward = L * (matrices * D * F + biases);
+  const U one_mlp = matrices * D * F + biases;
+  // an MoE layer holds `experts` MLPs and the router W_router (D, E); a token uses top_k
+  const U moe = c.moe_layers(), E = c.experts;
+  p.feed_forward = (L - moe) * one_mlp + moe * E * one_mlp;
+  p.router = moe * D * E;
+  p.inactive_experts = moe > 0 ? moe * (E - c.experts_top_k) * one_mlp : 0;
   p.norms = (2 * L + 1) * norm;
   p.unembedding = c.tie_embeddings ? 0 : D * V;
   return p;

@@ -116,7 +116,21 @@ inline constexpr double kUnbounded = 1e300;
   X(initialisation, AttentionInit, attention_init, AttentionInit::gpt2, 0, 0, 1, AttentionInit::gpt2, \
     "Wq/Wk/Wv init: gpt2 (normal 0.02) or variance_preserving (normal 1/sqrt(d_model))")        \
   X(initialisation, Seed, seed, 0, 0, 0, 1, 0,                                                  \
-    "seed of the parameters' initialisation")
+    "seed of the parameters' initialisation")                                                   \
+  X(architecture, std::size_t, experts, 0, 0, 1 << 16, 5, 0,                                    \
+    "mixture of experts: feed-forward experts per MoE layer, each the model's MLP (0: dense)")  \
+  X(architecture, std::size_t, experts_top_k, 2, 1, 1 << 16, 5, 2,                              \
+    "experts each token is routed to, by router probability (ties: the lower index)")          \
+  X(architecture, bool, moe_renorm, true, 0, 0, 5, true,                                        \
+    "the k kept router probabilities are divided by their sum (Mixtral); off: raw (Switch)")    \
+  X(architecture, double, moe_aux_coef, 0.01, 0.0, kUnbounded, 5, 0.01,                         \
+    "load-balancing loss weight: coef x mean over MoE layers of E * sum_e f_e * P_e")           \
+  X(architecture, double, moe_z_coef, 0.001, 0.0, kUnbounded, 5, 0.001,                         \
+    "router z-loss weight: coef x mean over MoE layers of mean_t logsumexp(logits_t)^2")        \
+  X(architecture, double, moe_capacity, 0.0, 0.0, kUnbounded, 5, 0.0,                           \
+    "capacity factor c: an expert takes at most ceil(c*T*k/E) tokens (0: dropless)")           \
+  X(architecture, std::size_t, moe_every, 1, 1, 1 << 24, 5, 1,                                  \
+    "MoE in every n-th layer (layers n-1, 2n-1, ...), dense feed-forward elsewhere")
 
 struct TransformerConfig {
 #define TAPEGRAD_DECLARE_FIELD(role, type, name, default_value, lo, hi, since, old, doc) \
@@ -131,6 +145,9 @@ struct TransformerConfig {
   std::size_t resolved_mlp_hidden() const;
   double resolved_attention_scale() const;
   RopeSpec rope() const;
+  // Layer l (from 0) has a mixture of experts: experts > 0 and (l + 1) % moe_every == 0.
+  bool is_moe_layer(std::size_t layer) const;
+  std::size_t moe_layers() const;
   // Every layer's attention: causal, with the window, scale and score modifiers above.
   AttentionSpec attention_spec() const;
 
@@ -157,7 +174,9 @@ TransformerConfig gpt2_preset();
 // RoPE (half, theta 10000), RMSNorm, SwiGLU without biases, grouped-query attention with
 // kv_heads = heads/2 (when heads is even), no biases anywhere, an untied head.
 TransformerConfig llama_preset();
-// "gpt2" | "llama": the preset of that name; ShapeError naming the known ones otherwise.
+// llama with a mixture of experts in every layer: 8 experts, top 2, renormalised (Mixtral).
+TransformerConfig mixtral_preset();
+// "gpt2" | "llama" | "mixtral": the preset of that name; ShapeError naming the known ones otherwise.
 TransformerConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
 // Applies the parts of a preset that depend on sizes chosen after it (llama's kv_heads).
@@ -196,8 +215,13 @@ struct ParameterCounts {
   std::uint64_t token_embedding = 0, position_embedding = 0;
   std::uint64_t attention_q = 0, attention_kv = 0, attention_out = 0, qk_norm = 0;
   std::uint64_t temperature = 0;
-  std::uint64_t feed_forward = 0, norms = 0, unembedding = 0;
+  // feed_forward counts every expert of the MoE layers; router is their W_router (D, E).
+  std::uint64_t feed_forward = 0, router = 0, norms = 0, unembedding = 0;
+  // The expert weights one token does not use: (experts - top_k) experts per MoE layer.
+  std::uint64_t inactive_experts = 0;
   std::uint64_t total() const;
+  // What one token uses: compute follows this, memory the total.
+  std::uint64_t active() const { return total() - inactive_experts; }
 };
 ParameterCounts count_parameters(const TransformerConfig& c);
 // 2 x layers x kv_heads x head_dim x bytes_per_value: what the KV cache grows by per token.

@@ -1,6 +1,8 @@
 #include "nn/transformer.hpp"
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "ops/cross_entropy.hpp"
@@ -11,8 +13,23 @@ namespace tapegrad {
 
 namespace {
 
+// k = 1 with renormalisation makes every kept weight exactly 1: only the auxiliary losses
+// train the router. Said once per process, on stderr, so that logs show it.
+void warn_if_dead_router(const TransformerConfig& c) {
+  static std::atomic<bool> warned{false};
+  if (c.experts == 0 || c.experts_top_k != 1 || !c.moe_renorm) return;
+  if (warned.exchange(true)) return;
+  std::fprintf(stderr, "%s", dead_router_warning().c_str());
+}
+
 const TransformerConfig& validated(const TransformerConfig& c) {
   c.validate();
+  // Capacity dropping is declared (issue 33) but not built: a dropless model instead
+  // would be a silent lie about what was asked.
+  if (c.experts > 0 && c.moe_capacity > 0)
+    fail("Transformer", "moe_capacity={} (experts={}): capacity dropping is not built yet; "
+         "use moe_capacity=0 (dropless)", c.moe_capacity, c.experts);
+  warn_if_dead_router(c);
   return c;
 }
 
@@ -33,15 +50,21 @@ BlockConfig block_config(const TransformerConfig& c) {
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
   b.std = init::gpt2_std;
+  b.experts_top_k = c.experts_top_k;
+  b.moe_renorm = c.moe_renorm;
   return b;
 }
 
+// Layer i has experts when c.is_moe_layer(i) (every moe_every-th), a dense MLP otherwise.
 template <class T>
 std::vector<Block<T>> make_blocks(const TransformerConfig& c, Generator& gen) {
-  const BlockConfig b = block_config(c);
+  BlockConfig b = block_config(c);
   std::vector<Block<T>> blocks;
   blocks.reserve(c.layers);
-  for (std::size_t i = 0; i < c.layers; ++i) blocks.emplace_back(b, gen);
+  for (std::size_t i = 0; i < c.layers; ++i) {
+    b.experts = c.is_moe_layer(i) ? c.experts : 0;
+    blocks.emplace_back(b, gen);
+  }
   return blocks;
 }
 
@@ -160,6 +183,61 @@ Tensor<T> Transformer<T>::loss(const Indices& tokens, const Indices& targets,
          shape_str(Shape(targets.shape().begin(), targets.shape().end())),
          shape_str(Shape(tokens.shape().begin(), tokens.shape().end())));
   return cross_entropy(forward(tokens), targets, ignore_index);
+}
+
+std::string dead_router_warning() {
+  return "warning: experts_top_k=1 with moe_renorm gives every token weight 1: the "
+         "language-model loss sends the router no gradient; only the auxiliary losses train it\n";
+}
+
+// aux = moe_aux_coef x mean over MoE layers of E sum_e f_e P_e, z = moe_z_coef x mean over
+// MoE layers of mean_t logsumexp^2, both from the last forward; zero scalars when dense.
+template <class T>
+MoELosses<T> Transformer<T>::moe_losses() const {
+  MoELosses<T> out;
+  Tensor<T> aux, z;
+  std::size_t layers = 0;
+  for (const Block<T>& block : blocks_) {
+    const MixtureOfExperts<T>* moe = block.moe();
+    if (!moe || !moe->aux_loss().defined()) continue;
+    aux = layers == 0 ? moe->aux_loss() : aux + moe->aux_loss();
+    z = layers == 0 ? moe->z_loss() : z + moe->z_loss();
+    ++layers;
+  }
+  if (layers == 0) {
+    out.aux = out.z = Tensor<T>::scalar(T(0));
+    return out;
+  }
+  out.aux = aux * static_cast<T>(config_.moe_aux_coef / double(layers));
+  out.z = z * static_cast<T>(config_.moe_z_coef / double(layers));
+  return out;
+}
+
+// LM loss + aux + z: what training minimises; each part kept for the log. loss() (and so
+// every evaluation) stays the language-model loss alone.
+template <class T>
+TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indices& targets,
+                                              std::int64_t ignore_index) {
+  TrainingLoss<T> out;
+  // the positions the LM loss ignores (prompts, padding) do not count in f and P either
+  std::vector<bool> counted(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i) counted[i] = targets.data()[i] != ignore_index;
+  for (Block<T>& block : blocks_)
+    if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens(counted);
+  try {
+    out.lm = loss(tokens, targets, ignore_index);
+  } catch (...) {
+    for (Block<T>& block : blocks_)
+      if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens({});
+    throw;
+  }
+  for (Block<T>& block : blocks_)
+    if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens({});
+  const MoELosses<T> moe = moe_losses();
+  out.aux = moe.aux;
+  out.z = moe.z;
+  out.total = config_.experts > 0 ? out.lm + out.aux + out.z : out.lm;
+  return out;
 }
 
 template <class T>

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "autograd/tensor.hpp"
@@ -27,6 +28,22 @@
 #include "ops/embedding.hpp"  // Indices
 
 namespace tapegrad {
+
+// The mixture of experts' auxiliary losses of the last forward, each already times its
+// coefficient (moe_aux_coef, moe_z_coef) and averaged over the MoE layers.
+template <class T>
+struct MoELosses {
+  Tensor<T> aux, z;
+};
+
+// What training minimises (total = lm + aux + z) and its parts, for the log.
+template <class T>
+struct TrainingLoss {
+  Tensor<T> total, lm, aux, z;
+};
+
+// The warning a model with experts_top_k = 1 and moe_renorm prints (once per process).
+std::string dead_router_warning();
 
 template <class T>
 class Transformer : public Module<T> {
@@ -48,6 +65,13 @@ class Transformer : public Module<T> {
   // whose target is ignore_index do not count.
   Tensor<T> loss(const Indices& tokens, const Indices& targets,
                  std::int64_t ignore_index = -100);
+
+  // The mean cross-entropy above plus the MoE auxiliary losses of that same forward (zero
+  // for a dense model): the training objective. Evaluation uses loss() alone.
+  TrainingLoss<T> training_loss(const Indices& tokens, const Indices& targets,
+                                std::int64_t ignore_index = -100);
+  // The MoE auxiliary losses of the last forward (zero scalars for a dense model).
+  MoELosses<T> moe_losses() const;
 
   const TransformerConfig& config() const { return config_; }
   std::vector<Block<T>>& blocks() { return blocks_; }

@@ -280,6 +280,21 @@ TEST_CASE("checkpoint schema: each fixture holds the model its command line desc
   CHECK(v4.attn_softcap == 1.0);
   CHECK(v4.final_softcap == 2.0);
   CHECK(v4.seed == 11);
+  CHECK(v4.experts == 0);  // format 5's fields, at their old values: dense
+  CHECK(v4.moe_every == 1);
+  const TransformerConfig v5 =
+      read_checkpoint_config((fixtures(5) / "sort_mixtral_every2.npz").string());
+  CHECK(v5.experts == 4);
+  CHECK(v5.experts_top_k == 2);
+  CHECK(v5.moe_renorm);
+  CHECK(v5.moe_every == 2);
+  CHECK(v5.moe_capacity == 0.0);
+  CHECK(v5.layers == 2);
+  CHECK(v5.seed == 13);
+  // by hand: vocab 11, d 16, SwiGLU hidden 64 (3,072 a MLP), QK-norm (the sort recipe):
+  // 2 x 11 x 16 + 2 x 768 attention + 32 QK-norm + 80 norms + 3,072 dense + 4 x 3,072 + 64
+  CHECK(count_parameters(v5).total() == 17424);
+  CHECK(count_parameters(v5).active() == 11280);
 }
 
 #if defined(TAPEGRAD_TRAIN_BIN)
@@ -295,6 +310,7 @@ TEST_CASE("checkpoint schema: every fixture evaluates to the loss its own run re
       {"format3/sort_llama_temperature.npz", 1.9890196323394775},
       {"format3/reverse_rope_tied.npz", 2.356590509414673},
       {"format4/sort_alibi_softcaps.npz", 1.958663821220398},
+      {"format5/sort_mixtral_every2.npz", 1.939475178718567},
   };
   for (const auto& [file, reported] : runs) {
     INFO(file);

@@ -39,6 +39,21 @@ TEST_CASE("model_card: the specification's 8B table, row by row", "[model_card]"
   CHECK(mha.out.find("= 512 KiB") != std::string::npos);
 }
 
+TEST_CASE("model_card: Mixtral 8x7B's public shapes, total and active", "[model_card][moe]") {
+  const tapegrad::test::ProgramRun r =
+      card("--arch mixtral --vocab 32000 --context 32768 --d-model 4096 --layers 32 --heads 32 "
+           "--kv-heads 8 --head-dim 128 --mlp-hidden 14336", "mixtral");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // the published totals; the routers are 32 layers x 4096 x 8
+  for (const char* row : {"MoE routers                    1,048,576",
+                          "TOTAL                     46,702,792,704  100.0%",
+                          "ACTIVE per token          12,879,925,248   27.6%"}) {
+    INFO(row);
+    CHECK(r.out.find(row) != std::string::npos);
+  }
+}
+
 TEST_CASE("model_card: bad configurations exit 2 with one line naming the field", "[model_card]") {
   const std::pair<const char*, const char*> cases[] = {
       {"--vocab 10 --context 8 --heads 6 --d-model 48 --kv-heads 4", "heads=6 is not divisible by kv_heads=4"},

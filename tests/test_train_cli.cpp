@@ -319,6 +319,29 @@ TEST_CASE("train cli: --arch llama passes the start-up gradient check and trains
   CHECK(c.window == 5);
 }
 
+TEST_CASE("train cli: --arch mixtral with 4 experts, top 2, learns sort and reports its "
+          "auxiliary losses beside the LM loss", "[train_cli][moe]") {
+  fs::path dir = scratch("mixtral");
+  RunResult r = run("--arch mixtral --experts 4 --experts-top-k 2 --threads 1 --quiet --out '" +
+                        (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  CHECK(field(metrics, "gradcheck") == "passed");
+  CHECK(field(metrics, "experts") == 4);
+  CHECK(field(metrics, "eval_exact_accuracy").get<double>() >= 0.99);
+  // the aux loss is coef x (>= about 1 per layer, 2 at balance) and not in the LM loss
+  const double aux = field(metrics, "final_moe_aux_loss").get<double>();
+  CHECK(aux > 0.005);
+  CHECK(aux < 0.05);
+  CHECK(field(metrics, "final_moe_z_loss").get<double>() > 0);
+  CHECK(field(metrics, "parameters_active").get<double>() <
+        field(metrics, "parameters").get<double>());
+  const tapegrad::TinyGPTConfig c = tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string());
+  CHECK(c.experts == 4);
+  CHECK(c.experts_top_k == 2);
+}
+
 TEST_CASE("train cli: --positions alibi learns sort with the default settings", "[train_cli][alibi]") {
   // no positional table and no rotation: the order comes from the causal mask and ALiBi's
   // distance penalty alone

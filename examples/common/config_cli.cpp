@@ -71,8 +71,8 @@ ConfigOptions::ConfigOptions(CLI::App& app, const std::set<std::string>& skip,
   use_help_formatter(app, app.get_formatter()->get_column_width());
   std::vector<std::string> presets = preset_names();
   app.add_option("--arch", arch_, "model preset the other model options change: gpt2 "
-                 "(learned positions, LayerNorm, GELU, MHA) or llama (RoPE, RMSNorm, SwiGLU, "
-                 "GQA, no biases)")
+                 "(learned positions, LayerNorm, GELU, MHA), llama (RoPE, RMSNorm, SwiGLU, "
+                 "GQA, no biases) or mixtral (llama with 8 experts, top 2)")
       ->check(CLI::IsMember(presets))->group(group);
   for (const FieldInfo& f : config_fields()) {
     if (skip.count(f.name)) continue;

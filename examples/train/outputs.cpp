@@ -47,6 +47,12 @@ void set_results(nlohmann::ordered_json& m, const RunSummary& r) {
   m["steps"] = s.steps;
   m["final_train_loss"] = p.losses.empty() ? std::nan("") : p.losses.back().loss;
   m["final_train_loss_avg50"] = mean_of_last(p.losses, 50);
+  // the LM loss above; a mixture of experts' auxiliary losses beside it, never inside
+  if (r.model.config().experts > 0) {
+    m["final_moe_aux_loss"] = p.last_moe_aux;
+    m["final_moe_z_loss"] = p.last_moe_z;
+    m["parameters_active"] = count_parameters(r.model.config()).active();
+  }
   m["eval_loss"] = eval ? eval->loss : std::nan("");
   m["eval_token_accuracy"] = eval ? eval->token_accuracy : std::nan("");
   m["eval_exact_accuracy"] = eval ? eval->exact_accuracy : std::nan("");

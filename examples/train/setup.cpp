@@ -125,7 +125,7 @@ std::map<std::string, std::string> apply_task_defaults(Settings& s, const std::s
   std::map<std::string, std::string> model_defaults = {{"d_model", std::to_string(d.d_model)},
                                                        {"heads", std::to_string(d.heads)},
                                                        {"layers", std::to_string(d.layers)}};
-  if (arch == "llama" && (task == "sort" || task == "reverse")) {
+  if ((arch == "llama" || arch == "mixtral") && (task == "sort" || task == "reverse")) {
     // The toy Llama recipe (docs/TRAINING.md, "--arch llama"): in 300-600 steps the plain
     // preset reached 0.98-0.99 on sort and 0.10-0.34 on reverse; QK-norm, a RoPE base that
     // suits a context of 16-24 positions and a slightly higher peak rate reached >= 0.997

@@ -1,5 +1,7 @@
 #include "examples/train/training.hpp"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,6 +50,17 @@ void print_eval(TinyGPT<float>& model, const EvalData& eval, std::size_t step, P
                 "eval at step %zu: loss %.4f  token accuracy %.4f  exact accuracy %.4f", step,
                 r.loss, r.token_accuracy, r.exact_accuracy);
   progress.message(line);
+  // a mixture of experts: each MoE layer's expert load on the last eval batch (the
+  // largest and smallest fraction of tokens an expert got; k/E each at perfect balance)
+  for (std::size_t l = 0; l < model.blocks().size(); ++l) {
+    const MixtureOfExperts<float>* moe = model.blocks()[l].moe();
+    if (!moe || moe->routing().fraction.empty()) continue;
+    const std::vector<double>& f = moe->routing().fraction;
+    std::snprintf(line, sizeof line, "  layer %zu expert load: max %.3f  min %.3f  (k/E = %.3f)",
+                  l, *std::max_element(f.begin(), f.end()), *std::min_element(f.begin(), f.end()),
+                  double(moe->config().top_k) / double(moe->config().experts));
+    progress.message(line);
+  }
 }
 
 }  // namespace
@@ -68,11 +81,19 @@ void Optimizers::step() {
 }
 
 double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
-                  double clip, DataParallel* ranks) {
-  // (B, T) tokens and targets -> () loss
+                  double clip, DataParallel* ranks, MoEStepLosses* moe) {
+  // (B, T) tokens and targets -> () loss: the LM loss is what is reported, the total (with
+  // the MoE auxiliary losses) what is differentiated
   opt.set_lr(lr);
-  Tensor<float> loss = model.loss(batch.tokens, batch.targets, tasks::kIgnore);
-  double value = loss.item();
+  const TrainingLoss<float> parts =
+      model.training_loss(batch.tokens, batch.targets, tasks::kIgnore);
+  const Tensor<float>& loss = parts.total;
+  double value = parts.lm.item();
+  if (moe) {
+    moe->aux = parts.aux.item();
+    moe->z = parts.z.item();
+  }
+  if (!std::isfinite(loss.item())) value = loss.item();
   // A data-parallel rank cannot stop alone at a non-finite loss (the others would wait in
   // the all-reduce): every rank reduces first and then sees the same global loss.
   if (!ranks && !std::isfinite(value)) return value;
@@ -105,7 +126,13 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
     tasks::Batch batch = run.task.train_batch(s.batch, run.data, step);
     const std::size_t tokens = batch.tokens.size();  // the global batch's, on every rank
     if (run.ranks) batch = run.ranks->shard(batch);
-    const double loss = train_step(run.model, run.optimizers, batch, lr, s.clip, run.ranks);
+    MoEStepLosses moe;
+    const double loss =
+        train_step(run.model, run.optimizers, batch, lr, s.clip, run.ranks, &moe);
+    if (run.model.config().experts > 0) {
+      progress.last_moe_aux = moe.aux;
+      progress.last_moe_z = moe.z;
+    }
     if (!std::isfinite(loss)) {
       clock.pause();
       line.finish();

@@ -2,6 +2,7 @@
 // The training loop of train_tiny_transformer: AdamW (weight decay on matrices only), the
 // warm-up + cosine schedule, one function per optimiser step, held-out evaluation every
 // --eval-every steps and a hook after every step (where checkpoints are written).
+#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -47,14 +48,25 @@ struct TrainingProgress {
   std::size_t checkpoints_written = 0;
   double checkpoint_seconds = 0;
   std::size_t checkpoint_bytes = 0;
+  // A mixture-of-experts model's auxiliary losses at the last step (times their
+  // coefficients; NaN for a dense model): reported beside, never inside, the LM loss.
+  double last_moe_aux = std::nan("");
+  double last_moe_z = std::nan("");
+};
+
+// The parts of a step's training loss beyond the LM loss train_step returns.
+struct MoEStepLosses {
+  double aux = 0, z = 0;
 };
 
 // One optimiser step on `batch` at learning rate `lr` (the gradient norm clipped to `clip`
-// unless 0). Returns the loss before the update; a non-finite loss returns at once, with
+// unless 0). The gradient is that of the training loss (the LM loss plus, for a mixture of
+// experts, the auxiliary losses); the value returned is the LM loss before the update, and
+// `moe` (when given) receives the auxiliary losses. A non-finite loss returns at once, with
 // the parameters untouched.
 // With `ranks`, `batch` is this rank's shard and the loss returned the global batch's.
 double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
-                  double clip, DataParallel* ranks = nullptr);
+                  double clip, DataParallel* ranks = nullptr, MoEStepLosses* moe = nullptr);
 
 enum class TrainOutcome { finished, diverged, stopped };
 

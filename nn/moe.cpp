@@ -1,0 +1,139 @@
+#include "nn/moe.hpp"
+
+#include <string>
+
+#include "ops/elementwise.hpp"
+#include "ops/embedding.hpp"
+#include "ops/reduce.hpp"
+#include "ops/shape_ops.hpp"
+#include "ops/softmax.hpp"
+
+namespace tapegrad {
+
+namespace {
+
+std::size_t checked_experts(const MoEConfig& c) {
+  if (c.experts == 0 || c.top_k < 1 || c.top_k > c.experts)
+    fail("MixtureOfExperts", "experts={} must be positive and top_k={} in [1, experts]",
+         c.experts, c.top_k);
+  return c.experts;
+}
+
+}  // namespace
+
+// The router is drawn first, then expert 0, 1, ...: the order of the draws from `gen`.
+template <class T>
+MixtureOfExperts<T>::MixtureOfExperts(const MoEConfig& c, Generator& gen)
+    : config_(c), router_(c.d_model, checked_experts(c), false, gen, c.std) {
+  this->register_module("router", router_);
+  for (std::size_t e = 0; e < c.experts; ++e) {
+    if (c.swiglu) swiglu_experts_.emplace_back(c.d_model, c.hidden, c.mlp_bias, gen, c.std, c.out_std);
+    else gelu_experts_.emplace_back(c.d_model, c.hidden, gen, c.std, c.out_std, c.mlp_bias);
+  }
+  for (std::size_t e = 0; e < c.experts; ++e) {
+    const std::string name = "experts." + std::to_string(e);
+    if (c.swiglu) this->register_module(name, swiglu_experts_[e]);
+    else this->register_module(name, gelu_experts_[e]);
+  }
+}
+
+// rows (n_e, D) -> expert e's MLP -> (n_e, D)
+template <class T>
+Tensor<T> MixtureOfExperts<T>::expert(std::size_t e, const Tensor<T>& rows) const {
+  return config_.swiglu ? swiglu_experts_[e](rows) : gelu_experts_[e](rows);
+}
+
+// probs (N, E) -> k weights (N, 1): w_j[t] = p[t, chosen_j(t)], divided by sum_j w_j[t]
+// when renorm. The gather reads probs as N*E rows of one value, so the gradient reaches
+// p (and the router) only at the kept entries (and through the sum).
+// k = 1 with renorm: every weight is exactly 1, a constant: the LM loss gives the router
+// no gradient at all (p / p would give a rounding-sized one).
+template <class T>
+std::vector<Tensor<T>> MixtureOfExperts<T>::kept_weights(const Tensor<T>& probs) const {
+  const std::size_t N = probs.shape()[0], E = config_.experts, k = config_.top_k;
+  std::vector<Tensor<T>> w;
+  if (k == 1 && config_.renorm) {
+    w.push_back(Tensor<T>::ones({N, 1}));
+    return w;
+  }
+  const Tensor<T> as_rows = reshape(probs, {N * E, 1});
+  for (std::size_t j = 0; j < k; ++j) w.push_back(embedding(as_rows, routing_.choice_index[j]));
+  if (!config_.renorm) return w;
+  Tensor<T> total = w[0];
+  for (std::size_t j = 1; j < k; ++j) total = total + w[j];
+  for (Tensor<T>& wj : w) wj = wj / total;
+  return w;
+}
+
+// probs (N, E) -> aux = E * sum_e f_e P_e over the counted tokens (all when none are set):
+// f_e = (counted tokens with e among their k choices) / n, a constant (counts carry no
+// gradient); P = sum over counted t of p[t, :] / n, through a constant 0/1 column.
+template <class T>
+Tensor<T> MixtureOfExperts<T>::aux_loss(const Tensor<T>& probs) const {
+  const std::size_t N = probs.shape()[0], E = config_.experts, k = config_.top_k;
+  if (!counted_.empty() && counted_.size() != N)
+    fail("MixtureOfExperts", "{} counted-token flags for probs of shape {} ({} tokens)",
+         counted_.size(), probs.shape_string(), N);
+  Array<T> counted = Array<T>::from_shape({N, 1});
+  std::size_t n = 0;
+  for (std::size_t t = 0; t < N; ++t) {
+    counted(t, 0) = counted_.empty() || counted_[t] ? T(1) : T(0);
+    n += counted(t, 0) != T(0);
+  }
+  Array<T> f = Array<T>::from_shape({E});
+  f.fill(T(0));
+  for (std::size_t t = 0; t < N; ++t)
+    if (counted(t, 0) != T(0))
+      for (std::size_t j = 0; j < k; ++j) f(routing_.chosen[t * k + j]) += T(1);
+  if (n == 0) return sum(probs * T(0));  // nothing counted: zero, still on the tape
+  f /= static_cast<T>(n);
+  const Tensor<T> P = sum(probs * Tensor<T>(counted), {0}) / static_cast<T>(n);
+  return sum(P * Tensor<T>(f)) * static_cast<T>(E);
+}
+
+// x (..., D) -> flat (N, D) @ W_router (D, E) -> logits (N, E) -> p = softmax (N, E)
+// -> top k per token (routing, off the tape) -> dispatched = flat[token_of_slot] (N*k, D),
+// expert e on its rows [start_e, stop_e) -> joined (N*k, D)
+// -> y[t] = sum_j w_j[t] * joined[slot_of_choice_j[t]] (N, D) -> (..., D).
+// backward: embedding's scatter-add returns each slot's gradient to its token (and each
+// choice's to its slot); slice/concatenate, the experts' matmuls, softmax, the gathers of p.
+template <class T>
+Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
+  const std::size_t D = config_.d_model, E = config_.experts;
+  if (x.dim() == 0 || x.shape().back() != D)
+    fail("MixtureOfExperts", "x of shape {} must end in d_model={} (router is {})",
+         x.shape_string(), D, router_.weight().shape_string());
+  const Shape shape = x.shape();
+  const std::size_t N = x.size() / D;
+  const Tensor<T> flat = reshape(x, {N, D});
+  const Tensor<T> logits = router_(flat);
+  const Tensor<T> probs = softmax(logits, -1);
+  routing_ = route_top_k(probs.value(), config_.top_k);
+
+  const Tensor<T> dispatched = embedding(flat, routing_.token_of_slot);
+  std::vector<Tensor<T>> outputs;
+  for (std::size_t e = 0; e < E; ++e) {
+    if (routing_.count(e) == 0) continue;  // an idle expert computes nothing
+    outputs.push_back(expert(e, slice(dispatched, 0, routing_.expert_start[e],
+                                      routing_.expert_start[e + 1])));
+  }
+  const Tensor<T> joined = outputs.size() == 1 ? outputs[0] : concatenate(outputs, 0);
+
+  const std::vector<Tensor<T>> w = kept_weights(probs);
+  Tensor<T> y;
+  for (std::size_t j = 0; j < config_.top_k; ++j) {
+    const Tensor<T> part = embedding(joined, routing_.slot_of_choice[j]) * w[j];
+    y = j == 0 ? part : y + part;
+  }
+
+  aux_loss_ = aux_loss(probs);
+  // logsumexp(l) = l_0 - log_softmax(l)_0: the stable form, from one column
+  const Tensor<T> lse = slice(logits, 1, 0, 1) - slice(log_softmax(logits, -1), 1, 0, 1);
+  z_loss_ = mean(lse * lse);
+  return reshape(y, shape);
+}
+
+template class MixtureOfExperts<float>;
+template class MixtureOfExperts<double>;
+
+}  // namespace tapegrad
