@@ -15,7 +15,7 @@ using namespace tapegrad::tasks;
 
 namespace {
 
-std::vector<std::int64_t> row(const Indices& a, std::size_t b) {
+std::vector<std::int64_t> row_of(const Indices& a, std::size_t b) {
   std::vector<std::int64_t> out;
   for (std::size_t t = 0; t < a.shape()[1]; ++t) out.push_back(a(b, t));
   return out;
@@ -143,7 +143,7 @@ TEST_CASE("tasks: batches put SEP after the input and loss only on the answer", 
     REQUIRE(batch.tokens.shape() == std::vector<std::size_t>{5, T});
     REQUIRE(batch.targets.shape() == std::vector<std::size_t>{5, T});
     for (std::size_t b = 0; b < 5; ++b) {
-      std::vector<std::int64_t> tok = row(batch.tokens, b), tgt = row(batch.targets, b);
+      std::vector<std::int64_t> tok = row_of(batch.tokens, b), tgt = row_of(batch.targets, b);
       for (std::size_t t = 0; t < L; ++t) {
         CHECK(tok[t] == examples[b].input[t]);
         CHECK(tgt[t] == kIgnore);
@@ -179,7 +179,7 @@ TEST_CASE("tasks: held-out inputs never appear in training batches", "[tasks]") 
     for (int i = 0; i < 200; ++i) {
       Batch batch = task.train_batch(32, train_gen);
       for (std::size_t b = 0; b < 32; ++b) {
-        std::vector<std::int64_t> tok = row(batch.tokens, b);
+        std::vector<std::int64_t> tok = row_of(batch.tokens, b);
         std::vector<std::int64_t> input(tok.begin(), tok.begin() + std::ptrdiff_t(task.input_len()));
         CHECK_FALSE(task.is_held_out(input));
         collisions += eval_inputs.count(input);
