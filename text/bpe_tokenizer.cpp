@@ -29,6 +29,17 @@ void check_special_tokens(const std::vector<std::string>& special_tokens) {
   }
 }
 
+// Tokens p and next[p] of a doubly linked list over a chunk become one token `id` at p;
+// the right one is marked -1 and unlinked.
+void merge_into_left(std::int32_t p, std::int32_t id, std::vector<std::int32_t>& tokens,
+                     std::vector<std::int32_t>& next, std::vector<std::int32_t>& prev) {
+  const std::int32_t q = next[p];
+  tokens[p] = id;
+  tokens[q] = -1;
+  next[p] = next[q];
+  if (next[p] >= 0) prev[next[p]] = p;
+}
+
 }  // namespace
 
 BpeTokenizer BpeTokenizer::train(std::string_view text, int vocab_size, BpeMode mode,
@@ -116,10 +127,7 @@ void BpeTokenizer::encode_long_chunk(std::string_view chunk, std::vector<std::in
     for (std::int32_t p : positions) {  // offer() only adds to higher ranks
       std::int32_t q = next[p];
       if (tokens[p] != merge.first || q < 0 || tokens[q] != merge.second) continue;
-      tokens[p] = merge.id;
-      tokens[q] = -1;
-      next[p] = next[q];
-      if (next[p] >= 0) prev[next[p]] = p;
+      merge_into_left(p, merge.id, tokens, next, prev);
       offer(prev[p]);
       offer(p);
     }
@@ -160,10 +168,7 @@ void BpeTokenizer::encode_chunk(std::string_view chunk, std::vector<std::int32_t
     const BpeMerge& merge = merges_[rank];
     // Stale when p or its neighbour merged since: compared without a hash lookup.
     if (tokens[p] != merge.first || q < 0 || tokens[q] != merge.second) continue;
-    tokens[p] = merge.id;
-    tokens[q] = -1;
-    next[p] = next[q];
-    if (next[p] >= 0) prev[next[p]] = p;
+    merge_into_left(p, merge.id, tokens, next, prev);
     offer(prev[p]);
     offer(p);
   }
