@@ -1,5 +1,5 @@
 #pragma once
-// The mixture-of-experts feed-forward (issue 33; docs/ARCHITECTURE.md states the
+// The mixture-of-experts feed-forward (docs/ARCHITECTURE.md states the
 // conventions): a router W_router (D, E) without bias, p = softmax over all E experts, each
 // token to its top k experts by p (ties: the lower index), the kept weights divided by their
 // sum when `renorm` (Mixtral's norm_topk_prob; never a softmax over the kept logits alone),

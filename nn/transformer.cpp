@@ -24,7 +24,7 @@ void warn_if_dead_router(const TransformerConfig& c) {
 
 const TransformerConfig& validated(const TransformerConfig& c) {
   c.validate();
-  // Capacity dropping is declared (issue 33) but not built: a dropless model instead
+  // Capacity dropping is declared but not built: a dropless model instead
   // would be a silent lie about what was asked.
   if (c.experts > 0 && c.moe_capacity > 0)
     fail("Transformer", "moe_capacity={} (experts={}): capacity dropping is not built yet; "

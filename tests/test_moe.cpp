@@ -1,4 +1,4 @@
-// Mixture of experts (issue 33): the configuration fields, the `mixtral` preset, their
+// Mixture of experts: the configuration fields, the `mixtral` preset, their
 // validation, the total/active parameter counts (Mixtral 8x7B's published totals and sums
 // worked by hand, not the code's), the routing, gradcheck through the layer and its
 // auxiliary losses, the dead router at k = 1 with renormalisation, the aux loss at a
@@ -290,7 +290,7 @@ TEST_CASE("moe: tokens that do not count (prompts, padding) leave f and P: the a
   CHECK_THROWS_WITH(moe(x), Catch::Contains("MixtureOfExperts") && Catch::Contains("(6,4)"));
 }
 
-TEST_CASE("moe: a mixtral model has the names, the count and the decode path of the issue",
+TEST_CASE("moe: a mixtral model has its parameter names, counts and decode path",
           "[moe]") {
   TransformerConfig c = toy_moe();
   c.moe_every = 2;
