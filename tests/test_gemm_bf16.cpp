@@ -179,7 +179,7 @@ TEST_CASE("bf16 gemm: beta, NaN inputs and threads", "[bf16]") {
     for (std::size_t n = 0; n < c.N; ++n) REQUIRE(std::isnan(C[m * c.N + n]) == (m == 3));
 }
 
-TEST_CASE("bf16 precision: matmul forward and backward run the bf16 product; float64 never does", "[bf16]") {
+TEST_CASE("bf16 precision: matmul forward and backward run the bf16 product, float64 never does", "[bf16]") {
   Tensor<float> a = random<float>({2, 9, 40}, 11), b = random<float>({40, 23}, 12);
   const auto run = [&](MatmulPrecision p) {
     MatmulPrecisionGuard guard(p);

@@ -197,8 +197,8 @@ Tensor<double> outputs_and_losses(MixtureOfExperts<double>& moe, const Tensor<do
 
 }  // namespace
 
-TEST_CASE("moe: gradcheck in double through the layer, its aux and z losses (k = 1, 2; "
-          "renorm on and off; SwiGLU and GELU experts)", "[moe][gradcheck]") {
+TEST_CASE("moe: gradcheck in double through the layer, its aux and z losses (k = 1 and 2, "
+          "renorm on and off, SwiGLU and GELU experts)", "[moe][gradcheck]") {
   for (const std::size_t k : {1, 2}) {
     for (const bool renorm : {true, false}) {
       for (const bool swiglu : {true, false}) {
@@ -216,7 +216,7 @@ TEST_CASE("moe: gradcheck in double through the layer, its aux and z losses (k =
   }
 }
 
-TEST_CASE("moe: k = 1 with renorm, the LM loss gives the router exactly zero gradient; "
+TEST_CASE("moe: k = 1 with renorm, the LM loss gives the router exactly zero gradient, "
           "the aux loss does, and without renorm the LM loss does", "[moe]") {
   const Tensor<double> x = random<double>({3, 4}, 5);
   const Tensor<double> R = random<double>({3, 4}, 6);
@@ -319,7 +319,7 @@ TEST_CASE("moe: a mixtral model has its parameter names, counts and decode path"
   CHECK(worst <= 1e-12);
 }
 
-TEST_CASE("moe: the training loss is the LM loss plus the weighted aux losses; loss() is the "
+TEST_CASE("moe: the training loss is the LM loss plus the weighted aux losses, loss() is the "
           "LM loss alone", "[moe]") {
   TransformerConfig c = toy_moe();
   c.moe_aux_coef = 0.5;
@@ -340,7 +340,7 @@ TEST_CASE("moe: the training loss is the LM loss plus the weighted aux losses; l
   CHECK(t.aux.item() > 0);
 }
 
-TEST_CASE("moe: capacity dropping is refused until it exists; k = 1 with renorm warns",
+TEST_CASE("moe: capacity dropping is refused until it exists, and k = 1 with renorm warns",
           "[moe]") {
   TransformerConfig c = toy_moe();
   c.moe_capacity = 1.25;
