@@ -29,15 +29,47 @@ void check_special_tokens(const std::vector<std::string>& special_tokens) {
   }
 }
 
-// Tokens p and next[p] of a doubly linked list over a chunk become one token `id` at p;
-// the right one is marked -1 and unlinked.
-void merge_into_left(std::int32_t p, std::int32_t id, std::vector<std::int32_t>& tokens,
-                     std::vector<std::int32_t>& next, std::vector<std::int32_t>& prev) {
-  const std::int32_t q = next[p];
-  tokens[p] = id;
-  tokens[q] = -1;
-  next[p] = next[q];
-  if (next[p] >= 0) prev[next[p]] = p;
+// A chunk's tokens as a doubly linked list, so that a merge is O(1): a merged-away token
+// is -1 and unlinked.
+struct TokenChain {
+  std::vector<std::int32_t> tokens, next, prev;
+
+  explicit TokenChain(std::string_view chunk)
+      : tokens(chunk.size()), next(chunk.size()), prev(chunk.size()) {
+    const auto n = std::int32_t(chunk.size());
+    for (std::int32_t i = 0; i < n; ++i) {
+      tokens[i] = static_cast<unsigned char>(chunk[i]);
+      next[i] = i + 1 < n ? i + 1 : -1;
+      prev[i] = i - 1;
+    }
+  }
+  std::int32_t size() const { return std::int32_t(tokens.size()); }
+  // The pair starting at p, if p is a live token with a right neighbour.
+  bool has_pair(std::int32_t p) const { return p >= 0 && tokens[p] >= 0 && next[p] >= 0; }
+  std::uint64_t pair_at(std::int32_t p) const { return pair_key(tokens[p], tokens[next[p]]); }
+  // Merges the pair at p into `merge.id` unless it is no longer `merge`'s pair (p or its
+  // neighbour merged since it was queued): compared without a hash lookup.
+  bool merge_at(std::int32_t p, const BpeMerge& merge) {
+    const std::int32_t q = next[p];
+    if (tokens[p] != merge.first || q < 0 || tokens[q] != merge.second) return false;
+    tokens[p] = merge.id;
+    tokens[q] = -1;
+    next[p] = next[q];
+    if (next[p] >= 0) prev[next[p]] = p;
+    return true;
+  }
+  void append_to(std::vector<std::int32_t>& out) const {
+    for (std::int32_t t : tokens)
+      if (t >= 0) out.push_back(t);
+  }
+};
+
+// The merge rank of the pair at p, or -1 when there is none or no merge makes it.
+std::int32_t rank_of_pair(const std::unordered_map<std::uint64_t, std::int32_t>& ranks,
+                          const TokenChain& chain, std::int32_t p) {
+  if (!chain.has_pair(p)) return -1;
+  const auto found = ranks.find(chain.pair_at(p));
+  return found == ranks.end() ? -1 : found->second;
 }
 
 }  // namespace
@@ -107,73 +139,46 @@ const std::string& BpeTokenizer::token_bytes(std::int32_t id) const {
 // one that made its newest id), in ascending order, so each list is visited left to right,
 // as the heap would; only its stale entries are skipped.
 void BpeTokenizer::encode_long_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const {
-  const auto n = std::int32_t(chunk.size());
-  std::vector<std::int32_t> tokens(n), next(n), prev(n);
-  for (std::int32_t i = 0; i < n; ++i) {
-    tokens[i] = static_cast<unsigned char>(chunk[i]);
-    next[i] = i + 1 < n ? i + 1 : -1;
-    prev[i] = i - 1;
-  }
+  TokenChain chain(chunk);
   std::vector<std::vector<std::int32_t>> positions_of_rank(merges_.size());
   auto offer = [&](std::int32_t p) {
-    if (p < 0 || tokens[p] < 0 || next[p] < 0) return;
-    auto found = merge_rank_.find(pair_key(tokens[p], tokens[next[p]]));
-    if (found != merge_rank_.end()) positions_of_rank[found->second].push_back(p);
+    if (const std::int32_t rank = rank_of_pair(merge_rank_, chain, p); rank >= 0)
+      positions_of_rank[rank].push_back(p);
   };
-  for (std::int32_t i = 0; i + 1 < n; ++i) offer(i);
+  for (std::int32_t i = 0; i + 1 < chain.size(); ++i) offer(i);
   for (std::size_t rank = 0; rank < merges_.size(); ++rank) {
-    const BpeMerge& merge = merges_[rank];
-    std::vector<std::int32_t> positions = std::move(positions_of_rank[rank]);
+    const std::vector<std::int32_t> positions = std::move(positions_of_rank[rank]);
     for (std::int32_t p : positions) {  // offer() only adds to higher ranks
-      std::int32_t q = next[p];
-      if (tokens[p] != merge.first || q < 0 || tokens[q] != merge.second) continue;
-      merge_into_left(p, merge.id, tokens, next, prev);
-      offer(prev[p]);
+      if (!chain.merge_at(p, merges_[rank])) continue;
+      offer(chain.prev[p]);
       offer(p);
     }
   }
-  for (std::int32_t i = 0; i < n; ++i)
-    if (tokens[i] >= 0) out.push_back(tokens[i]);
+  chain.append_to(out);
 }
 
 void BpeTokenizer::encode_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const {
   // Past this length one heap over the chunk costs more than a list per merge.
   if (chunk.size() >= (std::size_t(1) << 16)) return encode_long_chunk(chunk, out);
-  const auto n = std::int32_t(chunk.size());
-  std::vector<std::int32_t> tokens(n), next(n), prev(n);
-  for (std::int32_t i = 0; i < n; ++i) {
-    tokens[i] = static_cast<unsigned char>(chunk[i]);
-    next[i] = i + 1 < n ? i + 1 : -1;
-    prev[i] = i - 1;
-  }
+  TokenChain chain(chunk);
   using Candidate = std::pair<std::int32_t, std::int32_t>;  // (rank, left position)
   using MinHeap = std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>>;
-  auto rank_at = [&](std::int32_t p) -> std::int32_t {
-    if (p < 0 || tokens[p] < 0 || next[p] < 0) return -1;
-    auto found = merge_rank_.find(pair_key(tokens[p], tokens[next[p]]));
-    return found == merge_rank_.end() ? -1 : found->second;
-  };
   // The first candidates heapified at once (linear), not pushed one by one.
   std::vector<Candidate> initial;
-  for (std::int32_t i = 0; i + 1 < n; ++i)
-    if (std::int32_t rank = rank_at(i); rank >= 0) initial.push_back({rank, i});
+  for (std::int32_t i = 0; i + 1 < chain.size(); ++i)
+    if (const std::int32_t rank = rank_of_pair(merge_rank_, chain, i); rank >= 0) initial.push_back({rank, i});
   MinHeap candidates(std::greater<Candidate>(), std::move(initial));
   auto offer = [&](std::int32_t p) {
-    if (std::int32_t rank = rank_at(p); rank >= 0) candidates.push({rank, p});
+    if (const std::int32_t rank = rank_of_pair(merge_rank_, chain, p); rank >= 0) candidates.push({rank, p});
   };
   while (!candidates.empty()) {
-    auto [rank, p] = candidates.top();
+    const auto [rank, p] = candidates.top();
     candidates.pop();
-    std::int32_t q = next[p];
-    const BpeMerge& merge = merges_[rank];
-    // Stale when p or its neighbour merged since: compared without a hash lookup.
-    if (tokens[p] != merge.first || q < 0 || tokens[q] != merge.second) continue;
-    merge_into_left(p, merge.id, tokens, next, prev);
-    offer(prev[p]);
+    if (!chain.merge_at(p, merges_[rank])) continue;
+    offer(chain.prev[p]);
     offer(p);
   }
-  for (std::int32_t i = 0; i < n; ++i)
-    if (tokens[i] >= 0) out.push_back(tokens[i]);
+  chain.append_to(out);
 }
 
 std::vector<std::int32_t> BpeTokenizer::encode_ordinary(std::string_view text) const {
