@@ -26,6 +26,7 @@ template <class T>
 MixtureOfExperts<T>::MixtureOfExperts(const MoEConfig& c, Generator& gen)
     : config_(c), router_(c.d_model, checked_experts(c), false, gen, c.std) {
   this->register_module("router", router_);
+  // all experts first, then their names: registering keeps references into the vectors
   for (std::size_t e = 0; e < c.experts; ++e) {
     if (c.swiglu) swiglu_experts_.emplace_back(c.d_model, c.hidden, c.mlp_bias, gen, c.std, c.out_std);
     else gelu_experts_.emplace_back(c.d_model, c.hidden, gen, c.std, c.out_std, c.mlp_bias);

@@ -7,8 +7,8 @@
 
 namespace tapegrad {
 
-// probs (T, E) -> top k per row, then a counting sort of the T*k slots by expert: O(T*E)
-// for the choice, O(T*k + E) for the sort; no comparison sort over tokens.
+// probs (T, E) -> top k per row, then a counting sort of the T*k slots by expert:
+// O(T*E log k) for the choice, O(T*k + E) for the sort; no comparison sort over tokens.
 template <class T>
 Routing route_top_k(const Array<T>& probs, std::size_t k) {
   if (probs.dimension() != 2)
@@ -28,9 +28,11 @@ Routing route_top_k(const Array<T>& probs, std::size_t k) {
   for (std::size_t t = 0; t < tokens; ++t) {
     const T* row = p + t * experts;
     std::iota(order.begin(), order.end(), std::size_t{0});
-    // higher probability first; among equal ones the lower expert index (stable)
-    std::stable_sort(order.begin(), order.end(),
-                     [row](std::size_t a, std::size_t b) { return row[a] > row[b]; });
+    // only the first k in order: higher probability first, among equal ones the lower index
+    std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
+                      [row](std::size_t a, std::size_t b) {
+                        return row[a] > row[b] || (row[a] == row[b] && a < b);
+                      });
     std::copy(order.begin(), order.begin() + static_cast<long>(k), r.chosen.begin() + t * k);
   }
   // counting sort of the slots by expert; within an expert, tokens stay in order
