@@ -219,20 +219,22 @@ template <class T>
 TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indices& targets,
                                               std::int64_t ignore_index) {
   TrainingLoss<T> out;
-  // the positions the LM loss ignores (prompts, padding) do not count in f and P either
+  // the positions the LM loss ignores (prompts, padding) do not count in f and P either,
+  // for this forward only (an exception included)
   std::vector<bool> counted(targets.size());
   for (std::size_t i = 0; i < targets.size(); ++i) counted[i] = targets.data()[i] != ignore_index;
-  for (Block<T>& block : blocks_)
-    if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens(counted);
-  try {
-    out.lm = loss(tokens, targets, ignore_index);
-  } catch (...) {
-    for (Block<T>& block : blocks_)
-      if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens({});
-    throw;
-  }
-  for (Block<T>& block : blocks_)
-    if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens({});
+  struct CountedTokens {
+    std::vector<Block<T>>& blocks;
+    CountedTokens(std::vector<Block<T>>& b, const std::vector<bool>& counted) : blocks(b) {
+      set(counted);
+    }
+    ~CountedTokens() { set({}); }
+    void set(const std::vector<bool>& counted) {
+      for (Block<T>& block : blocks)
+        if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens(counted);
+    }
+  } scope(blocks_, counted);
+  out.lm = loss(tokens, targets, ignore_index);
   const MoELosses<T> moe = moe_losses();
   out.aux = moe.aux;
   out.z = moe.z;
