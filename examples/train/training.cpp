@@ -93,7 +93,8 @@ double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& ba
     moe->aux = parts.aux.item();
     moe->z = parts.z.item();
   }
-  if (!std::isfinite(loss.item())) value = loss.item();
+  // a non-finite total stops the step whatever its part, and is what is reported then
+  if (const double total = loss.item(); !std::isfinite(total)) value = total;
   // A data-parallel rank cannot stop alone at a non-finite loss (the others would wait in
   // the all-reduce): every rank reduces first and then sees the same global loss.
   if (!ranks && !std::isfinite(value)) return value;
