@@ -9,6 +9,7 @@
 #include "nn/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/generation.hpp"
+#include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/kv_cache.hpp"
 #include "nn/layers.hpp"

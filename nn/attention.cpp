@@ -111,6 +111,8 @@ Tensor<T> MultiHeadAttention<T>::output(const Tensor<T>& merged) const {
 template <class T>
 Tensor<T> MultiHeadAttention<T>::attend_full(const Tensor<T>& q, const Tensor<T>& k,
                                              const Tensor<T>& v) {
+  const bool scores_point = hook_.visit("attn.scores"), pattern_point = hook_.visit("attn.pattern");
+  if (scores_point || pattern_point) return attend_hooked(q, k, v, scores_point, pattern_point);
   AttentionResult<T> r = attention(q, k, v, spec_, path(k.shape()[1]));
   if (!keep_) return r.out;
   if (keep_grad_ && r.weights.requires_grad()) {
@@ -121,6 +123,33 @@ Tensor<T> MultiHeadAttention<T>::attend_full(const Tensor<T>& q, const Tensor<T>
   }
   last_scores_ = attention_scores(q, k, spec_);
   return r.out;
+}
+
+// Hooks at the scores or the pattern. Only reading them leaves the path as it is (the fused
+// kernels return the weights, the scores are recomputed as a constant), so a cached run
+// computes what a plain one does, bit for bit; changing either, or asking for the scores'
+// gradient, takes the composed path, the only one that forms both on the tape.
+template <class T>
+Tensor<T> MultiHeadAttention<T>::attend_hooked(const Tensor<T>& q, const Tensor<T>& k,
+                                               const Tensor<T>& v, bool scores_point,
+                                               bool pattern_point) {
+  Hooks<T>& hooks = *hook_.hooks;
+  const std::string scores = hook_.prefix + "attn.scores", pattern = hook_.prefix + "attn.pattern";
+  const bool read_only = !hooks.changes(scores) && !hooks.changes(pattern) &&
+                         !(scores_point && hooks.caches_gradients());
+  if (read_only) {
+    const AttentionPath keeps_weights = path_ ? *path_ : default_attention_path(k.shape()[1], true);
+    const AttentionResult<T> r = attention(q, k, v, spec_, keeps_weights);
+    if (r.weights.defined()) {  // (a forced flash path never forms them)
+      if (scores_point) hooks.apply(scores, attention_scores(q, k, spec_));
+      if (pattern_point) hooks.apply(pattern, r.weights);
+      return r.out;
+    }
+  }
+  AttentionStages<T> stages;
+  if (scores_point) stages.scores = [&](const Tensor<T>& s) { return hooks.apply(scores, s); };
+  if (pattern_point) stages.pattern = [&](const Tensor<T>& w) { return hooks.apply(pattern, w); };
+  return attention_staged(q, k, v, spec_, stages).out;
 }
 
 template <class T>
@@ -153,8 +182,13 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
     q = rope_heads(q, spec_.heads, start, *rope_);
     k = rope_heads(k, spec_.kv_heads, start, *rope_);
   }
+  if (hook_.hooks) {
+    q = hook_.per_head("attn.q", q, spec_.heads);
+    k = hook_.per_head("attn.k", k, spec_.kv_heads);
+    v = hook_.per_head("attn.v", v, spec_.kv_heads);
+  }
   if (temperature_.defined()) q = times_temperature(q, temperature_, spec_.heads, dh);
-  if (!cache) return output(attend_full(q, k, v));
+  if (!cache) return output(hook_.per_head("attn.z", attend_full(q, k, v), spec_.heads));
   if (x.shape()[1] == 1 && !grad_enabled()) {
     // decode: the token's own key joins the cache, then one query reads the ring in place
     cache->append(k, v);

@@ -3,9 +3,11 @@
 // RoPE, QK-norm and sliding window.
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
@@ -80,6 +82,10 @@ class MultiHeadAttention : public Module<T> {
     return path_ ? *path_ : default_attention_path(keys, keep_);
   }
 
+  // The run's hook points (nn/hooks.hpp): attn.q, attn.k, attn.v, attn.scores,
+  // attn.pattern and attn.z after `prefix` (null hooks: none).
+  void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
+
   std::size_t heads() const { return spec_.heads; }
   std::size_t kv_heads() const { return spec_.kv_heads; }
   const std::optional<double>& scale() const { return spec_.scale; }
@@ -103,8 +109,11 @@ class MultiHeadAttention : public Module<T> {
   std::vector<bool> head_keep_;
   Tensor<T> head_mask_;  // (heads * head_dim) of 0 and 1; undefined when every head is kept
   Tensor<T> last_weights_, last_scores_;
+  HookPoint<T> hook_;
 
   Tensor<T> attend_full(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v);
+  Tensor<T> attend_hooked(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                          bool scores_point, bool pattern_point);
   Tensor<T> output(const Tensor<T>& merged) const;  // [head mask], then @ Wo
 };
 

@@ -37,14 +37,31 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
   else this->register_module("mlp", *mlp_);
 }
 
+template <class T>
+void Block<T>::set_hooks(Hooks<T>* hooks, const std::string& prefix) {
+  hook_ = {hooks, prefix};
+  attn_.set_hooks(hooks, prefix);
+  if (moe_) moe_->set_hooks(hooks, prefix);
+  if (swiglu_) swiglu_->set_hooks(hooks, prefix);
+  if (mlp_) mlp_->set_hooks(hooks, prefix);
+}
+
 // h = x + attn(norm1(x)); y = h + mlp(norm2(h)): every sub-layer reads a normalised copy
 // and adds into the residual stream, which itself is never normalised (pre-norm, GPT-2).
+// Each named activation passes its hook point (the identity when no hooks are attached).
 template <class T>
-Tensor<T> Block<T>::forward(const Tensor<T>& x, KVCache<T>* cache) {
-  Tensor<T> h = x + attn_.forward(norm1_(x), cache);
-  const Tensor<T> n = norm2_(h);
-  if (moe_) return h + (*moe_)(n);
-  return h + (swiglu_ ? (*swiglu_)(n) : (*mlp_)(n));
+Tensor<T> Block<T>::forward(const Tensor<T>& input, KVCache<T>* cache) {
+  const Tensor<T> x = hook_("resid_pre", input);
+  const Tensor<T> a = hook_("attn_out", attn_.forward(hook_("ln1.out", norm1_(x)), cache));
+  const Tensor<T> h = hook_("resid_mid", x + a);
+  const Tensor<T> m = hook_("mlp_out", feed_forward(hook_("ln2.out", norm2_(h))));
+  return hook_("resid_post", h + m);
+}
+
+template <class T>
+Tensor<T> Block<T>::feed_forward(const Tensor<T>& x) {
+  if (moe_) return (*moe_)(x);
+  return swiglu_ ? (*swiglu_)(x) : (*mlp_)(x);
 }
 
 template class Block<float>;

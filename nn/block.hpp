@@ -2,9 +2,11 @@
 // The transformer's repeated unit: the pre-norm residual Block
 // x + attn(norm1(x)),  then  x + mlp(norm2(x)).
 #include <cstddef>
+#include <string>
 
 #include "autograd/tensor.hpp"
 #include "nn/attention.hpp"
+#include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
@@ -41,6 +43,9 @@ class Block : public Module<T> {
   // The mixture of experts of this block, or nullptr when its feed-forward is dense.
   MixtureOfExperts<T>* moe() { return moe_ ? &*moe_ : nullptr; }
   const MixtureOfExperts<T>* moe() const { return moe_ ? &*moe_ : nullptr; }
+  // The run's hook points (nn/hooks.hpp) of this block and of its sub-layers, each name
+  // after `prefix` ("blocks.<l>.").
+  void set_hooks(Hooks<T>* hooks, const std::string& prefix);
 
  private:
   Norm<T> norm1_;
@@ -49,6 +54,9 @@ class Block : public Module<T> {
   std::optional<MLP<T>> mlp_;
   std::optional<SwiGLU<T>> swiglu_;
   std::optional<MixtureOfExperts<T>> moe_;
+  HookPoint<T> hook_;
+
+  Tensor<T> feed_forward(const Tensor<T>& x);
 };
 
 extern template class Block<float>;

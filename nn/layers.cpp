@@ -66,7 +66,7 @@ MLP<T>::MLP(std::size_t d_model, std::size_t hidden, Generator& gen, double std,
 // x (..., D) -> fc -> (..., hidden) -> gelu -> proj -> (..., D)
 template <class T>
 Tensor<T> MLP<T>::forward(const Tensor<T>& x) const {
-  return proj_(gelu(fc_(x)));
+  return proj_(hook_("mlp.hidden", gelu(fc_(x))));
 }
 
 // Members are built in declaration order (gate, up, down): the order of the draws.
@@ -85,7 +85,7 @@ SwiGLU<T>::SwiGLU(std::size_t d_model, std::size_t hidden, bool bias, Generator&
 // backward: through silu, mul and the three matmuls, each an op on the tape
 template <class T>
 Tensor<T> SwiGLU<T>::forward(const Tensor<T>& x) const {
-  return down_(silu(gate_(x)) * up_(x));
+  return down_(hook_("mlp.hidden", silu(gate_(x)) * up_(x)));
 }
 
 template class Linear<float>;

@@ -3,8 +3,10 @@
 // the MLP. Each registers its parameters in a fixed order and draws them from the
 // Generator it is given, in that order.
 #include <cstddef>
+#include <string>
 
 #include "autograd/tensor.hpp"
+#include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/module.hpp"
 #include "ops/embedding.hpp"  // Indices
@@ -92,9 +94,12 @@ class MLP : public Module<T> {
       double out_std = init::gpt2_std, bool bias = true);
   Tensor<T> forward(const Tensor<T>& x) const;
   Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
+  // The run's hook point mlp.hidden (the activation before the output projection).
+  void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
  private:
   Linear<T> fc_, proj_;
+  HookPoint<T> hook_;
 };
 
 // down(silu(gate(x)) * up(x)): x (..., d_model) -> two (..., hidden) projections, one gating
@@ -107,9 +112,12 @@ class SwiGLU : public Module<T> {
          double std = init::gpt2_std, double out_std = init::gpt2_std);
   Tensor<T> forward(const Tensor<T>& x) const;
   Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
+  // The run's hook point mlp.hidden (the activation before the output projection).
+  void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
  private:
   Linear<T> gate_, up_, down_;
+  HookPoint<T> hook_;
 };
 
 extern template class Linear<float>;

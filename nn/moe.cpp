@@ -107,9 +107,10 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   const Shape shape = x.shape();
   const std::size_t N = x.size() / D;
   const Tensor<T> flat = reshape(x, {N, D});
-  const Tensor<T> logits = router_(flat);
+  const Tensor<T> logits = hook_("moe.router_logits", router_(flat));
   const Tensor<T> probs = softmax(logits, -1);
   routing_ = route_top_k(probs.value(), config_.top_k);
+  show_choices();
 
   const Tensor<T> dispatched = embedding(flat, routing_.token_of_slot);
   std::vector<Tensor<T>> outputs;
@@ -132,6 +133,20 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   const Tensor<T> lse = slice(logits, 1, 0, 1) - slice(log_softmax(logits, -1), 1, 0, 1);
   z_loss_ = mean(lse * lse);
   return reshape(y, shape);
+}
+
+// The routing's choices (N, k) at the hook point moe.choices, as numbers in T: a cache can
+// keep them, a function cannot replace them (the routing is not a tensor on the tape).
+template <class T>
+void MixtureOfExperts<T>::show_choices() const {
+  if (!hook_.visit("moe.choices")) return;
+  const std::string name = hook_.prefix + "moe.choices";
+  if (hook_.hooks->changes(name))
+    fail("MixtureOfExperts", "the hook point '{}' can be cached, not changed (patch "
+         "moe.router_logits to change the routing)", name);
+  Array<T> chosen = Array<T>::from_shape({routing_.tokens, routing_.top_k});
+  for (std::size_t i = 0; i < chosen.size(); ++i) chosen.data()[i] = T(routing_.chosen[i]);
+  hook_.hooks->apply(name, Tensor<T>(std::move(chosen)));
 }
 
 template class MixtureOfExperts<float>;

@@ -10,9 +10,11 @@
 // its contiguous rows of the expert-sorted tokens, concatenate() joins them back.
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
@@ -50,6 +52,9 @@ class MixtureOfExperts : public Module<T> {
   // The last forward's routing (its `fraction` is the per-expert load over all tokens).
   const Routing& routing() const { return routing_; }
   const MoEConfig& config() const { return config_; }
+  // The run's hook points: moe.router_logits (N, E), which the routing follows, and
+  // moe.choices (N, k), each token's experts as numbers, which can be read, not changed.
+  void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
  private:
   Tensor<T> expert(std::size_t e, const Tensor<T>& rows) const;
@@ -64,6 +69,9 @@ class MixtureOfExperts : public Module<T> {
   std::vector<bool> counted_;
   Tensor<T> aux_loss_, z_loss_;
   Routing routing_;
+  HookPoint<T> hook_;
+
+  void show_choices() const;
 };
 
 extern template class MixtureOfExperts<float>;

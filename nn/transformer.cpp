@@ -162,17 +162,47 @@ Tensor<T> Transformer<T>::run(const Indices& tokens, KVCacheSet<T>* caches) {
   const std::size_t start = caches ? caches->length() : 0;
   check_tokens(tokens, start, caches != nullptr);
   const std::size_t Tn = tokens.shape()[1];
-  Tensor<T> x = tok_emb_(tokens);
+  Tensor<T> x = hook_("embed", tok_emb_(tokens));
   if (pos_emb_) {
     Indices positions = Indices::from_shape({Tn});
     for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(start + t);
-    x = x + (*pos_emb_)(positions);
+    x = x + hook_("pos_embed", (*pos_emb_)(positions));
   }
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     x = blocks_[i].forward(x, caches ? &(*caches)[i] : nullptr);
-  const Tensor<T> h = norm_f_(x);
+  const Tensor<T> h = hook_("ln_final.out", norm_f_(x));
   const Tensor<T> logits = head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
-  return config_.final_softcap > 0 ? softcapped(logits, config_.final_softcap) : logits;
+  return hook_("logits",
+               config_.final_softcap > 0 ? softcapped(logits, config_.final_softcap) : logits);
+}
+
+template <class T>
+void Transformer<T>::attach_hooks(Hooks<T>* hooks) {
+  hook_ = {hooks, ""};
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    blocks_[i].set_hooks(hooks, "blocks." + std::to_string(i) + ".");
+}
+
+// The hooks are attached for this one forward and detached however it ends.
+template <class T>
+Tensor<T> Transformer<T>::run_with_hooks(const Indices& tokens, Hooks<T>& hooks) {
+  struct Attached {
+    Transformer& model;
+    ~Attached() { model.attach_hooks(nullptr); }
+  } attached{*this};
+  attach_hooks(&hooks);
+  Tensor<T> logits = run(tokens, nullptr);
+  hooks.check_reached("run_with_hooks");
+  return logits;
+}
+
+template <class T>
+CachedRun<T> run_with_cache(Transformer<T>& model, const Indices& tokens,
+                            const std::vector<std::string>& names, bool grads) {
+  Hooks<T> hooks;
+  hooks.cache(names, grads);
+  Tensor<T> logits = model.run_with_hooks(tokens, hooks);
+  return {std::move(logits), hooks.take_activations()};
 }
 
 template <class T>
@@ -278,5 +308,9 @@ void Transformer<T>::clear_head_masks() {
 
 template class Transformer<float>;
 template class Transformer<double>;
+template CachedRun<float> run_with_cache(Transformer<float>&, const Indices&,
+                                         const std::vector<std::string>&, bool);
+template CachedRun<double> run_with_cache(Transformer<double>&, const Indices&,
+                                          const std::vector<std::string>&, bool);
 
 }  // namespace tapegrad

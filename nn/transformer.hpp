@@ -21,6 +21,7 @@
 #include "autograd/tensor.hpp"
 #include "nn/block.hpp"
 #include "nn/config.hpp"
+#include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/kv_cache.hpp"
 #include "nn/layers.hpp"
@@ -87,10 +88,16 @@ class Transformer : public Module<T> {
   void ablate_head(std::size_t layer, std::size_t head);
   void clear_head_masks();
 
+  // forward(tokens) with `hooks` at every hook point of the model for this run only
+  // (docs/HOOKS.md lists the names and shapes); a name given to `hooks` that the model has
+  // no point for is an error after the run.
+  Tensor<T> run_with_hooks(const Indices& tokens, Hooks<T>& hooks);
+
  private:
   Transformer(const TransformerConfig& config, Generator&& gen);
   void check_tokens(const Indices& tokens, std::size_t start, bool cached) const;
   Tensor<T> run(const Indices& tokens, KVCacheSet<T>* caches);
+  void attach_hooks(Hooks<T>* hooks);
 
   TransformerConfig config_;
   Embedding<T> tok_emb_;
@@ -98,7 +105,19 @@ class Transformer : public Module<T> {
   std::vector<Block<T>> blocks_;
   Norm<T> norm_f_;
   std::optional<Linear<T>> head_;
+  HookPoint<T> hook_;
 };
+
+// The logits of forward(tokens) and the activations at `names` (empty: every point); with
+// `grads`, a backward from the logits leaves each activation's gradient in the cache.
+template <class T>
+struct CachedRun {
+  Tensor<T> logits;
+  ActivationCache<T> cache;
+};
+template <class T>
+CachedRun<T> run_with_cache(Transformer<T>& model, const Indices& tokens,
+                            const std::vector<std::string>& names = {}, bool grads = false);
 
 // True when generation can go on past config.context: a sliding window attends to the
 // last `window` keys at any position, and RoPE (or no positions) has an angle for every

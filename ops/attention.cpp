@@ -138,15 +138,30 @@ Tensor<T> composed_scores(const Tensor<T>& qh, const Tensor<T>& kh, const Attent
   return s;
 }
 
+// (1, 1, Tq, Tk): 0 where the mask shows a key, -inf where it hides one, a constant
+template <class T>
+Tensor<T> mask_as_scores(const Mask& mask) {
+  Array<T> b = Array<T>::from_shape({1, 1, mask.shape()[0], mask.shape()[1]});
+  for (std::size_t i = 0; i < mask.size(); ++i)
+    b.data()[i] = mask.data()[i] ? T(0) : -std::numeric_limits<T>::infinity();
+  return Tensor<T>(std::move(b));
+}
+
+// With stages, the scores reach stages->scores masked (-inf where hidden) and what it
+// returns goes through the softmax under the same mask (so a hook cannot unhide a key, and
+// a hidden key's score receives a zero gradient); the weights pass stages->pattern before
+// they mix the values.
 template <class T>
 AttentionResult<T> composed(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
-                            const AttentionDims& d) {
+                            const AttentionDims& d, const AttentionStages<T>* stages = nullptr) {
   const Tensor<T> qh = heads_first(q, d.B, d.Tq, d.heads, d.head_dim);
   const Tensor<T> kh = shared_heads(k, d, d.head_dim), vh = shared_heads(v, d, d.v_head_dim);
-  const Tensor<T> scores = composed_scores(qh, kh, d);
+  Tensor<T> scores = composed_scores(qh, kh, d);
   // masked scores drop out before the exponential; a row with nothing allowed is 0
   const std::optional<Mask> mask = spec_mask(d);
-  const Tensor<T> weights = mask ? masked_softmax(scores, *mask) : softmax(scores, -1);
+  if (stages && stages->scores) scores = stages->scores(mask ? add(scores, mask_as_scores<T>(*mask)) : scores);
+  Tensor<T> weights = mask ? masked_softmax(scores, *mask) : softmax(scores, -1);
+  if (stages && stages->pattern) weights = stages->pattern(weights);
   // (B, H, Tq, Tk) @ (B, H, Tk, dv) -> (B, H, Tq, dv); transpose back before the merge, or
   // the reshape interleaves positions and heads
   const Tensor<T> merged = reshape(transpose(matmul(weights, vh), {0, 2, 1, 3}),
@@ -154,16 +169,18 @@ AttentionResult<T> composed(const Tensor<T>& q, const Tensor<T>& k, const Tensor
   return {merged, weights};
 }
 
-// Every path after the one check. `op` is what the user called, for the messages.
+// Every path after the one check. `op` is what the user called, for the messages. Stages
+// (hooks on the scores and weights) exist on the composed path only.
 template <class T>
 AttentionResult<T> attend(const char* op, const Tensor<T>& q, const Tensor<T>& k,
-                          const Tensor<T>& v, const AttentionDims& d, AttentionPath path) {
+                          const Tensor<T>& v, const AttentionDims& d, AttentionPath path,
+                          const AttentionStages<T>* stages = nullptr) {
   // the spec checked the scale as a double; in float it may still overflow or vanish
   const T s = T(d.scale);
   if (!std::isfinite(s) || s <= T(0))
     fail(op, "scale {} is not a positive finite number in this precision (q is {})", d.scale,
          q.shape_string());
-  if (path == AttentionPath::composed) return composed(q, k, v, d);
+  if (path == AttentionPath::composed) return composed(q, k, v, d, stages);
   // q, k, v -> out (B, Tq, H*dv) directly; the weights are never formed, so none returned
   if (path == AttentionPath::flash) return {flash_attention(q, k, v, d), Tensor<T>()};
   // q, k -> weights (B, H, Tq, Tk); weights, v -> heads' outputs merged (B, Tq, H*dv)
@@ -247,6 +264,13 @@ AttentionResult<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tenso
   return attend("attention", q, k, v, d, path);
 }
 
+template <class T>
+AttentionResult<T> attention_staged(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                                    const AttentionSpec& spec, const AttentionStages<T>& stages) {
+  const AttentionDims d = check_attention_spec("attention", q.shape(), k.shape(), v.shape(), spec);
+  return attend("attention", q, k, v, d, AttentionPath::composed, &stages);
+}
+
 // q (B, Tq, H*dh) . k (B, Tk, KV*dh) -> scores (B, H, Tq, Tk) = scale * q.k, -inf where the
 // spec's mask hides a key: what the softmax of the composed path sees, as a constant.
 template <class T>
@@ -289,6 +313,9 @@ AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const T
       std::optional<double>);                                                                     \
   template AttentionResult<T> attention(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, \
                                         const AttentionSpec&, AttentionPath);                 \
+  template AttentionResult<T> attention_staged(const Tensor<T>&, const Tensor<T>&,            \
+                                               const Tensor<T>&, const AttentionSpec&,        \
+                                               const AttentionStages<T>&);                    \
   template Tensor<T> attention_scores(const Tensor<T>&, const Tensor<T>&, const AttentionSpec&); \
   template Tensor<T> multi_head_attention(const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, const Tensor<T>&,               \

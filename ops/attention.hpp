@@ -3,6 +3,7 @@
 // torch.nn.functional.scaled_dot_product_attention (boolean mask, true = attend; default
 // scale 1/sqrt(d_k); but a fully masked row gives zero weights, not nan), the causal and
 // sliding-window masks, and multi-head attention on top of it, differentiable end to end.
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -71,6 +72,22 @@ inline AttentionPath default_attention_path(std::size_t keys, bool want_weights)
 template <class T>
 AttentionResult<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                              const AttentionSpec& spec, AttentionPath path = AttentionPath::fused);
+
+// Hooks on attention's two intermediates, each optional: `scores` receives the scores the
+// softmax will read (B, heads, Tq, Tk), scaled, soft-capped and biased as the spec says and
+// -inf where its mask hides a key, and returns what the softmax reads instead (under the
+// same mask: a hook cannot unhide a key); `pattern` receives the weights and returns what
+// mixes the values. Both stay on the tape.
+template <class T>
+struct AttentionStages {
+  std::function<Tensor<T>(const Tensor<T>&)> scores, pattern;
+};
+
+// attention() on the composed path (the only one that forms both intermediates), with
+// `stages` applied on the way.
+template <class T>
+AttentionResult<T> attention_staged(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
+                                    const AttentionSpec& spec, const AttentionStages<T>& stages);
 
 // The scores attention()'s softmax sees, (B, heads, Tq, Tk): scale * q.k, soft-capped and
 // biased as the spec says, -inf where its mask hides a key. A constant, outside the graph: for inspecting attention.

@@ -16,6 +16,7 @@ PYBIND11_MODULE(_tapegrad, m) {
   py::module_ nn = m.def_submodule("nn", "the transformer, its configuration, optimisers");
   bind_nn(nn);
   bind_decode(m, nn);
+  bind_hooks(m);
   py::module_ tasks = m.def_submodule("tasks", "the built-in training tasks");
   bind_tasks(tasks);
   bind_text(m);

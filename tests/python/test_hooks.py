@@ -1,0 +1,87 @@
+"""Hook points from Python: run_with_cache (a dict of NumPy arrays, gradients on request)
+and run_with_hooks (read, replace with an array or a Tensor on the tape)."""
+import numpy as np
+import pytest
+import tapegrad as tg
+from tapegrad import nn
+
+
+def small(preset="gpt2", **kw):
+    fields = dict(vocab=9, context=6, d_model=8, heads=2, layers=2, mlp_hidden=12, seed=3)
+    fields.update(kw)
+    return nn.Config.preset(preset, **fields)
+
+
+TOKENS = np.array([[1, 4, 2, 8, 5, 7]])
+
+
+def test_cache_holds_every_point_with_its_shape_and_changes_nothing():
+    model = nn.Transformer(small("llama", heads=4, kv_heads=2))
+    plain = model(TOKENS).numpy()
+    logits, cache = tg.run_with_cache(model, TOKENS)
+    assert np.array_equal(logits.numpy(), plain)
+    assert cache["blocks.1.attn.q"].shape == (1, 6, 4, 2)
+    assert cache["blocks.1.attn.k"].shape == (1, 6, 2, 2)
+    assert cache["blocks.0.attn.pattern"].shape == (1, 4, 6, 6)
+    assert cache["blocks.0.mlp.hidden"].shape == (1, 6, 12)
+    assert "pos_embed" not in cache and "embed" in cache and len(cache) == len(list(cache))
+    np.testing.assert_allclose(cache["blocks.0.attn.pattern"].sum(-1), 1, rtol=1e-5)
+    # the residual stream adds up: resid_post = resid_mid + mlp_out = resid_pre + attn_out + mlp_out
+    np.testing.assert_allclose(cache["blocks.0.resid_post"],
+                               cache["blocks.0.resid_mid"] + cache["blocks.0.mlp_out"], rtol=1e-6)
+    assert np.array_equal(cache["blocks.1.resid_pre"], cache["blocks.0.resid_post"])
+
+
+def test_names_pick_the_points_and_unknown_names_are_errors():
+    model = nn.Transformer(small())
+    _, cache = tg.run_with_cache(model, TOKENS, names=["logits", "blocks.0.attn.z"])
+    assert sorted(cache.keys()) == ["blocks.0.attn.z", "logits"]
+    with pytest.raises(tg.ShapeError, match="no hook point named 'blocks.0.attn.zz'"):
+        tg.run_with_cache(model, TOKENS, names=["blocks.0.attn.zz"])
+    with pytest.raises(tg.ShapeError, match="no activation named 'ln_final.out'"):
+        cache["ln_final.out"]
+
+
+def test_hooks_read_and_replace_with_arrays_or_tensors():
+    model = nn.Transformer(small(), dtype="float64")
+    seen = {}
+
+    def record(x, name):
+        seen[name] = x.numpy()
+
+    logits = tg.run_with_hooks(model, TOKENS, {"blocks.0.attn_out": record})
+    assert np.array_equal(logits.numpy(), model(TOKENS).numpy())
+    assert seen["blocks.0.attn_out"].shape == (1, 6, 8)
+
+    # zero-ablate the first attention layer's output with an array, then with a Tensor op
+    zeroed = tg.run_with_hooks(model, TOKENS, {"blocks.0.attn_out": lambda x, n: np.zeros(x.shape)})
+    by_op = tg.run_with_hooks(model, TOKENS, {"blocks.0.attn_out": lambda x, n: x * 0.0})
+    assert np.array_equal(zeroed.numpy(), by_op.numpy())
+    assert not np.allclose(zeroed.numpy(), logits.numpy())
+    with pytest.raises(tg.ShapeError, match="blocks.0.attn_out"):
+        tg.run_with_hooks(model, TOKENS, {"blocks.0.attn_out": lambda x, n: np.zeros((1, 6, 3))})
+    with pytest.raises(TypeError, match="float32"):
+        tg.run_with_hooks(model, TOKENS, {"blocks.0.attn_out": lambda x, n: np.zeros(x.shape, np.float32)})
+
+
+def test_gradient_at_a_cached_activation_matches_finite_differences():
+    model = nn.Transformer(small(), dtype="float64")
+    weights = np.random.default_rng(0).standard_normal((1, 6, 9))
+    logits, cache = tg.run_with_cache(model, TOKENS, names=["blocks.1.attn.pattern"], grads=True)
+    tg.sum(logits * weights).backward()
+    grad = cache.grad("blocks.1.attn.pattern")
+    pattern = cache["blocks.1.attn.pattern"]
+
+    def objective(index, delta):
+        def move(x, name):
+            moved = x.numpy()
+            moved[index] += delta
+            return moved
+        with tg.no_grad():
+            out = tg.run_with_hooks(model, TOKENS, {"blocks.1.attn.pattern": move})
+        return float((out.numpy() * weights).sum())
+
+    for index in [(0, 0, 3, 1), (0, 1, 5, 5), (0, 1, 2, 0)]:
+        numeric = (objective(index, 1e-6) - objective(index, -1e-6)) / 2e-6
+        assert grad[index] == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+    assert pattern.shape == grad.shape

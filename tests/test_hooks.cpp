@@ -1,0 +1,258 @@
+// Hook points (nn/hooks.hpp): every documented name with its documented shape on the gpt2,
+// llama and mixtral presets; a cached run computes what a plain one does, bit for bit;
+// zeroing one head's z equals the head mask's ablation; patching with a run's own cache is
+// the identity, and patching a whole residual stream from another run gives that run's
+// logits; a hook on the scores reaches the softmax (zero scores give uniform attention
+// over the visible keys); gradients at a hooked activation agree with finite differences;
+// unknown names and wrong shapes are errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+#include "nn/config.hpp"
+#include "nn/hooks.hpp"
+#include "nn/transformer.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/reduce.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::test;
+
+namespace {
+
+TransformerConfig small(TransformerConfig c) {
+  c.vocab = 9;
+  c.context = 6;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 2;
+  c.mlp_hidden = 12;
+  c.seed = 3;
+  return c;
+}
+
+TransformerConfig small_llama() {
+  TransformerConfig c = small(llama_preset());
+  c.heads = 4;
+  c.kv_heads = 2;  // grouped: k and v have fewer heads than q
+  return c;
+}
+
+TransformerConfig small_mixtral() {
+  TransformerConfig c = small(mixtral_preset());
+  c.experts = 3;
+  c.experts_top_k = 2;
+  return c;
+}
+
+// The documented table (docs/HOOKS.md), written out for config c and tokens (B, T).
+std::map<std::string, Shape> documented_shapes(const TransformerConfig& c, std::size_t B,
+                                               std::size_t T) {
+  const std::size_t D = c.d_model, H = c.heads, KV = c.resolved_kv_heads(),
+                    dh = c.resolved_head_dim();
+  std::map<std::string, Shape> s{{"embed", {B, T, D}}, {"ln_final.out", {B, T, D}},
+                                 {"logits", {B, T, c.vocab}}};
+  if (c.positions == PositionKind::learned) s["pos_embed"] = {T, D};
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    for (const char* name : {"resid_pre", "ln1.out", "attn_out", "resid_mid", "ln2.out",
+                             "mlp_out", "resid_post"})
+      s[p + name] = {B, T, D};
+    s[p + "attn.q"] = {B, T, H, dh};
+    s[p + "attn.k"] = {B, T, KV, dh};
+    s[p + "attn.v"] = {B, T, KV, dh};
+    s[p + "attn.z"] = {B, T, H, dh};
+    s[p + "attn.scores"] = {B, H, T, T};
+    s[p + "attn.pattern"] = {B, H, T, T};
+    if (c.is_moe_layer(l)) {
+      s[p + "moe.router_logits"] = {B * T, c.experts};
+      s[p + "moe.choices"] = {B * T, c.experts_top_k};
+    } else {
+      s[p + "mlp.hidden"] = {B, T, c.resolved_mlp_hidden()};
+    }
+  }
+  return s;
+}
+
+bool same_bits(const Array<float>& a, const Array<float>& b) {
+  if (a.shape() != b.shape()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a.data()[i] != b.data()[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("hooks: every documented point with its shape, on gpt2, llama and mixtral", "[hooks]") {
+  const std::vector<std::pair<const char*, TransformerConfig>> presets = {
+      {"gpt2", small(gpt2_preset())}, {"llama", small_llama()}, {"mixtral", small_mixtral()}};
+  for (const auto& [preset_name, c] : presets) {
+    INFO("preset " << preset_name);
+    Transformer<float> model(c);
+    const CachedRun<float> run = run_with_cache(model, random_tokens(2, 5, c.vocab, 1));
+    const std::map<std::string, Shape> expected = documented_shapes(c, 2, 5);
+    CHECK(run.cache.size() == expected.size());
+    for (const auto& [name, shape] : expected) {
+      INFO(name);
+      REQUIRE(run.cache.contains(name));
+      CHECK(run.cache[name].shape() == shape);
+    }
+  }
+}
+
+TEST_CASE("hooks: a cached run's logits are the plain forward's, bit for bit", "[hooks]") {
+  for (const TransformerConfig& c : {small(gpt2_preset()), small_llama(), small_mixtral()}) {
+    Transformer<float> model(c);
+    const Indices tokens = random_tokens(2, 6, c.vocab, 2);
+    const Tensor<float> plain = model.forward(tokens);
+    const CachedRun<float> run = run_with_cache(model, tokens);
+    CHECK(same_bits(run.logits.value(), plain.value()));
+    // the cached pattern is the weights the model used: rows sum to 1, zero above the diagonal
+    const Array<float>& w = run.cache["blocks.1.attn.pattern"].value();
+    for (std::size_t r = 0; r < 2 * c.heads * 6; ++r) {
+      const std::size_t i = r % 6;
+      float total = 0;
+      for (std::size_t j = 0; j < 6; ++j) {
+        total += w.data()[r * 6 + j];
+        if (j > i) CHECK(w.data()[r * 6 + j] == 0.0f);
+      }
+      CHECK(total == Approx(1.0f).epsilon(1e-5));
+    }
+    // and the model is left without hooks
+    CHECK(same_bits(model.forward(tokens).value(), plain.value()));
+  }
+}
+
+TEST_CASE("hooks: zeroing one head's z equals the head mask's ablation", "[hooks]") {
+  Transformer<float> model(small_llama());
+  const Indices tokens = random_tokens(2, 6, 9, 4);
+  const Tensor<float> plain = model.forward(tokens);
+  model.ablate_head(1, 2);
+  const Tensor<float> masked = model.forward(tokens);
+  model.clear_head_masks();
+  REQUIRE_FALSE(same_bits(masked.value(), plain.value()));  // the head matters
+
+  Hooks<float> hooks;
+  hooks.add("blocks.1.attn.z", [](const Tensor<float>& z, const std::string&) {
+    Array<float> zeroed = z.value();  // (B, T, H, dh): head 2 of every position
+    const std::size_t H = z.shape()[2], dh = z.shape()[3];
+    for (std::size_t row = 0; row < z.size() / (H * dh); ++row)
+      for (std::size_t e = 0; e < dh; ++e) zeroed.data()[(row * H + 2) * dh + e] = 0;
+    return Tensor<float>(std::move(zeroed));
+  });
+  CHECK(same_bits(model.run_with_hooks(tokens, hooks).value(), masked.value()));
+}
+
+TEST_CASE("hooks: patching with the run's own cache is the identity, with another run's, "
+          "that run", "[hooks]") {
+  Transformer<float> model(small(gpt2_preset()));
+  const Indices clean = random_tokens(1, 6, 9, 5), corrupt = random_tokens(1, 6, 9, 6);
+  const CachedRun<float> clean_run = run_with_cache(model, clean);
+  const Tensor<float> corrupt_logits = model.forward(corrupt);
+  REQUIRE_FALSE(same_bits(clean_run.logits.value(), corrupt_logits.value()));
+
+  auto patch_from = [&](const std::string& name) {
+    Hooks<float> hooks;
+    hooks.add(name, [&](const Tensor<float>&, const std::string& at) { return clean_run.cache[at]; });
+    return hooks;
+  };
+  Hooks<float> own = patch_from("blocks.1.resid_mid");
+  CHECK(same_bits(model.run_with_hooks(clean, own).value(), clean_run.logits.value()));
+  // the whole residual stream entering layer 0 carries everything the tokens say
+  Hooks<float> whole = patch_from("blocks.0.resid_pre");
+  CHECK(same_bits(model.run_with_hooks(corrupt, whole).value(), clean_run.logits.value()));
+  // one head's pattern is not everything: the patched run is neither of the two
+  Hooks<float> pattern = patch_from("blocks.0.attn.pattern");
+  const Tensor<float> partly = model.run_with_hooks(corrupt, pattern);
+  CHECK_FALSE(same_bits(partly.value(), clean_run.logits.value()));
+  CHECK_FALSE(same_bits(partly.value(), corrupt_logits.value()));
+}
+
+TEST_CASE("hooks: a function on the scores reaches the softmax, under the causal mask", "[hooks]") {
+  Transformer<double> model(small(gpt2_preset()));
+  Hooks<double> hooks;
+  hooks.add("blocks.0.attn.scores", [](const Tensor<double>& s, const std::string&) {
+    // the masked scores arrive as -inf above the diagonal
+    for (std::size_t r = 0; r < s.size() / 36; ++r)
+      for (std::size_t i = 0; i < 6; ++i)
+        for (std::size_t j = i + 1; j < 6; ++j) CHECK(std::isinf(s.value().data()[r * 36 + i * 6 + j]));
+    return s * 0.0;  // every score 0 (and -inf * 0 = NaN above the diagonal: still hidden)
+  });
+  hooks.cache({"blocks.0.attn.pattern"});
+  model.run_with_hooks(random_tokens(1, 6, 9, 7), hooks);
+  // uniform over the visible keys: query i gives each of its i + 1 keys 1 / (i + 1)
+  const Array<double>& w = hooks.activations()["blocks.0.attn.pattern"].value();
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t j = 0; j < 6; ++j)
+        CHECK(w.data()[(h * 6 + i) * 6 + j] == Approx(j <= i ? 1.0 / double(i + 1) : 0.0));
+}
+
+TEST_CASE("hooks: gradients at hooked activations agree with finite differences", "[hooks][gradcheck]") {
+  Transformer<double> model(small_llama());
+  const Indices tokens = random_tokens(1, 5, 9, 8);
+  const Tensor<double> weights = random<double>({1, 5, 9}, 9, false);
+  const std::vector<std::string> names = {"blocks.0.attn.scores", "blocks.1.attn.pattern",
+                                          "blocks.0.attn.q", "blocks.1.mlp.hidden",
+                                          "blocks.1.resid_mid"};
+  CachedRun<double> run = run_with_cache(model, tokens, names, true);
+  sum(run.logits * weights).backward();
+  // the objective with `name`'s entry `i` moved by `delta`
+  auto objective = [&](const std::string& name, std::size_t i, double delta) {
+    Hooks<double> hooks;
+    hooks.add(name, [&](const Tensor<double>& x, const std::string&) {
+      Array<double> moved = x.value();
+      moved.data()[i] += delta;
+      return Tensor<double>(std::move(moved));
+    });
+    NoGradGuard no_grad;
+    return sum(model.run_with_hooks(tokens, hooks) * weights).item();
+  };
+  for (const std::string& name : names) {
+    const Tensor<double>& x = run.cache[name];
+    const Array<double>& g = run.cache.grad(name);
+    REQUIRE(g.shape() == x.value().shape());
+    for (std::size_t i = 0; i < x.size(); i += 7) {
+      if (std::isinf(x.value().data()[i])) continue;  // a hidden score: no derivative
+      const double h = 1e-6;
+      const double numeric = (objective(name, i, h) - objective(name, i, -h)) / (2 * h);
+      INFO(name << "[" << i << "]");
+      CHECK(g.data()[i] == Approx(numeric).margin(1e-7).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("hooks: an unknown name, a wrong shape and a changed choice are errors", "[hooks]") {
+  Transformer<float> model(small(gpt2_preset()));
+  const Indices tokens = random_tokens(1, 4, 9, 9);
+  Hooks<float> typo;
+  typo.cache({"blocks.0.atn.q"});
+  CHECK_THROWS_WITH(model.run_with_hooks(tokens, typo),
+                    Catch::Contains("no hook point named 'blocks.0.atn.q'") &&
+                        Catch::Contains("blocks.0.attn.q"));
+  Hooks<float> missing_layer;
+  missing_layer.add("blocks.2.resid_pre", [](const Tensor<float>& x, const std::string&) { return x; });
+  CHECK_THROWS_WITH(model.run_with_hooks(tokens, missing_layer), Catch::Contains("blocks.2.resid_pre"));
+  Hooks<float> wrong;
+  wrong.add("blocks.0.attn_out", [](const Tensor<float>&, const std::string&) {
+    return Tensor<float>::zeros({1, 4, 3});
+  });
+  CHECK_THROWS_WITH(model.run_with_hooks(tokens, wrong),
+                    Catch::Contains("blocks.0.attn_out") && Catch::Contains("(1,4,3)") &&
+                        Catch::Contains("(1,4,8)"));
+  // after a failed run the model has no hooks left
+  CHECK(same_bits(model.forward(tokens).value(), model.forward(tokens).value()));
+  CHECK_THROWS_WITH(run_with_cache(model, tokens, {"blocks.0.moe.choices"}),
+                    Catch::Contains("no hook point named 'blocks.0.moe.choices'"));
+
+  Transformer<float> moe(small_mixtral());
+  Hooks<float> change;
+  change.add("blocks.0.moe.choices", [](const Tensor<float>& x, const std::string&) { return x; });
+  CHECK_THROWS_WITH(moe.run_with_hooks(tokens, change), Catch::Contains("can be cached, not changed"));
+  CHECK_THROWS_WITH(run_with_cache(moe, tokens, {"logits"}).cache.grad("logits"),
+                    Catch::Contains("without gradients"));
+}
