@@ -35,6 +35,21 @@ std::size_t lines(const std::string& s) { return tapegrad::test::count_lines(s);
 
 const char* kTiny = "--d-model 16 --heads 2 --layers 1 --batch 8 --eval-size 40 --threads 1 --quiet";
 
+// The runs that show an option learns sort train for 600 steps: seconds in the Release
+// build, minutes each under AddressSanitizer. There they stop after 40 steps and check
+// everything but the accuracy, which the Release build's run of the same test checks;
+// what the sanitizers look for (every op of the option, forward and backward, the
+// checkpoint) is exercised the same.
+#ifdef __SANITIZE_ADDRESS__
+constexpr bool kLearns = false;
+#else
+constexpr bool kLearns = true;
+#endif
+std::string until_learned() { return kLearns ? "" : " --steps 40 --warmup 4 --eval-size 100"; }
+void check_learned(const nlohmann::json& metrics, double accuracy) {
+  if (kLearns) CHECK(field(metrics, "eval_exact_accuracy").get<double>() >= accuracy);
+}
+
 }  // namespace
 
 TEST_CASE("train cli: bad options and values exit 2 with one line and write nothing", "[train_cli]") {
@@ -323,13 +338,13 @@ TEST_CASE("train cli: --arch mixtral with 4 experts, top 2, learns sort and repo
           "auxiliary losses beside the LM loss", "[train_cli][moe]") {
   fs::path dir = scratch("mixtral");
   RunResult r = run("--arch mixtral --experts 4 --experts-top-k 2 --threads 1 --quiet --out '" +
-                        (dir / "out").string() + "'", dir);
+                        (dir / "out").string() + "'" + until_learned(), dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
   const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
   CHECK(field(metrics, "gradcheck") == "passed");
   CHECK(field(metrics, "experts") == 4);
-  CHECK(field(metrics, "eval_exact_accuracy").get<double>() >= 0.99);
+  check_learned(metrics, 0.99);
   // the aux loss is coef x (>= about 1 per layer, 2 at balance) and not in the LM loss
   const double aux = field(metrics, "final_moe_aux_loss").get<double>();
   CHECK(aux > 0.005);
@@ -346,26 +361,26 @@ TEST_CASE("train cli: --positions alibi learns sort with the default settings", 
   // no positional table and no rotation: the order comes from the causal mask and ALiBi's
   // distance penalty alone
   fs::path dir = scratch("alibi");
-  RunResult r = run("--positions alibi --quiet --out '" + (dir / "out").string() + "'", dir);
+  RunResult r = run("--positions alibi --quiet --out '" + (dir / "out").string() + "'" + until_learned(), dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
   const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
   CHECK(field(metrics, "gradcheck") == "passed");
   CHECK(field(metrics, "positions") == "alibi");
-  CHECK(field(metrics, "eval_exact_accuracy").get<double>() >= 0.99);
+  check_learned(metrics, 0.99);
   CHECK(tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string()).positions ==
         tapegrad::PositionKind::alibi);
 }
 
 TEST_CASE("train cli: --precision bf16 learns sort and writes a float32 checkpoint that matches f32's evaluation", "[train_cli][bf16]") {
   fs::path dir = scratch("bf16");
-  RunResult r = run("--precision bf16 --quiet --out '" + (dir / "out").string() + "'", dir);
+  RunResult r = run("--precision bf16 --quiet --out '" + (dir / "out").string() + "'" + until_learned(), dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
   const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
   CHECK(field(metrics, "precision") == "bf16");
   CHECK(field(metrics, "gradcheck") == "passed");  // float64: bf16 does not touch it
-  CHECK(field(metrics, "eval_exact_accuracy").get<double>() >= 0.99);
+  check_learned(metrics, 0.99);
   // the checkpoint holds float32 weights: evaluated in f32 it still sorts
   RunResult again = run("--resume '" + (dir / "out" / "model.npz").string() +
                             "' --steps 0 --eval-size 200 --quiet --out '" + (dir / "f32").string() + "'",
@@ -374,7 +389,7 @@ TEST_CASE("train cli: --precision bf16 learns sort and writes a float32 checkpoi
   REQUIRE(again.code == 0);
   const nlohmann::json f32 = read_json(dir / "f32" / "metrics.json");
   CHECK(field(f32, "precision") == "f32");
-  CHECK(field(f32, "eval_exact_accuracy").get<double>() >= 0.98);
+  check_learned(f32, 0.98);
 }
 
 TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run reported", "[train_cli][checkpoint]") {
