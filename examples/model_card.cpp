@@ -57,7 +57,7 @@ std::vector<Row> rows_of(const TransformerConfig& c) {
     // every expert of the MoE layers (and the dense layers' MLPs), then the routers
     rows.push_back({"feed-forward + experts", p.feed_forward});
     rows.push_back({"MoE routers", p.router});
-  } else {
+  } else if (c.mlp != MlpKind::none) {
     rows.push_back({mlp, p.feed_forward});
   }
   rows.push_back({norms, p.norms});

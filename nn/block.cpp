@@ -9,10 +9,15 @@ template <class T>
 Block<T>::Block(const BlockConfig& c, Generator& gen)
     : norm1_(c.norm, c.attention.d_model, c.attention.norm_eps),
       attn_(c.attention, gen),
-      norm2_(c.norm, c.attention.d_model, c.attention.norm_eps) {
+      norm2_(c.feed_forward ? std::optional<Norm<T>>(std::in_place, c.norm, c.attention.d_model,
+                                                       c.attention.norm_eps)
+                            : std::nullopt) {
   const std::size_t D = c.attention.d_model;
   const double residual_std = c.attention.out_std;
-  if (c.experts > 0) {
+  if (!c.feed_forward) {
+    if (c.experts > 0)
+      fail("Block", "experts={} needs a feed-forward, but the block is attention-only", c.experts);
+  } else if (c.experts > 0) {
     MoEConfig m;
     m.d_model = D;
     m.hidden = c.mlp_hidden;
@@ -31,10 +36,10 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
   }
   this->register_module("norm1", norm1_);
   this->register_module("attn", attn_);
-  this->register_module("norm2", norm2_);
+  if (norm2_) this->register_module("norm2", *norm2_);
   if (moe_) this->register_module("moe", *moe_);
   else if (swiglu_) this->register_module("mlp", *swiglu_);
-  else this->register_module("mlp", *mlp_);
+  else if (mlp_) this->register_module("mlp", *mlp_);
 }
 
 template <class T>
@@ -54,7 +59,8 @@ Tensor<T> Block<T>::forward(const Tensor<T>& input, KVCache<T>* cache) {
   const Tensor<T> x = hook_("resid_pre", input);
   const Tensor<T> a = hook_("attn_out", attn_.forward(hook_("ln1.out", norm1_(x)), cache));
   const Tensor<T> h = hook_("resid_mid", x + a);
-  const Tensor<T> m = hook_("mlp_out", feed_forward(hook_("ln2.out", norm2_(h))));
+  if (!norm2_) return hook_("resid_post", h);  // attention-only
+  const Tensor<T> m = hook_("mlp_out", feed_forward(hook_("ln2.out", (*norm2_)(h))));
   return hook_("resid_post", h + m);
 }
 

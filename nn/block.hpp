@@ -20,6 +20,7 @@ struct BlockConfig {
   AttentionConfig attention;
   std::size_t mlp_hidden = 0;             // usually 4 * d_model
   bool swiglu = false;                    // SwiGLU feed-forward instead of GELU
+  bool feed_forward = true;               // false: attention-only, x + attn(norm1(x)) alone
   bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
   double std = init::gpt2_std;            // the feed-forward's input weights
@@ -31,7 +32,7 @@ struct BlockConfig {
 
 // x + attn(norm1(x)), then x + mlp(norm2(x)): x (B, T, D) -> (B, T, D).
 // Parameters, in order: norm1, attn, norm2, mlp (fc, proj; or gate, up, down) or, with
-// experts, moe (router, experts.<e>.*).
+// experts, moe (router, experts.<e>.*); attention-only: norm1, attn.
 template <class T>
 class Block : public Module<T> {
  public:
@@ -50,7 +51,7 @@ class Block : public Module<T> {
  private:
   Norm<T> norm1_;
   MultiHeadAttention<T> attn_;
-  Norm<T> norm2_;
+  std::optional<Norm<T>> norm2_;  // absent in an attention-only block
   std::optional<MLP<T>> mlp_;
   std::optional<SwiGLU<T>> swiglu_;
   std::optional<MixtureOfExperts<T>> moe_;

@@ -67,9 +67,11 @@ long double expected_parameters(const TinyGPTConfig& c) {
 
 long double expected_tensors(const TinyGPTConfig& c) {
   const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
-  const long double mlp = (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
+  const long double mlp =
+      c.mlp == MlpKind::none ? 0 : (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
+  const long double block_norms = c.mlp == MlpKind::none ? 1 : 2;
   const long double block =
-      2 * norm + 4 + (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
+      block_norms * norm + 4 + (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
   // an MoE layer: the router's matrix and `experts` MLPs in place of the one
   const long double moe_layers = static_cast<long double>(c.moe_layers());
   const long double moe_extra = moe_layers * (1 + (static_cast<long double>(c.experts) - 1) * mlp);

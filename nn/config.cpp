@@ -22,7 +22,7 @@ struct Choices<NormKind> {
 };
 template <>
 struct Choices<MlpKind> {
-  static std::vector<std::string> names() { return {"gelu", "swiglu"}; }
+  static std::vector<std::string> names() { return {"gelu", "swiglu", "none"}; }
 };
 template <>
 struct Choices<PositionKind> {
@@ -330,7 +330,10 @@ void TransformerConfig::validate() const {
       fail("config", "positions=rope needs an even head_dim, got head_dim={}", resolved_head_dim());
     check_rope_spec("config", resolved_head_dim(), rope());
   }
-  if (resolved_mlp_hidden() == 0) fail("config", "the feed-forward hidden width is 0");
+  if (mlp != MlpKind::none && resolved_mlp_hidden() == 0)
+    fail("config", "the feed-forward hidden width is 0");
+  if (mlp == MlpKind::none && experts > 0)
+    fail("config", "experts={} needs a feed-forward to make experts of, but mlp=none", experts);
   // top_k is only meaningful with experts; a dense model keeps the default whatever it is
   if (experts > 0 && experts_top_k > experts)
     fail("config", "experts_top_k={} must be in [1, experts={}]: a token cannot use more "
@@ -422,15 +425,15 @@ ParameterCounts count_parameters(const TransformerConfig& c) {
   p.attention_out = L * H * dh * D;
   p.qk_norm = c.qk_norm ? L * 2 * dh : 0;
   p.temperature = c.learned_temperature ? L * H : 0;
-  const U matrices = c.mlp == MlpKind::swiglu ? 3 : 2;
-  const U biases = c.mlp_bias ? (matrices - 1) * F + D : 0;
+  const U matrices = c.mlp == MlpKind::none ? 0 : c.mlp == MlpKind::swiglu ? 3 : 2;
+  const U biases = c.mlp_bias && matrices > 0 ? (matrices - 1) * F + D : 0;
   const U one_mlp = matrices * D * F + biases;
   // an MoE layer holds `experts` MLPs and the router W_router (D, E); a token uses top_k
   const U moe = c.moe_layers(), E = c.experts;
   p.feed_forward = (L - moe) * one_mlp + moe * E * one_mlp;
   p.router = moe * D * E;
   p.inactive_experts = moe > 0 ? moe * (E - c.experts_top_k) * one_mlp : 0;
-  p.norms = (2 * L + 1) * norm;
+  p.norms = ((c.mlp == MlpKind::none ? 1 : 2) * L + 1) * norm;  // attention-only: no norm2
   p.unembedding = c.tie_embeddings ? 0 : D * V;
   return p;
 }

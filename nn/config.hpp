@@ -23,7 +23,7 @@
 
 namespace tapegrad {
 
-enum class MlpKind { gelu, swiglu };
+enum class MlpKind { gelu, swiglu, none };  // none: attention-only blocks
 // The seed has a type of its own so that the field list can tell it from a size (both are
 // 64-bit unsigned integers here); it converts to and from std::uint64_t implicitly.
 struct Seed {
@@ -67,7 +67,8 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, double, norm_eps, 1e-5, 1e-12, 1.0, 2, 1e-5,                                  \
     "epsilon inside every norm")                                                                \
   X(architecture, MlpKind, mlp, MlpKind::gelu, 0, 0, 2, MlpKind::gelu,                          \
-    "feed-forward: gelu (up, GELU, down) or swiglu (down(silu(gate(x)) * up(x)))")              \
+    "feed-forward: gelu (up, GELU, down), swiglu (down(silu(gate(x)) * up(x))) or none "    \
+    "(attention-only blocks: no second norm, no feed-forward)")              \
   X(architecture, std::size_t, mlp_ratio, 4, 1, 64, 1, 4,                                       \
     "the default hidden width: mlp_ratio*d_model (gelu), 2/3 of it (swiglu)")                   \
   X(architecture, std::size_t, mlp_hidden, 0, 0, 1 << 24, 2, 0,                                 \

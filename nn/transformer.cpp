@@ -47,6 +47,7 @@ BlockConfig block_config(const TransformerConfig& c) {
   a.out_std = init::residual_std(c.layers);
   b.mlp_hidden = c.resolved_mlp_hidden();
   b.swiglu = c.mlp == MlpKind::swiglu;
+  b.feed_forward = c.mlp != MlpKind::none;
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
   b.std = init::gpt2_std;

@@ -1,5 +1,5 @@
 // Hook points (nn/hooks.hpp): every documented name with its documented shape on the gpt2,
-// llama and mixtral presets; a cached run computes what a plain one does, bit for bit;
+// llama and mixtral presets and an attention-only model; a cached run computes what a plain one does, bit for bit;
 // zeroing one head's z equals the head mask's ablation; patching with a run's own cache is
 // the identity, and patching a whole residual stream from another run gives that run's
 // logits; a hook on the scores reaches the softmax (zero scores give uniform attention
@@ -42,6 +42,12 @@ TransformerConfig small_llama() {
   return c;
 }
 
+TransformerConfig attention_only() {
+  TransformerConfig c = small(gpt2_preset());
+  c.mlp = MlpKind::none;
+  return c;
+}
+
 TransformerConfig small_mixtral() {
   TransformerConfig c = small(mixtral_preset());
   c.experts = 3;
@@ -59,8 +65,7 @@ std::map<std::string, Shape> documented_shapes(const TransformerConfig& c, std::
   if (c.positions == PositionKind::learned) s["pos_embed"] = {T, D};
   for (std::size_t l = 0; l < c.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
-    for (const char* name : {"resid_pre", "ln1.out", "attn_out", "resid_mid", "ln2.out",
-                             "mlp_out", "resid_post"})
+    for (const char* name : {"resid_pre", "ln1.out", "attn_out", "resid_mid", "resid_post"})
       s[p + name] = {B, T, D};
     s[p + "attn.q"] = {B, T, H, dh};
     s[p + "attn.k"] = {B, T, KV, dh};
@@ -68,6 +73,8 @@ std::map<std::string, Shape> documented_shapes(const TransformerConfig& c, std::
     s[p + "attn.z"] = {B, T, H, dh};
     s[p + "attn.scores"] = {B, H, T, T};
     s[p + "attn.pattern"] = {B, H, T, T};
+    if (c.mlp == MlpKind::none) continue;  // attention-only: no second norm, no feed-forward
+    s[p + "ln2.out"] = s[p + "mlp_out"] = {B, T, D};
     if (c.is_moe_layer(l)) {
       s[p + "moe.router_logits"] = {B * T, c.experts};
       s[p + "moe.choices"] = {B * T, c.experts_top_k};
@@ -89,7 +96,8 @@ bool same_bits(const Array<float>& a, const Array<float>& b) {
 
 TEST_CASE("hooks: every documented point with its shape, on gpt2, llama and mixtral", "[hooks]") {
   const std::vector<std::pair<const char*, TransformerConfig>> presets = {
-      {"gpt2", small(gpt2_preset())}, {"llama", small_llama()}, {"mixtral", small_mixtral()}};
+      {"gpt2", small(gpt2_preset())}, {"llama", small_llama()}, {"mixtral", small_mixtral()},
+      {"attention-only", attention_only()}};
   for (const auto& [preset_name, c] : presets) {
     INFO("preset " << preset_name);
     Transformer<float> model(c);

@@ -148,6 +148,8 @@ std::vector<std::pair<std::string, TinyGPTConfig>> switch_configs() {
     c.norm = NormKind::layer_norm;
     c.mlp_bias = true;
   });
+  add("gpt2_attention_only", [](TinyGPTConfig& c) { c.mlp = MlpKind::none; });
+  add("llama_attention_only", [](TinyGPTConfig& c) { c.mlp = MlpKind::none; });
   add("llama_no_positions_gelu", [](TinyGPTConfig& c) {
     c.positions = PositionKind::none;
     c.mlp = MlpKind::gelu;

@@ -12,6 +12,7 @@
 #include "helpers.hpp"
 #include "nn/transformer.hpp"
 #include "ops/kernels/parallel.hpp"
+#include "ops/norm.hpp"
 #include "ops/reduce.hpp"
 #include "reference.hpp"
 
@@ -119,6 +120,8 @@ std::vector<std::pair<std::string, TransformerConfig>> switches() {
   TransformerConfig none = g; none.positions = PositionKind::none; add("no positions", none);
   TransformerConfig sw = g; sw.mlp = MlpKind::swiglu; add("gpt2 + swiglu (biases)", sw);
   TransformerConfig us = l; us.attention_scale = 1.0; add("llama unscaled", us);
+  TransformerConfig ao = g; ao.mlp = MlpKind::none; add("gpt2 attention-only", ao);
+  TransformerConfig lo = l; lo.mlp = MlpKind::none; add("llama attention-only", lo);
   // caps small enough that the tiny model's scores and logits reach the bend of tanh
   TransformerConfig a = l; a.positions = PositionKind::alibi; a.attn_softcap = 0.05;
   a.final_softcap = 0.1; add("alibi + both soft-caps", a);
@@ -290,4 +293,33 @@ TEST_CASE("transformer: positions=alibi and attn_softcap reach every layer's att
       diff = std::max(diff, std::abs(l.data()[i] - base.data()[i]));
     CHECK(diff > 1e-10);
   }
+}
+
+TEST_CASE("transformer: mlp=none builds attention-only blocks with exactly their parameters",
+          "[transformer][attention_only]") {
+  TransformerConfig c = tiny(gpt2_preset());
+  c.mlp = MlpKind::none;
+  Transformer<double> model(c);
+  std::vector<std::string> expected = {"tok_emb.weight", "pos_emb.weight"};
+  for (const char* layer : {"blocks.0.", "blocks.1."})
+    for (const char* p : {"norm1.weight", "norm1.bias", "attn.Wq", "attn.Wk", "attn.Wv", "attn.Wo"})
+      expected.push_back(std::string(layer) + p);
+  for (const char* p : {"norm_f.weight", "norm_f.bias", "head.weight"}) expected.push_back(p);
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters()) names.push_back(p.name);
+  CHECK(names == expected);
+  // V*D + context*D + layers * (2D + 4 D*D) + 2D + D*V with V=7, context 6, D=8, 2 layers
+  const std::size_t by_hand = 7 * 8 + 6 * 8 + 2 * (2 * 8 + 4 * 8 * 8) + 2 * 8 + 8 * 7;
+  CHECK(model.parameter_count() == by_hand);
+  CHECK(count_parameters(c).total() == by_hand);
+  // the block is x + attn(norm1(x)) and nothing else: its output minus its input is the
+  // attention's output on the normalised input
+  Block<double>& block = model.blocks()[0];
+  const Tensor<double> x = random<double>({1, 4, 8}, 3, false);
+  const Tensor<double> attn = block.attention()(
+      layer_norm(x, block.parameter("norm1.weight"), block.parameter("norm1.bias")));
+  check_close((block(x) - x).value(), attn.value(), 1e-12);
+  TransformerConfig moe = c;
+  moe.experts = 2;
+  CHECK_THROWS_WITH(moe.validate(), Catch::Contains("mlp=none") && Catch::Contains("experts=2"));
 }

@@ -231,11 +231,15 @@ class Block(nn.Module):
         super().__init__()
         self.norm1 = make_norm(c, c.d_model)
         self.attn = Attention(c)
-        self.norm2 = make_norm(c, c.d_model)
-        self.mlp = SwiGLU(c) if c.mlp == "swiglu" else GeluMLP(c)
+        self.attention_only = c.mlp == "none"
+        if not self.attention_only:
+            self.norm2 = make_norm(c, c.d_model)
+            self.mlp = SwiGLU(c) if c.mlp == "swiglu" else GeluMLP(c)
 
     def forward(self, x):
         x = x + self.attn(self.norm1(x))
+        if self.attention_only:
+            return x
         return x + self.mlp(self.norm2(x))
 
 
