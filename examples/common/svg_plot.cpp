@@ -13,11 +13,6 @@
 
 namespace tapegrad::plot {
 
-namespace {
-
-const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
-
 std::string escape_xml(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -31,6 +26,12 @@ std::string escape_xml(const std::string& s) {
   }
   return out;
 }
+
+namespace {
+
+const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+
 
 // Coordinates are printed with 2 decimals: sub-pixel precision, short files.
 std::string px(double v) {

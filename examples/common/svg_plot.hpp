@@ -39,6 +39,9 @@ struct Tick {
 // fewer than three decades). Also widens [lo, hi] to the outer ticks.
 std::vector<Tick> axis_ticks(double& lo, double& hi, Scale scale, int target = 6);
 
+// s with &, <, > and " written as XML entities, for text and attributes.
+std::string escape_xml(const std::string& s);
+
 // A number as a short tick label: "0.001", "2.5", "1e+06", "1200".
 std::string format_number(double v);
 
