@@ -168,3 +168,19 @@ TEST_CASE("saturation cli: NaN options and negative seeds are usage errors", "[c
                        dir);
 }
 #endif
+
+#if defined(TAPEGRAD_INDUCTION_BIN)
+TEST_CASE("induction cli: bad options and an unwritable --out exit 2 with one line and write nothing",
+          "[cli][induction]") {
+  const fs::path dir = scratch("induction");
+  const std::string file = (dir / "a_file").string();
+  std::ofstream(file) << "x";
+  const std::string out = " --out '" + (dir / "o").string() + "'";
+  require_usage_errors(TAPEGRAD_INDUCTION_BIN, "induction",
+                       {"--bogus" + out, "--variants scaled,sideways" + out, "--variants nope" + out,
+                        "--seeds -1" + out, "--lr nan" + out, "--steps 0" + out, "--half 1" + out,
+                        "--d-model 30 --heads 4" + out, "--positions alibi" + out,
+                        "--quick --out '" + file + "'", "--quick --out '" + file + "/sub'"},
+                       dir);
+}
+#endif

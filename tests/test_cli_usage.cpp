@@ -45,6 +45,9 @@ TEST_CASE("cli: every program's --help names it, not the path it was run by", "[
 #ifdef TAPEGRAD_SATURATION_BIN
   programs.emplace_back(TAPEGRAD_SATURATION_BIN, "saturation");
 #endif
+#ifdef TAPEGRAD_INDUCTION_BIN
+  programs.emplace_back(TAPEGRAD_INDUCTION_BIN, "induction");
+#endif
   REQUIRE_FALSE(programs.empty());
   for (const auto& [binary, name] : programs) {
     INFO(binary);
