@@ -134,17 +134,30 @@ TransformerConfig run_config(const StudyOptions& o, Variant v, std::uint64_t see
   return c;
 }
 
-Sequences repeated_sequences(const StudyOptions& o, std::size_t batch, std::uint64_t seed) {
+Sequences repeated_sequences(const StudyOptions& o, std::size_t batch, std::uint64_t seed,
+                             bool distinct) {
+  if (distinct && o.vocab < 2 * o.half)
+    throw std::invalid_argument("induction: distinct tokens need vocab >= 2 * half, got vocab " +
+                                std::to_string(o.vocab) + ", half " + std::to_string(o.half));
   Generator gen(seed);
+  std::vector<std::int64_t> ids(o.vocab);
+  for (std::size_t v = 0; v < o.vocab; ++v) ids[v] = static_cast<std::int64_t>(v);
+  // a uniform token, or with `distinct` the next of a partial Fisher-Yates shuffle
+  std::size_t drawn = 0;
+  auto draw = [&]() -> std::int64_t {
+    if (!distinct) return static_cast<std::int64_t>(gen.integer(o.vocab));
+    std::swap(ids[drawn], ids[drawn + gen.integer(o.vocab - drawn)]);
+    return ids[drawn++];
+  };
   const std::size_t T = 2 * o.half - 1, shortest = std::max<std::size_t>(2, o.half / 2);
   Sequences s{Indices::from_shape({batch, T}), Indices::from_shape({batch, T}), {}, {}};
   std::vector<std::int64_t> seq(2 * o.half);
   for (std::size_t b = 0; b < batch; ++b) {
     const std::size_t n = o.fixed_period ? o.half : shortest + gen.integer(o.half - shortest + 1);
     const std::size_t m = 2 * (o.half - n);  // the random prefix
-    for (std::size_t i = 0; i < m; ++i) seq[i] = static_cast<std::int64_t>(gen.integer(o.vocab));
-    for (std::size_t i = 0; i < n; ++i)
-      seq[m + i] = seq[m + n + i] = static_cast<std::int64_t>(gen.integer(o.vocab));
+    drawn = 0;
+    for (std::size_t i = 0; i < m; ++i) seq[i] = draw();
+    for (std::size_t i = 0; i < n; ++i) seq[m + i] = seq[m + n + i] = draw();
     s.start.push_back(m);
     s.period.push_back(n);
     for (std::size_t t = 0; t < T; ++t) {
@@ -178,7 +191,7 @@ HeadScores head_scores(const std::vector<std::vector<float>>& patterns, const Se
 RunResult run_one(const StudyOptions& o, Variant v, std::uint64_t seed) {
   const auto start = std::chrono::steady_clock::now();
   Transformer<float> model(run_config(o, v, seed));
-  const Sequences held_out = repeated_sequences(o, o.eval_size, kEvalSeed);
+  const Sequences held_out = repeated_sequences(o, o.eval_size, kEvalSeed, true);
   AdamW<float> opt(model.parameters(), {o.lr, 0.9, 0.98, 1e-8, 0.0});
   const WarmupCosine schedule(o.lr, o.lr / 10, std::min(o.warmup, o.steps), std::max<std::size_t>(o.steps, 1));
   RunResult r;

@@ -32,7 +32,7 @@ std::string to_string(Variant v);
 Variant variant_of(const std::string& name);  // throws std::invalid_argument
 
 struct StudyOptions {
-  std::size_t vocab = 128, half = 16;             // tokens drawn from [0, vocab); length 2 half
+  std::size_t vocab = 64, half = 16;              // tokens drawn from [0, vocab); length 2 half
   bool fixed_period = false;                      // n = half for every sequence (the shortcut)
   PositionKind positions = PositionKind::rope;
   std::size_t d_model = 64, heads = 2, layers = 2;
@@ -76,12 +76,16 @@ struct RunResult {
 // The model: the gpt2 preset with no feed-forward (mlp none), `positions`, context 2 half - 1.
 TransformerConfig run_config(const StudyOptions& o, Variant v, std::uint64_t seed);
 // `batch` sequences from Generator(seed): tokens (batch, T = 2 half - 1) and the next tokens
-// as targets; row b's first copy starts at position start[b] and has period[b] tokens.
+// as targets; row b's first copy starts at position start[b] and has period[b] tokens. With
+// `distinct`, no token occurs twice in a row's prefix and segment (vocab >= 2 half), so each
+// repeated token has one earlier occurrence: the held-out set, on which a head that follows
+// induction exactly scores 1 (training data repeat tokens as chance has it).
 struct Sequences {
   Indices tokens, targets;
   std::vector<std::size_t> start, period;
 };
-Sequences repeated_sequences(const StudyOptions& o, std::size_t batch, std::uint64_t seed);
+Sequences repeated_sequences(const StudyOptions& o, std::size_t batch, std::uint64_t seed,
+                             bool distinct = false);
 // patterns: one (B, heads, T, T) array per layer, row-major.
 HeadScores head_scores(const std::vector<std::vector<float>>& patterns, const Sequences& s,
                        std::size_t heads);
