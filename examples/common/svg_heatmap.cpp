@@ -42,11 +42,12 @@ std::string heatmap_svg(const std::vector<HeatmapPanel>& panels, const HeatmapOp
     svg << "<text x=\"" << x0 << "\" y=\"" << y0 - 22 << "\">" << escape_xml(panels[p].title) << "</text>\n";
     for (std::size_t i = 0; i < rows; ++i)
       for (std::size_t j = 0; j < cols; ++j)
-        svg << "<rect x=\"" << x0 + j * c << "\" y=\"" << y0 + i * c << "\" width=\"" << c
-            << "\" height=\"" << c << "\" fill=\"" << shade(panels[p].weights[i * cols + j])
-            << "\"><title>query " << i << " (" << escape_xml(o.row_labels[i]) << "), key " << j
-            << " (" << escape_xml(o.col_labels[j]) << "): " << panels[p].weights[i * cols + j]
-            << "</title></rect>\n";
+        if (panels[p].weights[i * cols + j] >= 0.005)  // white cells are the background
+          svg << "<rect x=\"" << x0 + j * c << "\" y=\"" << y0 + i * c << "\" width=\"" << c
+              << "\" height=\"" << c << "\" fill=\"" << shade(panels[p].weights[i * cols + j])
+              << "\"/>\n";
+    svg << "<rect x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << panel_w << "\" height=\""
+        << panel_h << "\" fill=\"none\" stroke=\"#999\"/>\n";
     for (std::size_t j = 0; j < cols; ++j)  // key labels above the columns
       svg << "<text x=\"" << x0 + (j + 0.5) * c << "\" y=\"" << y0 - 4
           << "\" text-anchor=\"middle\">" << escape_xml(o.col_labels[j]) << "</text>\n";
