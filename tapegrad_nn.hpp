@@ -11,6 +11,7 @@
 #include "nn/generation.hpp"
 #include "nn/hooks.hpp"
 #include "nn/init.hpp"
+#include "nn/interpret.hpp"
 #include "nn/kv_cache.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"

@@ -15,6 +15,7 @@
 #include "helpers.hpp"
 #include "nn/config.hpp"
 #include "nn/hooks.hpp"
+#include "nn/interpret.hpp"
 #include "nn/transformer.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/reduce.hpp"
@@ -263,4 +264,64 @@ TEST_CASE("hooks: an unknown name, a wrong shape and a changed choice are errors
   CHECK_THROWS_WITH(moe.run_with_hooks(tokens, change), Catch::Contains("can be cached, not changed"));
   CHECK_THROWS_WITH(run_with_cache(moe, tokens, {"logits"}).cache.grad("logits"),
                     Catch::Contains("without gradients"));
+}
+
+TEST_CASE("interpret: zero_head is the head mask's ablation, mean_head the slice's mean",
+          "[hooks][interpret]") {
+  Transformer<float> model(small_llama());
+  const Indices tokens = random_tokens(2, 6, 9, 11);
+  model.ablate_head(0, 1);
+  const Tensor<float> masked = model.forward(tokens);
+  model.clear_head_masks();
+  Hooks<float> zero;
+  zero.add("blocks.0.attn.z", zero_head<float>(1));
+  CHECK(same_bits(model.run_with_hooks(tokens, zero).value(), masked.value()));
+
+  const Tensor<float> z = random<float>({2, 3, 4, 2}, 12, false);  // (B, T, heads, dh)
+  const Array<float> m = mean_head<float>(2)(z, "z").value();
+  for (std::size_t e = 0; e < 2; ++e) {
+    double mean = 0;
+    for (std::size_t row = 0; row < 6; ++row) mean += z.value().data()[(row * 4 + 2) * 2 + e] / 6.0;
+    for (std::size_t row = 0; row < 6; ++row) {
+      CHECK(m.data()[(row * 4 + 2) * 2 + e] == Approx(mean));
+      CHECK(m.data()[(row * 4 + 1) * 2 + e] == z.value().data()[(row * 4 + 1) * 2 + e]);
+    }
+  }
+  CHECK_THROWS_WITH(zero_head<float>(4)(z, "z"), Catch::Contains("head 4") && Catch::Contains("(2,3,4,2)"));
+}
+
+TEST_CASE("interpret: patching the residual stream where the runs differ restores the clean "
+          "run, elsewhere changes nothing", "[hooks][interpret]") {
+  Transformer<double> model(small(gpt2_preset()));
+  Indices clean = random_tokens(1, 6, 9, 13);
+  Indices corrupted = clean;
+  corrupted(0, 2) = (clean(0, 2) + 1) % 9;  // one token differs, at position 2
+  const LogitMetric<double> last_logit = [](const Tensor<double>& logits) {
+    return logits.value().data()[logits.size() - 1];
+  };
+  const double clean_metric = last_logit(model.forward(clean));
+  const double corrupted_metric = last_logit(model.forward(corrupted));
+  REQUIRE(clean_metric != corrupted_metric);
+  const auto grid = patch_residual_by_position(model, clean, corrupted, last_logit);
+  REQUIRE(grid.size() == 2);
+  REQUIRE(grid[0].size() == 6);
+  // at layer 0 the stream holds only the tokens (and positions): position 2 is all that differs
+  CHECK(grid[0][2] == Approx(clean_metric).epsilon(1e-12));
+  for (std::size_t p : {0, 1, 3, 4, 5}) CHECK(grid[0][p] == Approx(corrupted_metric).epsilon(1e-12));
+  // at layer 1, positions before 2 never saw the difference (causal): patching them is a no-op
+  CHECK(grid[1][0] == Approx(corrupted_metric).epsilon(1e-12));
+  CHECK(grid[1][1] == Approx(corrupted_metric).epsilon(1e-12));
+
+  const auto heads = patch_heads(model, clean, corrupted, last_logit);
+  REQUIRE(heads.size() == 2);
+  REQUIRE(heads[0].size() == 2);
+  bool some_head_matters = false;
+  for (const auto& layer : heads)
+    for (double v : layer) some_head_matters |= std::abs(v - corrupted_metric) > 1e-9;
+  CHECK(some_head_matters);
+  // patched from an identical run, every head leaves the run as it was
+  for (const auto& layer : patch_heads(model, clean, clean, last_logit))
+    for (double v : layer) CHECK(v == Approx(clean_metric).epsilon(1e-12));
+  CHECK_THROWS_WITH(patch_heads(model, clean, random_tokens(1, 5, 9, 1), last_logit),
+                    Catch::Contains("one shape"));
 }

@@ -7,6 +7,7 @@
 
 #include "autograd/tape.hpp"  // NoGradGuard
 #include "nn/hooks.hpp"
+#include "nn/interpret.hpp"
 #include "nn/optim.hpp"
 #include "nn/schedule.hpp"
 #include "nn/transformer.hpp"
@@ -77,13 +78,7 @@ std::vector<AblatedHead> ablate_each_head(Transformer<float>& model, const Seque
   for (std::size_t l = 0; l < o.layers; ++l)
     for (std::size_t h = 0; h < o.heads; ++h) {
       Hooks<float> hooks;
-      hooks.add("blocks." + std::to_string(l) + ".attn.z", [h](const Tensor<float>& z, const std::string&) {
-        Array<float> a = z.value();  // (B, T, heads, dh)
-        const std::size_t heads = a.shape()[2], dh = a.shape()[3];
-        for (std::size_t row = 0; row < a.size() / (heads * dh); ++row)
-          std::fill_n(a.data() + (row * heads + h) * dh, dh, 0.0f);
-        return Tensor<float>(std::move(a));
-      });
+      hooks.add("blocks." + std::to_string(l) + ".attn.z", zero_head<float>(h));
       AblatedHead r{l, h, 0, 0};
       half_losses(model.run_with_hooks(held_out.tokens, hooks).value(), held_out, r.loss_first,
                   r.loss_repeat);
