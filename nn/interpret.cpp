@@ -24,7 +24,6 @@ std::string point(std::size_t layer, const char* leaf) {
   return "blocks." + std::to_string(layer) + "." + leaf;
 }
 
-template <class T>
 void check_same_shape(const char* op, const Indices& clean, const Indices& corrupted) {
   if (clean.shape() != corrupted.shape())
     fail(op, "clean tokens {} and corrupted tokens {} must have one shape",
@@ -62,7 +61,7 @@ std::vector<std::vector<double>> patch_residual_by_position(Transformer<T>& mode
                                                             const Indices& clean,
                                                             const Indices& corrupted,
                                                             const LogitMetric<T>& metric) {
-  check_same_shape<T>("patch_residual_by_position", clean, corrupted);
+  check_same_shape("patch_residual_by_position", clean, corrupted);
   NoGradGuard no_grad;
   const std::size_t layers = model.blocks().size(), B = clean.shape()[0], Tn = clean.shape()[1];
   std::vector<std::string> names;
@@ -89,7 +88,7 @@ template <class T>
 std::vector<std::vector<double>> patch_heads(Transformer<T>& model, const Indices& clean,
                                              const Indices& corrupted,
                                              const LogitMetric<T>& metric) {
-  check_same_shape<T>("patch_heads", clean, corrupted);
+  check_same_shape("patch_heads", clean, corrupted);
   NoGradGuard no_grad;
   const std::size_t layers = model.blocks().size(), heads = model.config().heads;
   std::vector<std::string> names;
