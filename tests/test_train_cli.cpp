@@ -86,6 +86,7 @@ TEST_CASE("train cli: bad options and values exit 2 with one line and write noth
       "--mlp swish",                            // not a feed-forward kind
       "--window -1",                            // negative
       "--no-scale --attention-scale 0.5",       // two scales
+      "--mlp none --experts 2",                 // experts need a feed-forward
       "--repeat-length 8",                      // a repeat option on sort
       "--task repeat --repeat-length 1",        // too short to repeat
       "--task repeat --repeat-length 2 --repeat-symbols 4",  // 16 sequences: none held out
@@ -409,6 +410,22 @@ TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run
   const double loss = field(read_json(dir / "out" / "metrics.json"), "eval_loss").get<double>();
   CHECK(loss == Approx(1.9032962322235107).epsilon(1e-6));
 }
+TEST_CASE("train cli: --mlp none trains an attention-only model", "[train_cli][attention_only]") {
+  fs::path dir = scratch("attention_only");
+  RunResult r = run(std::string(kTiny) + " --mlp none --steps 3 --warmup 0 --out '" +
+                        (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  CHECK(field(metrics, "gradcheck") == "passed");
+  CHECK(field(metrics, "mlp") == "none");
+  // sort (vocab 11, context 16), d_model 16, one layer: token and position embeddings,
+  // norm1 (gain, bias), Wq Wk Wv Wo, the final norm and the head; no norm2, no MLP
+  CHECK(field(metrics, "parameters") == 11 * 16 + 16 * 16 + 2 * 16 + 4 * 16 * 16 + 2 * 16 + 16 * 11);
+  CHECK(tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string()).mlp ==
+        tapegrad::MlpKind::none);
+}
+
 TEST_CASE("train cli: --task repeat --mlp none --layers 2 trains and reports each half's loss",
           "[train_cli][repeat]") {
   fs::path dir = scratch("repeat");
