@@ -57,6 +57,55 @@ EvalResult evaluate(TinyGPT<float>& model, const std::vector<Batch>& batches) {
   return r;
 }
 
+namespace {
+
+// Sums of the loss over each half's scored positions, and their counts: what batches of
+// different sizes add up before one division.
+struct HalfSums {
+  double first = 0, second = 0;
+  std::size_t first_tokens = 0, second_tokens = 0;
+
+  void add(const RepeatTask& task, const Tensor<float>& logits, const Indices& targets) {
+    add_half(task, logits, targets, RepeatTask::Half::first, first, first_tokens);
+    add_half(task, logits, targets, RepeatTask::Half::second, second, second_tokens);
+  }
+
+  HalfLosses means() const {
+    const double nan = std::nan("");
+    return {first_tokens > 0 ? first / double(first_tokens) : nan,
+            second_tokens > 0 ? second / double(second_tokens) : nan, first_tokens, second_tokens};
+  }
+
+ private:
+  // The cross_entropy op's mean over the half's positions, weighted back to a sum.
+  static void add_half(const RepeatTask& task, const Tensor<float>& logits, const Indices& targets,
+                       RepeatTask::Half half, double& sum, std::size_t& tokens) {
+    const Indices scored = task.half_targets(targets, half);
+    std::size_t counted = 0;
+    for (std::int64_t t : scored) counted += t != kIgnore;
+    if (counted == 0) return;
+    sum += double(cross_entropy(logits, scored, kIgnore).item()) * double(counted);
+    tokens += counted;
+  }
+};
+
+}  // namespace
+
+HalfLosses half_losses(const RepeatTask& task, const Tensor<float>& logits, const Indices& targets) {
+  NoGradGuard no_grad;
+  HalfSums sums;
+  sums.add(task, logits, targets);
+  return sums.means();
+}
+
+HalfLosses evaluate_halves(TinyGPT<float>& model, const RepeatTask& task,
+                           const std::vector<Batch>& batches) {
+  NoGradGuard no_grad;
+  HalfSums sums;
+  for (const Batch& batch : batches) sums.add(task, model.forward(batch.tokens), batch.targets);
+  return sums.means();
+}
+
 std::vector<Batch> batch_examples(const SequenceTask& task, const std::vector<Example>& examples,
                                   std::size_t batch) {
   std::vector<Batch> out;

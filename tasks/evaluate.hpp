@@ -26,6 +26,21 @@ struct EvalResult {
 
 EvalResult evaluate(TinyGPT<float>& model, const std::vector<Batch>& batches);
 
+// The repeat task's loss on each half of its sequences (RepeatTask, tasks/tasks.hpp): the
+// first half's targets are random (about log(symbols) nats at best), the second half's are
+// a copy of the first (near 0 once the model has induction heads). Means over the scored
+// positions of each half; NaN for a half with none.
+struct HalfLosses {
+  double first = 0, second = 0;
+  std::size_t first_tokens = 0, second_tokens = 0;
+};
+
+// From logits (B, T, V) and the batch's targets (B, T).
+HalfLosses half_losses(const RepeatTask& task, const Tensor<float>& logits, const Indices& targets);
+// Over held-out batches of the repeat task, one forward pass each.
+HalfLosses evaluate_halves(TinyGPT<float>& model, const RepeatTask& task,
+                           const std::vector<Batch>& batches);
+
 // The eval set of a sequence task in batches of at most `batch` examples.
 std::vector<Batch> batch_examples(const SequenceTask& task, const std::vector<Example>& examples,
                                   std::size_t batch);

@@ -73,8 +73,8 @@ TEST_CASE("train cli: --help shows each task's defaults and flags without {false
   // CLI11's "{false}" is the value the negated name sets, not the default
   CHECK_THAT(help, !Catch::Contains("{false}") && !Catch::Contains("{true}"));
   // docs/TRAINING.md's per-task settings: sort 600 steps, reverse 300, recall 12000 on
-  // 1 head and 3 layers, text 1000 steps of batch 32 at d_model 128
-  CHECK_THAT(help, Catch::Contains("=600 (reverse 300, recall 12000, text 1000)"));
+  // 1 head and 3 layers, repeat 1000, text 1000 steps of batch 32 at d_model 128
+  CHECK_THAT(help, Catch::Contains("=600 (reverse 300, recall 12000, repeat 1000, text 1000)"));
   CHECK_THAT(help, Catch::Contains("--batch UINT:UINT in [1 - 65536]=64 (text 32)"));
   CHECK_THAT(help, Catch::Contains("--heads UINT=4 (recall 1)"));
   CHECK_THAT(help, Catch::Contains("--layers UINT=2 (recall 3)"));

@@ -3,11 +3,13 @@
 // checked here with independent code, never with the generator's own solve().
 #ifdef TAPEGRAD_WITH_EXAMPLES  // built only together with the example programs
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
 #include <catch2/catch.hpp>
 
+#include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
 
 using namespace tapegrad;
@@ -336,5 +338,66 @@ TEST_CASE("tasks: text_warning flags bytes that are not UTF-8 text", "[tasks]") 
   std::string some = std::string(19, 'a') + "\x1b";
   CHECK(text_warning(some).empty());
   CHECK_FALSE(text_warning(some + "\x1b").empty());
+}
+TEST_CASE("tasks: repeat sequences are random tokens and then the same tokens again",
+          "[tasks][repeat]") {
+  const RepeatTask task(8, 16);
+  CHECK(task.vocab_size() == 16);
+  CHECK(task.context() == 15);  // 16 tokens, the last never read
+  Generator gen(5);
+  const Batch batch = task.train_batch(64, gen);
+  REQUIRE(batch.tokens.shape()[0] == 64);
+  REQUIRE(batch.tokens.shape()[1] == 15);
+  std::set<std::int64_t> seen;
+  for (std::size_t b = 0; b < 64; ++b) {
+    // the full sequence: the tokens and the last target
+    std::vector<std::int64_t> seq = row_of(batch.tokens, b);
+    seq.push_back(batch.targets(b, 14));
+    const std::vector<std::int64_t> first(seq.begin(), seq.begin() + 8), second(seq.begin() + 8, seq.end());
+    CHECK(second == first);
+    CHECK(std::set<std::int64_t>(first.begin(), first.end()).size() > 1);  // not constant
+    CHECK(!task.is_held_out(first));
+    for (std::int64_t t : first) {
+      CHECK(t >= 0);
+      CHECK(t < 16);
+      seen.insert(t);
+    }
+    // next-token targets at every position, none ignored
+    for (std::size_t t = 0; t < 15; ++t) CHECK(batch.targets(b, t) == seq[t + 1]);
+  }
+  CHECK(seen.size() == 16);  // 512 uniform draws over 16 symbols reach every one
+  Generator eval_gen(6);
+  for (const Batch& held : task.eval_batches(10, 25, eval_gen)) {
+    for (std::size_t b = 0; b < held.tokens.shape()[0]; ++b) {
+      const std::vector<std::int64_t> row = row_of(held.tokens, b);
+      CHECK(task.is_held_out({row.begin(), row.begin() + 8}));
+    }
+  }
+  CHECK_THROWS_WITH(RepeatTask(1, 16), Catch::Contains("length=1"));
+  CHECK_THROWS_WITH(RepeatTask(4, 3), Catch::Contains("81 distinct sequences"));
+}
+
+TEST_CASE("tasks: repeat half losses are taken over each half's positions", "[tasks][repeat]") {
+  // length 4, so the model reads 7 tokens: positions 0..2 predict the random tokens 1..3
+  // (first half), positions 3..6 predict the copy, tokens 4..7 (second half; position 3
+  // predicts the copy's first token). Position t's logits are t on its target and 0 on the
+  // other 3 symbols, so its loss is log(e^t + 3) - t: a different value at every position,
+  // and a half taken one position off gives a different mean.
+  const RepeatTask task(4, 4);
+  const std::vector<std::int64_t> first_half = {2, 0, 3, 1};
+  const Batch batch = task.make_batch({first_half});
+  Array<float> logits = xt::zeros<float>({std::size_t(1), std::size_t(7), std::size_t(4)});
+  auto loss_at = [](double t) { return std::log(std::exp(t) + 3) - t; };
+  for (std::size_t t = 0; t < 7; ++t) logits(0, t, std::size_t(batch.targets(0, t))) = float(t);
+  const HalfLosses h = half_losses(task, Tensor<float>(logits), batch.targets);
+  CHECK(h.first_tokens == 3);
+  CHECK(h.second_tokens == 4);
+  CHECK(h.first == Approx((loss_at(0) + loss_at(1) + loss_at(2)) / 3).epsilon(1e-6));
+  CHECK(h.second == Approx((loss_at(3) + loss_at(4) + loss_at(5) + loss_at(6)) / 4).epsilon(1e-6));
+  // the masks themselves: each keeps its own half's targets and ignores the other's
+  const Indices firsts = task.half_targets(batch.targets, RepeatTask::Half::first);
+  const Indices seconds = task.half_targets(batch.targets, RepeatTask::Half::second);
+  CHECK(row_of(firsts, 0) == std::vector<std::int64_t>{0, 3, 1, kIgnore, kIgnore, kIgnore, kIgnore});
+  CHECK(row_of(seconds, 0) == std::vector<std::int64_t>{kIgnore, kIgnore, kIgnore, 2, 0, 3, 1});
 }
 #endif

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -85,6 +86,11 @@ TEST_CASE("train cli: bad options and values exit 2 with one line and write noth
       "--mlp swish",                            // not a feed-forward kind
       "--window -1",                            // negative
       "--no-scale --attention-scale 0.5",       // two scales
+      "--mlp none --experts 2",                 // experts need a feed-forward
+      "--repeat-length 8",                      // a repeat option on sort
+      "--task repeat --repeat-length 1",        // too short to repeat
+      "--task repeat --repeat-length 2 --repeat-symbols 4",  // 16 sequences: none held out
+      "--task repeat --context 10",             // the repeat task fixes it (31)
   };
   for (const char* args : cases) {
     INFO(args);
@@ -127,7 +133,8 @@ TEST_CASE("train cli: --help documents every option and exits 0", "[train_cli]")
                           "--warmup", "--weight-decay", "--clip", "--seed", "--out", "--resume",
                           "--threads", "--skip-gradcheck", "--detect-anomaly", "--eval-every", "--quiet", "--sample",
                           "--temperature", "--top-p", "--prompt", "--recall-min-pairs",
-                          "--recall-grow-steps", "--recall-dense-loss", "--recall-chain"}) {
+                          "--recall-grow-steps", "--recall-dense-loss", "--recall-chain",
+                          "--repeat-length", "--repeat-symbols"}) {
     INFO(opt);
     CHECK(r.out.find(opt) != std::string::npos);
   }
@@ -402,5 +409,64 @@ TEST_CASE("train cli: a checkpoint of format 1 evaluates to the loss its own run
   REQUIRE(r.code == 0);
   const double loss = field(read_json(dir / "out" / "metrics.json"), "eval_loss").get<double>();
   CHECK(loss == Approx(1.9032962322235107).epsilon(1e-6));
+}
+TEST_CASE("train cli: --mlp none trains an attention-only model", "[train_cli][attention_only]") {
+  fs::path dir = scratch("attention_only");
+  RunResult r = run(std::string(kTiny) + " --mlp none --steps 3 --warmup 0 --out '" +
+                        (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  CHECK(field(metrics, "gradcheck") == "passed");
+  CHECK(field(metrics, "mlp") == "none");
+  // sort (vocab 11, context 16), d_model 16, one layer: token and position embeddings,
+  // norm1 (gain, bias), Wq Wk Wv Wo, the final norm and the head; no norm2, no MLP
+  CHECK(field(metrics, "parameters") == 11 * 16 + 16 * 16 + 2 * 16 + 4 * 16 * 16 + 2 * 16 + 16 * 11);
+  CHECK(tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string()).mlp ==
+        tapegrad::MlpKind::none);
+}
+
+TEST_CASE("train cli: --task repeat --mlp none --layers 2 trains and reports each half's loss",
+          "[train_cli][repeat]") {
+  fs::path dir = scratch("repeat");
+  RunResult r = run("--task repeat --mlp none --layers 2 --d-model 16 --heads 2 --repeat-length 8 "
+                    "--repeat-symbols 16 --batch 8 --eval-size 40 --steps 5 --warmup 0 "
+                    "--eval-every 2 --threads 1 --quiet --out '" + (dir / "out").string() + "'",
+                    dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("held-out repeat halves: first half loss") != std::string::npos);
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  CHECK(field(metrics, "task") == "repeat");
+  CHECK(field(metrics, "gradcheck") == "passed");
+  CHECK(field(metrics, "repeat_length") == 8);
+  CHECK(field(metrics, "repeat_symbols") == 16);
+  CHECK(field(metrics, "eval_sequences") == 40);
+  CHECK(field(metrics, "eval_tokens") == 40 * 15);  // every position of every sequence
+  // vocab 16, context 15, two attention-only layers of d_model 16
+  CHECK(field(metrics, "parameters") ==
+        16 * 16 + 15 * 16 + 2 * (2 * 16 + 4 * 16 * 16) + 2 * 16 + 16 * 16);
+  const double first = field(metrics, "eval_first_half_loss").get<double>();
+  const double second = field(metrics, "eval_second_half_loss").get<double>();
+  CHECK(field(metrics, "eval_first_half_chance_loss").get<double>() == Approx(std::log(16.0)));
+  // 7 first-half and 8 second-half positions: the whole loss is their weighted mean
+  CHECK(field(metrics, "eval_loss").get<double>() == Approx((7 * first + 8 * second) / 15).epsilon(1e-4));
+  // 5 steps learn nothing yet: both halves are still near chance, log 16 = 2.77
+  CHECK(first > 2.0);
+  CHECK(second > 2.0);
+
+  // --resume takes the length and symbols from the checkpoint and evaluates the same
+  RunResult e = run("--task repeat --resume '" + (dir / "out" / "model.npz").string() +
+                    "' --steps 0 --eval-size 40 --threads 1 --quiet --out '" +
+                    (dir / "eval").string() + "'", dir);
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  const nlohmann::json again = read_json(dir / "eval" / "metrics.json");
+  CHECK(field(again, "repeat_length") == 8);
+  CHECK(field(again, "eval_second_half_loss") == field(metrics, "eval_second_half_loss"));
+  RunResult d = run("--task repeat --resume '" + (dir / "out" / "model.npz").string() +
+                    "' --repeat-length 9 --steps 0 --out '" + (dir / "never").string() + "'", dir);
+  CHECK(d.code == 2);
+  CHECK(d.err.find("--repeat-length 9 disagrees with the checkpoint's 8") != std::string::npos);
 }
 #endif

@@ -1,7 +1,7 @@
 // train_tiny_transformer: the main job of tapegrad. Trains a small decoder-only
-// transformer (TinyGPT) on a built-in task (sort, reverse, recall) or a text file, after
-// checking its gradients against finite differences, and leaves a checkpoint, metrics,
-// the loss curve and a plot in --out.
+// transformer (TinyGPT) on a built-in task (sort, reverse, recall, repeat) or a text
+// file, after checking its gradients against finite differences, and leaves a checkpoint,
+// metrics, the loss curve and a plot in --out.
 //
 // Exit codes: 0 done (or stopped at --stop-at); 1 the gradient check failed, training
 // diverged or a checkpoint could not be written; 2 a usage error (bad option or value,
@@ -44,6 +44,12 @@ using examples::one_line;
 
 namespace {
 
+std::size_t held_out_sequences(const EvalData& eval) {
+  std::size_t n = 0;
+  for (const tasks::Batch& b : eval.batches) n += b.tokens.shape()[0];
+  return n;
+}
+
 void print_summary(const TinyGPT<float>& model, const TaskSetup& task, const EvalData& eval,
                    const std::string& arch, const ResumeSource& resume, std::FILE* log) {
   std::fprintf(log, "model (--arch %s): %s, %zu parameters\n",
@@ -53,6 +59,10 @@ void print_summary(const TinyGPT<float>& model, const TaskSetup& task, const Eva
     std::fprintf(log, "task %s: %zu input tokens -> %zu answer tokens, %zu held-out examples\n",
                  task.name.c_str(), task.seq->input_len(), task.seq->answer_len(),
                  eval.examples.size());
+  } else if (task.repeat) {
+    std::fprintf(log, "task repeat: %zu random tokens over %zu symbols, then the same %zu again; "
+                 "%zu held-out sequences\n", task.repeat->length(), task.repeat->symbols(),
+                 task.repeat->length(), held_out_sequences(eval));
   } else {
     const tasks::TextTask& t = *task.text;
     std::fprintf(log, "task text: %zu characters (%zu train, %zu eval), vocabulary %zu\n",

@@ -11,8 +11,10 @@ namespace tapegrad::train {
 void add_task_options(CLI::App& app, Settings& s) {
   auto* group = "Task";
   app.add_option("--task", s.task, "built-in task: sort (8 tokens over 10 symbols -> sorted), "
-                 "reverse (12 tokens -> reversed), recall (8 key-value pairs, then a key -> its value)")
-      ->check(CLI::IsMember({"sort", "reverse", "recall"}))->group(group);
+                 "reverse (12 tokens -> reversed), recall (8 key-value pairs, then a key -> its "
+                 "value), repeat (random tokens, then the same again: induction; the held-out "
+                 "loss is also reported on each half)")
+      ->check(CLI::IsMember({"sort", "reverse", "recall", "repeat"}))->group(group);
   app.add_option("--text", s.text, "train a character-level language model on this UTF-8 file, "
                  "a regular file of at most 64 MiB (vocabulary: its distinct code points; first "
                  "90% train, last 10% eval)")
@@ -36,6 +38,12 @@ void add_task_options(CLI::App& app, Settings& s) {
                  "+5 mod 16 of the one before) and also learn to predict each next key at the "
                  "value before it, which grows the previous-token head recall needs (recall default 0.5)")
       ->check(examples::finite_range(0.0, 1.0))->group(group);
+  app.add_option("--repeat-length", s.repeat_length,
+                 "repeat: random tokens in each half (the context is twice this, minus 1)")
+      ->check(CLI::Range(std::size_t(2), std::size_t(2048)))->group(group);
+  app.add_option("--repeat-symbols", s.repeat_symbols,
+                 "repeat: the vocabulary the random tokens are drawn from, uniformly")
+      ->check(CLI::Range(std::size_t(2), std::size_t(65536)))->group(group);
   app.add_option("--eval-size", s.eval_size, "held-out sequences (text: windows) to evaluate")
       ->check(CLI::Range(std::size_t(1), std::size_t(1000000)))->group(group);
 }
@@ -128,11 +136,12 @@ TaskDefaults defaults_for(const std::string& task) {
   if (task == "reverse") return {64, 4, 2, 64, 300, 30, 3e-3, 3e-4};
   if (task == "recall") return {64, 1, 3, 64, 12000, 200, 3e-3, 3e-4};
   if (task == "text") return {128, 4, 2, 32, 1000, 100, 3e-3, 3e-4};
+  if (task == "repeat") return {64, 4, 2, 64, 1000, 50, 3e-3, 3e-4};
   return {64, 4, 2, 64, 600, 50, 3e-3, 3e-4};  // sort
 }
 
 void show_task_defaults(CLI::App& app, examples::ConfigOptions& model) {
-  const std::vector<std::string> tasks = {"sort", "reverse", "recall", "text"};
+  const std::vector<std::string> tasks = {"sort", "reverse", "recall", "repeat", "text"};
   auto per_task = [&](auto value) {
     std::vector<std::pair<std::string, std::string>> values;
     for (const std::string& t : tasks) values.emplace_back(t, fmt::format("{}", value(defaults_for(t))));

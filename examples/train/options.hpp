@@ -29,6 +29,7 @@ struct Settings {
   std::size_t recall_grow_steps = 0;
   bool recall_dense_loss = false;
   double recall_chain = 0;
+  std::size_t repeat_length = 16, repeat_symbols = 32;  // the repeat task's (tasks::RepeatTask)
   // optimiser
   std::size_t batch = 64, steps = 600, warmup = 50;
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.01, clip = 1.0;

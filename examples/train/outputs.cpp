@@ -58,9 +58,17 @@ void set_results(nlohmann::ordered_json& m, const RunSummary& r) {
   m["eval_exact_accuracy"] = eval ? eval->exact_accuracy : std::nan("");
   m["eval_sequences"] = eval ? eval->sequences : std::size_t(0);
   m["eval_tokens"] = eval ? eval->tokens : std::size_t(0);
+  if (r.task.repeat) {
+    const std::optional<tasks::HalfLosses>& halves = r.report.halves;
+    m["eval_first_half_loss"] = halves ? halves->first : std::nan("");
+    m["eval_second_half_loss"] = halves ? halves->second : std::nan("");
+    m["eval_first_half_chance_loss"] = std::log(double(r.task.repeat->symbols()));
+  }
   m["accuracy_method"] =
-      "teacher-forced argmax on answer positions; exact = every answer token right "
-      "(equal to greedy decoding's exact accuracy)";
+      r.task.repeat ? "teacher-forced argmax at every position; exact = every position right "
+                      "(near 0: the first half is random)"
+                    : "teacher-forced argmax on answer positions; exact = every answer token "
+                      "right (equal to greedy decoding's exact accuracy)";
   m["train_seconds"] = p.train_seconds;
   m["train_cpu_seconds"] = p.train_cpu_seconds;
   m["tokens_per_second"] = p.train_seconds > 0 ? double(p.tokens_seen) / p.train_seconds : 0.0;
@@ -98,6 +106,10 @@ void set_settings(nlohmann::ordered_json& m, const RunSummary& r) {
   m["clip"] = s.clip;
   m["threads"] = num_threads();
   m["precision"] = matmul_precision() == MatmulPrecision::bf16 ? "bf16" : "f32";
+  if (r.task.repeat) {
+    m["repeat_length"] = r.task.repeat->length();
+    m["repeat_symbols"] = r.task.repeat->symbols();
+  }
   if (r.task.name == "recall") {
     m["recall_min_pairs"] = s.recall_min_pairs;
     m["recall_grow_steps"] = s.recall_grow_steps;

@@ -1,6 +1,7 @@
 #include "examples/train/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "examples/common/text_prompt.hpp"
 
@@ -52,7 +53,13 @@ FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
     std::fprintf(log,
                  "held-out %s: loss %.6f  token accuracy %.4f  exact accuracy %.4f  (%zu %s)\n",
                  task.name.c_str(), r.eval->loss, r.eval->token_accuracy, r.eval->exact_accuracy,
-                 r.eval->sequences, task.seq ? "sequences" : "windows");
+                 r.eval->sequences, task.text ? "windows" : "sequences");
+  }
+  if (task.repeat && !eval.batches.empty()) {
+    r.halves = tasks::evaluate_halves(model, *task.repeat, eval.batches);
+    std::fprintf(log, "held-out repeat halves: first half loss %.6f (chance: log %zu = %.6f)  "
+                 "second half loss %.6f\n", r.halves->first, task.repeat->symbols(),
+                 std::log(double(task.repeat->symbols())), r.halves->second);
   }
   if (task.seq && !s.quiet && s.examples > 0) print_examples(model, *task.seq, eval, s.examples, log);
   if (task.text && s.sample > 0) r.sample_text = sample_text(model, *task.text, s, log);

@@ -72,12 +72,39 @@ TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int
                               : TextTask::from_string(content, ctx, resume.vocab);
 }
 
-// The recall task's options on another task would be ignored: refused instead.
+// A task's own options on another task would be ignored: refused instead.
 void check_task_options(const Settings& s, const std::string& task) {
-  if (task == "recall") return;
-  for (const char* option : {"--recall-min-pairs", "--recall-grow-steps", "--recall-dense-loss",
-                             "--recall-chain"})
-    if (s.given(option)) throw UsageError(std::string(option) + " applies to the recall task only");
+  if (task != "recall")
+    for (const char* option : {"--recall-min-pairs", "--recall-grow-steps",
+                               "--recall-dense-loss", "--recall-chain"})
+      if (s.given(option)) throw UsageError(std::string(option) + " applies to the recall task only");
+  if (task != "repeat")
+    for (const char* option : {"--repeat-length", "--repeat-symbols"})
+      if (s.given(option)) throw UsageError(std::string(option) + " applies to the repeat task only");
+}
+
+// The options' length and symbols, or a checkpoint's (its context is 2 * length - 1, its
+// vocabulary the symbols): an option given must agree with the checkpoint.
+tasks::RepeatTask build_repeat_task(const Settings& s, const ResumeSource& resume) {
+  std::size_t length = s.repeat_length, symbols = s.repeat_symbols;
+  if (resume.active()) {
+    const std::size_t fixed_length = (resume.config->context + 1) / 2;
+    const std::size_t fixed_symbols = resume.config->vocab;
+    if (s.given("--repeat-length") && length != fixed_length)
+      throw examples::disagreement("--repeat-length", std::to_string(length),
+                                   "the checkpoint's " + std::to_string(fixed_length));
+    if (s.given("--repeat-symbols") && symbols != fixed_symbols)
+      throw examples::disagreement("--repeat-symbols", std::to_string(symbols),
+                                   "the checkpoint's " + std::to_string(fixed_symbols));
+    length = fixed_length;
+    symbols = fixed_symbols;
+  }
+  try {
+    return tasks::RepeatTask(length, symbols);
+  } catch (const std::exception& e) {
+    throw UsageError("--repeat-length " + std::to_string(length) + " --repeat-symbols " +
+                     std::to_string(symbols) + ": " + one_line(e.what()));
+  }
 }
 
 // --resume DIR: the newest training checkpoint in it.
@@ -169,6 +196,14 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume) {
     t.context = t.text->context();
     t.vocab = t.text->vocab_size();
     if (t.vocab == 0) throw UsageError("the text model has an empty vocabulary");
+  } else if (t.name == "repeat") {
+    t.repeat = build_repeat_task(s, resume);
+    if (s.given("--context") && s.context != t.repeat->context())
+      throw examples::disagreement("--context", std::to_string(s.context),
+                                   "the repeat task's context " + std::to_string(t.repeat->context()) +
+                                   " (2 * --repeat-length - 1)");
+    t.context = t.repeat->context();
+    t.vocab = t.repeat->vocab_size();
   } else {
     t.seq = SequenceTask::make(t.name);
     if (s.given("--context") && s.context != t.seq->context())
@@ -191,11 +226,13 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume) {
 }
 
 tasks::Batch TaskSetup::train_batch(std::size_t batch, Generator& gen, std::size_t step) const {
-  return seq ? seq->train_batch(batch, gen, step) : text->train_batch(batch, gen);
+  if (seq) return seq->train_batch(batch, gen, step);
+  return repeat ? repeat->train_batch(batch, gen) : text->train_batch(batch, gen);
 }
 
 tasks::Batch TaskSetup::check_batch(std::size_t batch, Generator& gen) const {
-  return seq ? seq->train_batch(batch, gen) : text->train_batch(batch, gen);
+  if (seq) return seq->train_batch(batch, gen);
+  return repeat ? repeat->train_batch(batch, gen) : text->train_batch(batch, gen);
 }
 
 TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
@@ -230,7 +267,7 @@ void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPT
   examples::require_prompt_fits(ids.size(), config);
 }
 
-std::size_t eval_batch_size(const TaskSetup& task) { return task.seq ? 250 : 32; }
+std::size_t eval_batch_size(const TaskSetup& task) { return task.seq || task.repeat ? 250 : 32; }
 
 EvalData build_eval_data(const TaskSetup& task, std::size_t eval_size) {
   EvalData d;
@@ -238,6 +275,9 @@ EvalData build_eval_data(const TaskSetup& task, std::size_t eval_size) {
     Generator eval_gen(kEvalSeed);
     for (std::size_t i = 0; i < eval_size; ++i) d.examples.push_back(task.seq->sample_eval(eval_gen));
     d.batches = tasks::batch_examples(*task.seq, d.examples, eval_batch_size(task));
+  } else if (task.repeat) {
+    Generator eval_gen(kEvalSeed);
+    d.batches = task.repeat->eval_batches(eval_batch_size(task), eval_size, eval_gen);
   } else if (task.text && task.text->eval_chars() > 0) {
     d.batches = task.text->eval_batches(eval_batch_size(task), eval_size);
   }

@@ -38,10 +38,11 @@ struct ResumeSource {
 // task. UsageError on any problem.
 ResumeSource read_resume_source(Settings& s);
 
-// The task a run trains on: a sequence task or a text model.
+// The task a run trains on: a sequence task, the repeat (induction) task or a text model.
 struct TaskSetup {
   std::string name;
   std::optional<tasks::SequenceTask> seq;
+  std::optional<tasks::RepeatTask> repeat;
   std::optional<tasks::TextTask> text;
   std::size_t context = 0, vocab = 0;
   // A hash of the --text file's bytes (0 for the built-in tasks): a training checkpoint
@@ -60,7 +61,7 @@ std::map<std::string, std::string> apply_task_defaults(Settings& s, const std::s
 
 // Builds the task (reading --text), after checking the settings against each other and
 // against what the task or the checkpoint fixes (--context, the recall options, the
-// characters of --text and of --sample's --prompt).
+// characters of --text and of --sample's --prompt, the repeat task's length and symbols).
 TaskSetup build_task(Settings& s, const ResumeSource& resume);
 
 // The checkpoint's configuration (every model option given must agree with it), or the
@@ -77,7 +78,7 @@ void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPT
 std::size_t eval_batch_size(const TaskSetup& task);
 struct EvalData {
   std::vector<tasks::Batch> batches;
-  std::vector<tasks::Example> examples;  // sequence tasks only
+  std::vector<tasks::Example> examples;  // sequence tasks only (repeat: in the batches alone)
 };
 EvalData build_eval_data(const TaskSetup& task, std::size_t eval_size);
 

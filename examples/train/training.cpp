@@ -43,13 +43,22 @@ class TrainingClock {
   std::clock_t cpu_;
 };
 
-void print_eval(TinyGPT<float>& model, const EvalData& eval, std::size_t step, Progress& progress) {
+void print_eval(TinyGPT<float>& model, const TaskSetup& task, const EvalData& eval,
+                std::size_t step, Progress& progress) {
   const tasks::EvalResult r = tasks::evaluate(model, eval.batches);
   char line[160];
   std::snprintf(line, sizeof line,
                 "eval at step %zu: loss %.4f  token accuracy %.4f  exact accuracy %.4f", step,
                 r.loss, r.token_accuracy, r.exact_accuracy);
   progress.message(line);
+  // the repeat task: copying one period back shows as the second half's loss falling
+  // below the first's
+  if (task.repeat) {
+    const tasks::HalfLosses h = tasks::evaluate_halves(model, *task.repeat, eval.batches);
+    std::snprintf(line, sizeof line, "  first half loss %.4f  second half loss %.4f", h.first,
+                  h.second);
+    progress.message(line);
+  }
   // a mixture of experts: each MoE layer's expert load on the last eval batch (the
   // largest and smallest fraction of tokens an expert got; k/E each at perfect balance)
   for (std::size_t l = 0; l < model.blocks().size(); ++l) {
@@ -149,7 +158,7 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
     if (s.eval_every > 0 && (step + 1) % s.eval_every == 0 && step + 1 < s.steps &&
         !run.eval.batches.empty()) {
       clock.pause();
-      print_eval(run.model, run.eval, step + 1, line);
+      print_eval(run.model, run.task, run.eval, step + 1, line);
       clock.resume();
     }
     if (run.after_step) {
