@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -67,22 +68,21 @@ struct Settings {
 struct Loaded {
   TinyGPT<float> model;
   std::string task;                 // "text", "sort", ...; empty: plain token ids
-  std::vector<std::uint32_t> vocab;  // text models: the code point of each token id
+  std::optional<TextCoder> coder;   // text models: their characters or BPE tokenizer
 };
 
 Loaded load(const std::string& path) {
   try {
     Loaded l{load_checkpoint<float>(path), "", {}};
-    for (const NpzEntry& e : load_npz(path)) {
-      if (!e.holds<std::int64_t>()) continue;
-      if (e.name == kTaskKey)
+    const std::vector<NpzEntry> entries = load_npz(path);
+    for (const NpzEntry& e : entries)
+      if (e.name == kTaskKey && e.holds<std::int64_t>())
         for (std::int64_t c : e.as<std::int64_t>()) l.task += char(c);
-      else if (e.name == kVocabKey)
-        for (std::int64_t c : e.as<std::int64_t>()) l.vocab.push_back(std::uint32_t(c));
-    }
-    if (l.task == "text" && l.vocab.size() != l.model.config().vocab)
-      throw UsageError("the text vocabulary has " + std::to_string(l.vocab.size()) +
-                       " characters, the model " + std::to_string(l.model.config().vocab));
+    l.coder = text_coder_from_entries(entries, path);
+    const std::size_t tokens = l.coder ? l.coder->vocab_size() : 0;
+    if (l.task == "text" && tokens != l.model.config().vocab)
+      throw UsageError("the text vocabulary has " + std::to_string(tokens) + " tokens, the model " +
+                       std::to_string(l.model.config().vocab));
     return l;
   } catch (const std::exception& e) {
     throw UsageError("--model " + path + ": " + examples::one_line(e.what()));
@@ -156,17 +156,21 @@ struct Codec {
   std::size_t default_new_tokens = 0;
   bool greedy_default = false;
   std::function<std::string(std::int64_t, bool first)> show;  // one new token as text
+  std::function<std::string()> finish;  // what show() held back (a character's first bytes)
   std::string shown_prompt;
 };
 
 Codec make_codec(const Loaded& l, const std::string& task_name, const std::string& prompt) {
   Codec c;
   if (task_name == "text") {
-    const TextTask text = TextTask::vocabulary_only(l.vocab, l.model.config().context);
-    c.prompt = examples::encode_text_prompt(l.vocab, prompt);
+    // a BPE token may end inside a character: shown once the character is whole
+    const TextCoder coder = *l.coder;
+    const auto stream = std::make_shared<Utf8Stream>();
+    c.prompt = examples::encode_text_prompt(coder, prompt);
     c.default_new_tokens = 200;
-    c.shown_prompt = text.decode(c.prompt);
-    c.show = [text](std::int64_t t, bool) { return text.decode({t}); };
+    c.shown_prompt = stream->push(coder.decode_bytes(c.prompt));
+    c.show = [coder, stream](std::int64_t t, bool) { return stream->push(coder.decode_bytes({t})); };
+    c.finish = [stream] { return stream->finish(); };
   } else if (SequenceTask::known(task_name)) {
     const SequenceTask task = SequenceTask::make(task_name);
     c.prompt = task_prompt(task, prompt);
@@ -248,6 +252,7 @@ int run(const Settings& s) {
     std::fflush(stdout);
     first = false;
   });
+  if (codec.finish) std::fputs(codec.finish().c_str(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
   print_summary(r, l.model.config(), o.use_cache);

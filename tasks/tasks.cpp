@@ -1,6 +1,7 @@
 #include "tasks/tasks.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <numeric>
@@ -8,6 +9,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <xtensor/xadapt.hpp>
 
 namespace tapegrad::tasks {
 
@@ -499,35 +501,35 @@ TextTask TextTask::from_file(const std::string& path, std::size_t context) {
 }
 
 TextTask TextTask::from_string(const std::string& utf8, std::size_t context) {
-  std::vector<std::uint32_t> cps = utf8_decode(utf8);
-  std::vector<std::uint32_t> vocab = cps;
-  std::sort(vocab.begin(), vocab.end());
-  vocab.erase(std::unique(vocab.begin(), vocab.end()), vocab.end());
-  return from_string(utf8, context, std::move(vocab));
+  return from_string(utf8, context, TextCoder::characters_of(utf8));
 }
 
-TextTask TextTask::from_string(const std::string& utf8, std::size_t context,
-                               std::vector<std::uint32_t> vocab) {
-  TextTask t = vocabulary_only(std::move(vocab), context);
-  std::vector<std::int64_t> ids = t.encode(utf8);
-  if (ids.size() < 10 * (context + 1)) {
-    throw std::runtime_error("the text has " + std::to_string(ids.size()) +
-                             " characters; context " + std::to_string(context) +
-                             " needs at least " + std::to_string(10 * (context + 1)));
+std::size_t TextTask::held_out_start(const std::string& utf8) {
+  std::size_t start = utf8.size() - utf8.size() / 10;
+  while (start < utf8.size() && (static_cast<unsigned char>(utf8[start]) & 0xc0) == 0x80) ++start;
+  return start;
+}
+
+TextTask TextTask::from_string(const std::string& utf8, std::size_t context, TextCoder coder) {
+  TextTask t = vocabulary_only(std::move(coder), context);
+  const std::size_t split = held_out_start(utf8);
+  t.train_ = t.encode(utf8.substr(0, split));
+  t.train_bytes_ = split;
+  t.eval_ = t.encode(utf8.substr(split));
+  const std::size_t tokens = t.train_.size() + t.eval_.size();
+  if (tokens < 10 * (context + 1) || t.train_.size() <= context) {
+    throw std::runtime_error("the text has " + std::to_string(tokens) + " tokens (" +
+                             std::to_string(t.train_.size()) + " in its first 90%); context " +
+                             std::to_string(context) + " needs at least " +
+                             std::to_string(10 * (context + 1)));
   }
-  std::size_t split = ids.size() - ids.size() / 10;
-  t.train_.assign(ids.begin(), ids.begin() + std::ptrdiff_t(split));
-  t.eval_.assign(ids.begin() + std::ptrdiff_t(split), ids.end());
   return t;
 }
 
-TextTask TextTask::vocabulary_only(std::vector<std::uint32_t> vocab, std::size_t context) {
+TextTask TextTask::vocabulary_only(TextCoder coder, std::size_t context) {
   TextTask t;
   t.context_ = context;
-  t.vocab_ = std::move(vocab);
-  if (!std::is_sorted(t.vocab_.begin(), t.vocab_.end())) {
-    throw std::runtime_error("text vocabulary is not sorted");
-  }
+  t.coder_ = std::move(coder);
   return t;
 }
 
@@ -568,21 +570,53 @@ std::vector<Batch> TextTask::eval_batches(std::size_t batch, std::size_t max_win
   return out;
 }
 
-std::vector<std::int64_t> TextTask::encode(const std::string& utf8) const {
-  std::vector<std::int64_t> ids;
-  for (std::uint32_t cp : utf8_decode(utf8)) {
-    auto it = std::lower_bound(vocab_.begin(), vocab_.end(), cp);
-    if (it != vocab_.end() && *it == cp) ids.push_back(std::int64_t(it - vocab_.begin()));
+std::vector<NpzEntry> text_coder_entries(const TextCoder& coder) {
+  std::vector<std::int64_t> values;
+  if (const text::BpeTokenizer* bpe = coder.tokenizer()) {
+    const std::string file = bpe->to_text();
+    for (char c : file) values.push_back(static_cast<unsigned char>(c));
+  } else {
+    values.assign(coder.characters().begin(), coder.characters().end());
   }
-  return ids;
+  const std::vector<std::size_t> shape = {values.size()};
+  return {NpzEntry(coder.is_bpe() ? kTokenizerKey : kVocabKey,
+                   xt::xarray<std::int64_t>(xt::adapt(values, shape)))};
 }
 
-std::string TextTask::decode(const std::vector<std::int64_t>& ids) const {
-  std::vector<std::uint32_t> cps;
-  for (std::int64_t id : ids) {
-    if (id >= 0 && std::size_t(id) < vocab_.size()) cps.push_back(vocab_[std::size_t(id)]);
+std::optional<TextCoder> text_coder_from_entries(const std::vector<NpzEntry>& entries,
+                                                 const std::string& source) {
+  for (const NpzEntry& e : entries) {
+    if (e.name == kVocabKey) {
+      std::vector<std::uint32_t> vocab;
+      for (std::int64_t cp : e.as<std::int64_t>()) {
+        if (cp < 0 || cp > 0x10ffff) throw std::runtime_error(source + ": text vocabulary holds " + std::to_string(cp) + ", not a code point");
+        vocab.push_back(std::uint32_t(cp));
+      }
+      return TextCoder::characters(std::move(vocab));
+    }
+    if (e.name == kTokenizerKey) {
+      std::string file;
+      for (std::int64_t byte : e.as<std::int64_t>()) {
+        if (byte < 0 || byte > 255) throw std::runtime_error(source + ": the tokenizer entry holds " + std::to_string(byte) + ", not a byte");
+        file += char(byte);
+      }
+      return TextCoder::bpe(text::BpeTokenizer::from_text(file, source + " (its tokenizer)"));
+    }
   }
-  return utf8_encode(cps);
+  return std::nullopt;
+}
+
+std::size_t TextTask::target_bytes(const std::vector<Batch>& batches) const {
+  std::size_t bytes = 0;
+  for (const Batch& b : batches)
+    for (std::int64_t t : b.targets)
+      if (t != kIgnore) bytes += coder_.token_bytes(t);
+  return bytes;
+}
+
+double bits_per_byte(double mean_loss, std::size_t tokens, std::size_t bytes) {
+  if (bytes == 0) return std::nan("");
+  return mean_loss * double(tokens) / (double(bytes) * std::log(2.0));
 }
 
 }  // namespace tapegrad::tasks

@@ -12,22 +12,34 @@
 // The repeat task (RepeatTask) is induction data: random tokens, then the same tokens again,
 // with a target at every position.
 //
-// The text task is a character-level language model over the distinct Unicode code points
-// of a UTF-8 file: the first 90% of the characters train, the last 10% evaluate.
+// The text task is a language model of a UTF-8 file, its tokens the file's characters or
+// byte-level BPE tokens (TextCoder): the first 90% of the bytes train, the last 10%
+// evaluate, so that models with different tokens are compared on the same text.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "nn/npz.hpp"
 #include "ops/embedding.hpp"  // Indices
+#include "tasks/text_coder.hpp"
 
 namespace tapegrad::tasks {
 
 // Checkpoint entries the trainer adds (under nn/checkpoint's config prefix, which
 // load_parameters tolerates): the task name as int64 bytes, and for a text model its
-// vocabulary as int64 code points. examples/generate reads them back.
+// vocabulary: int64 code points for characters, or the BPE tokenizer's file (docs/TOKENIZER.md)
+// as int64 bytes. examples/generate reads them back.
 inline const char* const kTaskKey = "__config__.train_task";
 inline const char* const kVocabKey = "__config__.text_vocab";
+inline const char* const kTokenizerKey = "__config__.text_tokenizer";
+
+// A text model's tokens as checkpoint entries (kVocabKey or kTokenizerKey), and back: none
+// when the entries hold neither; std::runtime_error naming `source` when one is malformed.
+std::vector<NpzEntry> text_coder_entries(const TextCoder& coder);
+std::optional<TextCoder> text_coder_from_entries(const std::vector<NpzEntry>& entries,
+                                                 const std::string& source);
 
 constexpr std::int64_t kIgnore = -100;          // target of a position without loss
 constexpr std::uint64_t kHoldoutBuckets = 16;   // 1 input in 16 is reserved for evaluation
@@ -222,47 +234,51 @@ class RepeatTask {
 // 64-bit FNV-1a over the tokens, finished with a splitmix64 mix (stable across runs).
 std::uint64_t hash_tokens(const std::vector<std::int64_t>& tokens);
 
-// Character-level language modelling on a UTF-8 file.
+// Language modelling on a UTF-8 file.
 class TextTask {
  public:
-  // Decodes UTF-8 (invalid bytes become U+FFFD) and builds the vocabulary of the distinct
-  // code points, sorted. Throws std::runtime_error if the file cannot be read, or is too
-  // short for the context (it needs at least 10 * (context + 1) characters).
+  // The file's characters as tokens: its distinct code points, sorted (invalid bytes read
+  // as U+FFFD). Throws std::runtime_error if the file cannot be read, or is too short for
+  // the context (it needs at least 10 * (context + 1) tokens).
   static TextTask from_file(const std::string& path, std::size_t context);
   static TextTask from_string(const std::string& utf8, std::size_t context);
-  // Rebuilds a task with a known vocabulary (for --resume); characters outside it are
-  // dropped.
-  static TextTask from_string(const std::string& utf8, std::size_t context,
-                              std::vector<std::uint32_t> vocab);
-  // A task for sampling only: a vocabulary and no data.
-  static TextTask vocabulary_only(std::vector<std::uint32_t> vocab, std::size_t context);
+  // The text in `coder`'s tokens (a checkpoint's, for --resume; characters outside a
+  // character vocabulary are dropped).
+  static TextTask from_string(const std::string& utf8, std::size_t context, TextCoder coder);
+  // A task for sampling only: the tokens and no data.
+  static TextTask vocabulary_only(TextCoder coder, std::size_t context);
 
-  std::size_t vocab_size() const { return vocab_.size(); }
+  // The byte where the held-out part starts: 90% of the way, moved forward to the start
+  // of a character.
+  static std::size_t held_out_start(const std::string& utf8);
+
+  std::size_t vocab_size() const { return coder_.vocab_size(); }
   std::size_t context() const { return context_; }
-  const std::vector<std::uint32_t>& vocab() const { return vocab_; }
-  std::size_t train_chars() const { return train_.size(); }
-  std::size_t eval_chars() const { return eval_.size(); }
+  const TextCoder& coder() const { return coder_; }
+  std::size_t train_tokens() const { return train_.size(); }
+  std::size_t eval_tokens() const { return eval_.size(); }
+  // The training part's bytes per token: what turns a training loss into bits per byte.
+  double train_bytes_per_token() const { return double(train_bytes_) / double(train_.size()); }
 
-  // Random windows of the training text: tokens (B, T) and every next character.
-  // Training inputs from sample_train(gen) (no chained inputs, no growing curriculum),
-  // with the training targets of make_train_batch.
+  // Random windows of the training text: tokens (B, T) and every next token.
   Batch train_batch(std::size_t batch, Generator& gen) const;
-  // The training batch of optimiser step `step` (0-based), what the trainer uses: for
-  // recall the inputs come from sample_train(gen, step) (growing curriculum, chained
-  // inputs) and carry make_train_batch's extra targets.
-  Batch train_batch(std::size_t batch, Generator& gen, std::size_t step) const;
   // Up to `max_windows` non-overlapping windows of the evaluation text, in order.
   std::vector<Batch> eval_batches(std::size_t batch, std::size_t max_windows) const;
+  // The bytes of text the batches' targets stand for, the denominator of bits per byte.
+  std::size_t target_bytes(const std::vector<Batch>& batches) const;
 
-  // Encodes a UTF-8 string (characters outside the vocabulary are dropped).
-  std::vector<std::int64_t> encode(const std::string& utf8) const;
-  std::string decode(const std::vector<std::int64_t>& ids) const;
+  std::vector<std::int64_t> encode(const std::string& utf8) const { return coder_.encode(utf8); }
+  std::string decode(const std::vector<std::int64_t>& ids) const { return coder_.decode(ids); }
 
  private:
   std::size_t context_ = 0;
-  std::vector<std::uint32_t> vocab_;
+  TextCoder coder_;
   std::vector<std::int64_t> train_, eval_;
+  std::size_t train_bytes_ = 0;
 };
+
+// Bits per byte: a mean loss in nats over `tokens` targets that stand for `bytes` bytes.
+double bits_per_byte(double mean_loss, std::size_t tokens, std::size_t bytes);
 
 // Invalid bytes decode to U+FFFD, one each; `invalid`, when given, counts them.
 std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invalid = nullptr);

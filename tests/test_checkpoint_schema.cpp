@@ -193,6 +193,7 @@ TEST_CASE("checkpoint schema: the entries the programs store beside the fields a
           "[checkpoint][schema]") {
   CHECK(std::string(tasks::kTaskKey) == kPrefix + kConfigExtras[0]);
   CHECK(std::string(tasks::kVocabKey) == kPrefix + kConfigExtras[1]);
+  CHECK(std::string(tasks::kTokenizerKey) == kPrefix + kConfigExtras[2]);
 }
 #endif
 

@@ -109,7 +109,7 @@ TEST_CASE("generate cli: text at temperature 0 is the full forward's greedy text
   const fs::path dir = scratch("text");
   TinyGPT<float> model(text_config(32, 0));
   write_checkpoint(dir / "model.npz", model, "text", kLetters);
-  const TextTask text = TextTask::vocabulary_only(kLetters, 32);
+  const TextTask text = TextTask::vocabulary_only(TextCoder::characters(kLetters), 32);
   const std::vector<std::int64_t> prompt = text.encode("hello");
   const std::string want = "hello" + text.decode(full_forward_greedy(model, prompt, 20)) + "\n";
   const std::string m = "--model '" + (dir / "model.npz").string() + "' --prompt hello";

@@ -224,8 +224,8 @@ TEST_CASE("tasks: text vocabulary is the distinct code points and windows shift 
   // distinct: ' ' d h l o r w é ö
   CHECK(task.vocab_size() == 9);
   CHECK(task.decode(task.encode("h\xc3\xa9llo")) == "h\xc3\xa9llo");
-  CHECK(task.train_chars() + task.eval_chars() == 480);
-  CHECK(task.eval_chars() == 48);
+  CHECK(task.train_tokens() + task.eval_tokens() == 480);
+  CHECK(task.eval_tokens() == 48);
   Generator gen(5);
   Batch batch = task.train_batch(4, gen);
   REQUIRE(batch.tokens.shape() == std::vector<std::size_t>{4, 8});

@@ -37,6 +37,12 @@ std::vector<std::int64_t> encode_text_prompt(const std::vector<std::uint32_t>& v
   return ids;
 }
 
+std::vector<std::int64_t> encode_text_prompt(const tasks::TextCoder& coder, const std::string& prompt,
+                                             const std::string& option) {
+  if (!coder.is_bpe()) return encode_text_prompt(coder.characters(), prompt, option);
+  return coder.encode(prompt.empty() ? "\n" : prompt);
+}
+
 void require_prompt_fits(std::size_t tokens, const TransformerConfig& config) {
   if (tokens > config.context && !past_context_ok(config))
     throw UsageError("--prompt: " + std::to_string(tokens) + " tokens do not fit the model's context of " +

@@ -9,6 +9,7 @@
 
 #include "nn/generation.hpp"
 #include "nn/transformer.hpp"
+#include "tasks/text_coder.hpp"
 
 namespace tapegrad::examples {
 
@@ -26,6 +27,9 @@ std::string code_point_name(std::uint32_t cp);
 // 3 is not in the model's vocabulary of 10 characters" otherwise.
 std::vector<std::int64_t> encode_text_prompt(const std::vector<std::uint32_t>& vocab,
                                              const std::string& prompt,
+                                             const std::string& option = "--prompt");
+// The same for any text model: a BPE model encodes every prompt (an empty one a newline).
+std::vector<std::int64_t> encode_text_prompt(const tasks::TextCoder& coder, const std::string& prompt,
                                              const std::string& option = "--prompt");
 
 // UsageError "--prompt: 20 tokens do not fit the model's context of 16" unless the model

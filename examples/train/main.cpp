@@ -65,9 +65,9 @@ void print_summary(const TinyGPT<float>& model, const TaskSetup& task, const Eva
                  task.repeat->length(), held_out_sequences(eval));
   } else {
     const tasks::TextTask& t = *task.text;
-    std::fprintf(log, "task text: %zu characters (%zu train, %zu eval), vocabulary %zu\n",
-                 t.train_chars() + t.eval_chars(), t.train_chars(), t.eval_chars(),
-                 t.vocab_size());
+    std::fprintf(log, "task text: %zu %s tokens (%zu train, %zu eval), vocabulary %zu\n",
+                 t.train_tokens() + t.eval_tokens(), t.coder().kind(), t.train_tokens(),
+                 t.eval_tokens(), t.vocab_size());
   }
   if (resume.active()) std::fprintf(log, "resumed from %s\n", resume.path.c_str());
   std::fflush(log);

@@ -1,17 +1,22 @@
 #include "examples/train/metrics.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "examples/common/svg_plot.hpp"
 
 namespace tapegrad::train {
 
-std::string loss_csv(const std::vector<LossRecord>& records) {
-  std::string out = "step,loss,lr\n";
-  char buf[96];
+std::string loss_csv(const std::vector<LossRecord>& records, std::optional<double> bytes_per_token) {
+  std::string out = bytes_per_token ? "step,loss,lr,bits_per_byte\n" : "step,loss,lr\n";
+  char buf[128];
   for (const LossRecord& r : records) {
-    std::snprintf(buf, sizeof buf, "%zu,%.9g,%.9g\n", r.step, r.loss, r.lr);
+    int n = std::snprintf(buf, sizeof buf, "%zu,%.9g,%.9g", r.step, r.loss, r.lr);
+    if (bytes_per_token)
+      std::snprintf(buf + n, sizeof buf - std::size_t(n), ",%.9g",
+                    r.loss / (*bytes_per_token * std::log(2.0)));
     out += buf;
+    out += '\n';
   }
   return out;
 }

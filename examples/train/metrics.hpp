@@ -2,6 +2,7 @@
 // The loss record a training run leaves behind besides the checkpoint and metrics.json:
 // loss.csv (step,loss,lr) and loss.svg.
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,10 @@ struct LossRecord {
   double lr;
 };
 
-std::string loss_csv(const std::vector<LossRecord>& records);  // "step,loss,lr\n..."
+// "step,loss,lr\n...", and for a text model (given the training text's bytes per token) a
+// column bits_per_byte: the training loss over those bytes.
+std::string loss_csv(const std::vector<LossRecord>& records,
+                     std::optional<double> bytes_per_token = std::nullopt);
 // The loss curve (log-scale loss against step) with a moving average over `smooth` steps.
 std::string loss_svg(const std::vector<LossRecord>& records, const std::string& title,
                      std::size_t smooth = 25);

@@ -15,11 +15,20 @@ void add_task_options(CLI::App& app, Settings& s) {
                  "value), repeat (random tokens, then the same again: induction; the held-out "
                  "loss is also reported on each half)")
       ->check(CLI::IsMember({"sort", "reverse", "recall", "repeat"}))->group(group);
-  app.add_option("--text", s.text, "train a character-level language model on this UTF-8 file, "
-                 "a regular file of at most 64 MiB (vocabulary: its distinct code points; first "
-                 "90% train, last 10% eval)")
+  app.add_option("--text", s.text, "train a language model on this UTF-8 file, a regular file "
+                 "of at most 64 MiB (first 90% of its bytes train, last 10% eval)")
       ->group(group);
-  app.add_option("--context", s.context, "--text: characters per training window")
+  app.add_option("--tokenizer", s.tokenizer, "--text: char (one token per character, the "
+                 "vocabulary its distinct code points; default), bpe (byte-level BPE trained on "
+                 "the training part) or a tokenizer file written by the tokenizer program")
+      ->group(group);
+  app.add_option("--vocab-size", s.vocab_size, "--tokenizer bpe: 256 byte tokens plus the merges "
+                 "(default 512)")
+      ->check(CLI::Range(std::size_t(256), std::size_t(65536)))->group(group);
+  app.add_option("--bpe-mode", s.bpe_mode, "--tokenizer bpe: regex (chunks by the GPT-4 split "
+                 "pattern; default) or basic (the whole text one sequence)")
+      ->check(CLI::IsMember({"regex", "basic"}))->group(group);
+  app.add_option("--context", s.context, "--text: tokens per training window")
       ->check(CLI::Range(std::size_t(2), std::size_t(4096)))->group(group);
   app.add_option("--recall-min-pairs", s.recall_min_pairs,
                  "recall: training inputs hold between this many and 8 distinct pairs (repeats "

@@ -25,6 +25,9 @@ struct Settings {
   std::string task = "sort";
   std::string text;
   std::size_t context = 64;  // --text only; the sequence tasks fix their own
+  std::string tokenizer = "char";  // --text: char, bpe (trained on the text) or a tokenizer file
+  std::size_t vocab_size = 512;    // --tokenizer bpe
+  std::string bpe_mode = "regex";  // --tokenizer bpe
   std::size_t recall_min_pairs = 8;
   std::size_t recall_grow_steps = 0;
   bool recall_dense_loss = false;

@@ -21,10 +21,8 @@ std::vector<NpzEntry> model_entries(const TinyGPT<float>& model, const TaskSetup
   std::vector<NpzEntry> extra = config_entries(model.config());
   std::vector<std::int64_t> name(task.name.begin(), task.name.end());
   extra.emplace_back(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(name, {name.size()})));
-  if (task.text) {
-    std::vector<std::int64_t> cps(task.text->vocab().begin(), task.text->vocab().end());
-    extra.emplace_back(tasks::kVocabKey, xt::xarray<std::int64_t>(xt::adapt(cps, {cps.size()})));
-  }
+  if (task.text)
+    for (NpzEntry& e : tasks::text_coder_entries(task.text->coder())) extra.push_back(std::move(e));
   return extra;
 }
 
@@ -58,6 +56,10 @@ void set_results(nlohmann::ordered_json& m, const RunSummary& r) {
   m["eval_exact_accuracy"] = eval ? eval->exact_accuracy : std::nan("");
   m["eval_sequences"] = eval ? eval->sequences : std::size_t(0);
   m["eval_tokens"] = eval ? eval->tokens : std::size_t(0);
+  if (r.task.text) {
+    m["tokenizer"] = r.task.text->coder().kind();
+    m["eval_bits_per_byte"] = r.report.bits_per_byte.value_or(std::nan(""));
+  }
   if (r.task.repeat) {
     const std::optional<tasks::HalfLosses>& halves = r.report.halves;
     m["eval_first_half_loss"] = halves ? halves->first : std::nan("");
@@ -133,16 +135,24 @@ void write_outputs(const RunSummary& run, std::FILE* log) {
   save_parameters((out / "model.npz").string(), run.model, model_entries(run.model, run.task));
   const std::vector<LossRecord>& losses = run.progress.losses;
   plot::write_file_atomic((out / "metrics.json").string(), metrics_json(run));
-  plot::write_file_atomic((out / "loss.csv").string(), loss_csv(losses));
+  const tasks::TextTask* text = run.task.text ? &*run.task.text : nullptr;
+  const bool text_data = text && text->train_tokens() > 0;
+  plot::write_file_atomic((out / "loss.csv").string(),
+                          loss_csv(losses, text_data ? std::optional(text->train_bytes_per_token())
+                                                     : std::nullopt));
+  // the tokenizer beside the model, to reuse with --tokenizer FILE or the tokenizer program
+  if (text && text->coder().is_bpe())
+    plot::write_file_atomic((out / "tokenizer.bpe").string(), text->coder().tokenizer()->to_text());
   plot::write_file_atomic((out / "loss.svg").string(),
                           loss_svg(losses, "TinyGPT on " + run.task.name + ": training loss"));
   if (!run.report.sample_text.empty())
     plot::write_file_atomic((out / "sample.txt").string(), run.report.sample_text + "\n");
   const TrainingProgress& p = run.progress;
-  std::fprintf(log, "train_seconds %.2f (cpu %.2f)  tokens/s %.0f  wrote %s/{model.npz, metrics.json, loss.csv, loss.svg}\n",
-               p.train_seconds, p.train_cpu_seconds,
+  std::fprintf(log, "train_seconds %.2f (cpu %.2f)  tokens/s %.0f  wrote %s/{model.npz, metrics.json, "
+               "loss.csv, loss.svg%s%s}\n", p.train_seconds, p.train_cpu_seconds,
                p.train_seconds > 0 ? double(p.tokens_seen) / p.train_seconds : 0.0,
-               run.settings.out.c_str());
+               run.settings.out.c_str(), text && text->coder().is_bpe() ? ", tokenizer.bpe" : "",
+               run.report.sample_text.empty() ? "" : ", sample.txt");
 }
 
 }  // namespace tapegrad::train

@@ -29,7 +29,7 @@ void print_examples(TinyGPT<float>& model, const tasks::SequenceTask& seq,
 // past the context by examples/generate's rule.
 std::string sample_text(TinyGPT<float>& model, const tasks::TextTask& text,
                         const Settings& s, std::FILE* log) {
-  std::vector<std::int64_t> ids = examples::encode_text_prompt(text.vocab(), s.prompt);
+  std::vector<std::int64_t> ids = examples::encode_text_prompt(text.coder(), s.prompt);
   GenerateOptions o;
   o.max_new_tokens = s.sample;
   o.sampling = {s.temperature, 0, s.top_p};
@@ -54,6 +54,12 @@ FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
                  "held-out %s: loss %.6f  token accuracy %.4f  exact accuracy %.4f  (%zu %s)\n",
                  task.name.c_str(), r.eval->loss, r.eval->token_accuracy, r.eval->exact_accuracy,
                  r.eval->sequences, task.text ? "windows" : "sequences");
+  }
+  if (r.eval && task.text) {
+    r.bits_per_byte = tasks::bits_per_byte(r.eval->loss, r.eval->tokens,
+                                           task.text->target_bytes(eval.batches));
+    std::fprintf(log, "held-out text: %.6f bits per byte (%s tokens)\n", *r.bits_per_byte,
+                 task.text->coder().kind());
   }
   if (task.repeat && !eval.batches.empty()) {
     r.halves = tasks::evaluate_halves(model, *task.repeat, eval.batches);

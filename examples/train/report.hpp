@@ -15,6 +15,7 @@ namespace tapegrad::train {
 struct FinalReport {
   std::optional<tasks::EvalResult> eval;  // none when there is no held-out data
   std::optional<tasks::HalfLosses> halves;  // the repeat task's loss on each half
+  std::optional<double> bits_per_byte;      // a text model's held-out loss per byte of text
   std::string sample_text;                // --sample of a text model
 };
 

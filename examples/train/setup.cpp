@@ -16,6 +16,7 @@ namespace tapegrad::train {
 
 using examples::one_line;
 using tasks::SequenceTask;
+using tasks::TextCoder;
 using tasks::TextTask;
 
 namespace {
@@ -55,21 +56,55 @@ std::string read_text_file(const std::string& path) {
   return content;
 }
 
+// The tokens of --tokenizer: a file, or char or bpe built from the training part.
+TextCoder build_text_coder(const Settings& s, const std::string& content) {
+  if (s.tokenizer == "char") return TextCoder::characters_of(content);
+  if (s.tokenizer != "bpe") return TextCoder::bpe(text::BpeTokenizer::load(s.tokenizer));
+  const std::string train_part = content.substr(0, TextTask::held_out_start(content));
+  try {
+    return TextCoder::bpe(text::BpeTokenizer::train(train_part, int(s.vocab_size),
+                                                    text::parse_bpe_mode(s.bpe_mode)));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError("--tokenizer bpe --vocab-size " + std::to_string(s.vocab_size) + ": " +
+                     one_line(e.what()));
+  }
+}
+
+// --vocab-size and --bpe-mode shape a tokenizer this run trains: refused anywhere else.
+void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
+  const bool trains_bpe = s.tokenizer == "bpe" && !resume.active();
+  for (const char* option : {"--vocab-size", "--bpe-mode"})
+    if (s.given(option) && !trains_bpe)
+      throw UsageError(std::string(option) + (resume.active()
+                           ? " would train a new tokenizer: --resume keeps the checkpoint's"
+                           : " applies to --tokenizer bpe only"));
+  if (s.given("--tokenizer") && !s.text_mode())
+    throw UsageError("--tokenizer applies to --text only");
+  if (!resume.active() || !s.given("--tokenizer") || !resume.coder) return;
+  const bool wants_bpe = s.tokenizer != "char";
+  if (wants_bpe != resume.coder->is_bpe())
+    throw examples::disagreement("--tokenizer", s.tokenizer, std::string("the checkpoint's ") +
+                                 resume.coder->kind() + " tokens");
+  if (s.tokenizer != "char" && s.tokenizer != "bpe" &&
+      text::BpeTokenizer::load(s.tokenizer).to_text() != resume.coder->tokenizer()->to_text())
+    throw examples::disagreement("--tokenizer", s.tokenizer, "the checkpoint's tokenizer");
+}
+
 TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int64_t& hash) {
   const std::size_t ctx = resume.active() ? resume.config->context : s.context;
   if (resume.active() && s.given("--context") && s.context != ctx)
     throw examples::disagreement("--context", std::to_string(s.context),
                                  "the checkpoint's context " + std::to_string(ctx));
-  if (!s.text_mode()) return TextTask::vocabulary_only(resume.vocab, ctx);
+  if (!s.text_mode()) return TextTask::vocabulary_only(resume.coder.value_or(TextCoder()), ctx);
   const std::string content = read_text_file(s.text);
   if (const std::string why = tasks::text_warning(content); !why.empty())
     std::fprintf(stderr, "%s: warning: --text %s: %s\n", kProgram, s.text.c_str(), why.c_str());
-  if (!resume.vocab.empty())  // the checkpoint's vocabulary must read every character
-    examples::require_known_characters(resume.vocab, content, "--text " + s.text,
-                                       "the checkpoint's");
   hash = std::int64_t(tasks::hash_tokens(std::vector<std::int64_t>(content.begin(), content.end())));
-  return resume.vocab.empty() ? TextTask::from_string(content, ctx)
-                              : TextTask::from_string(content, ctx, resume.vocab);
+  if (!resume.coder) return TextTask::from_string(content, ctx, build_text_coder(s, content));
+  if (!resume.coder->is_bpe())  // the checkpoint's characters must read every character
+    examples::require_known_characters(resume.coder->characters(), content, "--text " + s.text,
+                                       "the checkpoint's");
+  return TextTask::from_string(content, ctx, *resume.coder);
 }
 
 // A task's own options on another task would be ignored: refused instead.
@@ -126,13 +161,9 @@ ResumeSource read_resume_source(Settings& s) {
   try {
     r.entries = load_npz(s.resume);
     r.config = config_from_entries(r.entries, s.resume);
-    for (const NpzEntry& e : r.entries) {
-      if (e.name == tasks::kTaskKey && e.holds<std::int64_t>()) {
-        r.task = ids_string(e.as<std::int64_t>());
-      } else if (e.name == tasks::kVocabKey && e.holds<std::int64_t>()) {
-        for (std::int64_t cp : e.as<std::int64_t>()) r.vocab.push_back(std::uint32_t(cp));
-      }
-    }
+    for (const NpzEntry& e : r.entries)
+      if (e.name == tasks::kTaskKey && e.holds<std::int64_t>()) r.task = ids_string(e.as<std::int64_t>());
+    r.coder = tasks::text_coder_from_entries(r.entries, s.resume);
   } catch (const std::exception& e) {
     throw UsageError("--resume " + s.resume + ": " + one_line(e.what()));
   }
@@ -187,6 +218,7 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume) {
     throw UsageError("--sample needs a text model (--text FILE, or --resume of one)");
   }
   check_task_options(s, t.name);
+  check_tokenizer_options(s, resume);
   if (t.name == "text") {
     try {
       t.text = build_text_task(s, resume, t.text_hash);
@@ -263,7 +295,7 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
 
 void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPTConfig& config) {
   if (s.sample == 0 || !task.text) return;
-  const std::vector<std::int64_t> ids = examples::encode_text_prompt(task.text->vocab(), s.prompt);
+  const std::vector<std::int64_t> ids = examples::encode_text_prompt(task.text->coder(), s.prompt);
   examples::require_prompt_fits(ids.size(), config);
 }
 
@@ -278,7 +310,7 @@ EvalData build_eval_data(const TaskSetup& task, std::size_t eval_size) {
   } else if (task.repeat) {
     Generator eval_gen(kEvalSeed);
     d.batches = task.repeat->eval_batches(eval_batch_size(task), eval_size, eval_gen);
-  } else if (task.text && task.text->eval_chars() > 0) {
+  } else if (task.text && task.text->eval_tokens() > 0) {
     d.batches = task.text->eval_batches(eval_batch_size(task), eval_size);
   }
   return d;

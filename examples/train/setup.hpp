@@ -29,7 +29,7 @@ struct ResumeSource {
   std::vector<NpzEntry> entries;  // the whole file, read once
   std::optional<TinyGPTConfig> config;
   std::string task;
-  std::vector<std::uint32_t> vocab;
+  std::optional<tasks::TextCoder> coder;  // a text model's tokens
   bool active() const { return config.has_value(); }
 };
 

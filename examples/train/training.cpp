@@ -51,6 +51,11 @@ void print_eval(TinyGPT<float>& model, const TaskSetup& task, const EvalData& ev
                 "eval at step %zu: loss %.4f  token accuracy %.4f  exact accuracy %.4f", step,
                 r.loss, r.token_accuracy, r.exact_accuracy);
   progress.message(line);
+  if (task.text) {
+    std::snprintf(line, sizeof line, "  bits per byte %.4f",
+                  tasks::bits_per_byte(r.loss, r.tokens, task.text->target_bytes(eval.batches)));
+    progress.message(line);
+  }
   // the repeat task: copying one period back shows as the second half's loss falling
   // below the first's
   if (task.repeat) {
