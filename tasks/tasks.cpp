@@ -515,6 +515,7 @@ TextTask TextTask::from_string(const std::string& utf8, std::size_t context, Tex
   const std::size_t split = held_out_start(utf8);
   t.train_ = t.encode(utf8.substr(0, split));
   t.train_bytes_ = split;
+  t.eval_bytes_ = utf8.size() - split;
   t.eval_ = t.encode(utf8.substr(split));
   const std::size_t tokens = t.train_.size() + t.eval_.size();
   if (tokens < 10 * (context + 1) || t.train_.size() <= context) {

@@ -259,6 +259,7 @@ class TextTask {
   std::size_t eval_tokens() const { return eval_.size(); }
   // The training part's bytes per token: what turns a training loss into bits per byte.
   double train_bytes_per_token() const { return double(train_bytes_) / double(train_.size()); }
+  std::size_t eval_bytes() const { return eval_bytes_; }  // the held-out part's
 
   // Random windows of the training text: tokens (B, T) and every next token.
   Batch train_batch(std::size_t batch, Generator& gen) const;
@@ -274,7 +275,7 @@ class TextTask {
   std::size_t context_ = 0;
   TextCoder coder_;
   std::vector<std::int64_t> train_, eval_;
-  std::size_t train_bytes_ = 0;
+  std::size_t train_bytes_ = 0, eval_bytes_ = 0;
 };
 
 // Bits per byte: a mean loss in nats over `tokens` targets that stand for `bytes` bytes.

@@ -56,10 +56,13 @@ FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
                  r.eval->sequences, task.text ? "windows" : "sequences");
   }
   if (r.eval && task.text) {
-    r.bits_per_byte = tasks::bits_per_byte(r.eval->loss, r.eval->tokens,
-                                           task.text->target_bytes(eval.batches));
-    std::fprintf(log, "held-out text: %.6f bits per byte (%s tokens)\n", *r.bits_per_byte,
-                 task.text->coder().kind());
+    // models with different tokens compare only over the same bytes: --eval-size decides
+    // how much of the held-out part the windows cover
+    const std::size_t bytes = task.text->target_bytes(eval.batches);
+    r.bits_per_byte = tasks::bits_per_byte(r.eval->loss, r.eval->tokens, bytes);
+    std::fprintf(log, "held-out text: %.6f bits per byte (%s tokens, over %zu of the held-out "
+                 "part's %zu bytes)\n", *r.bits_per_byte, task.text->coder().kind(), bytes,
+                 task.text->eval_bytes());
   }
   if (task.repeat && !eval.batches.empty()) {
     r.halves = tasks::evaluate_halves(model, *task.repeat, eval.batches);
