@@ -26,6 +26,7 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
     m.swiglu = c.swiglu;
     m.mlp_bias = c.mlp_bias;
     m.renorm = c.moe_renorm;
+    m.capacity = c.moe_capacity;
     m.std = c.std;
     m.out_std = residual_std;
     moe_.emplace(m, gen);

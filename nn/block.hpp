@@ -28,6 +28,7 @@ struct BlockConfig {
   // hidden, swiglu, bias and stds are taken from the fields above)
   std::size_t experts = 0, experts_top_k = 2;
   bool moe_renorm = true;
+  double moe_capacity = 0;  // MoEConfig::capacity
 };
 
 // x + attn(norm1(x)), then x + mlp(norm2(x)): x (B, T, D) -> (B, T, D).

@@ -93,8 +93,9 @@ Tensor<T> MixtureOfExperts<T>::aux_loss(const Tensor<T>& probs) const {
 }
 
 // x (..., D) -> flat (N, D) @ W_router (D, E) -> logits (N, E) -> p = softmax (N, E)
-// -> top k per token (routing, off the tape) -> dispatched = flat[token_of_slot] (N*k, D),
-// expert e on its rows [start_e, stop_e) -> joined (N*k, D)
+// -> top k per token (routing, off the tape) -> dispatched = flat[token_of_slot] (S, D),
+// S = N*k less the choices over capacity, expert e on its rows [start_e, stop_e) -> joined
+// (S, D), and a zero row (S+1, D) when any choice was dropped
 // -> y[t] = sum_j w_j[t] * joined[slot_of_choice_j[t]] (N, D) -> (..., D).
 // backward: embedding's scatter-add returns each slot's gradient to its token (and each
 // choice's to its slot); slice/concatenate, the experts' matmuls, softmax, the gathers of p.
@@ -109,7 +110,8 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   const Tensor<T> flat = reshape(x, {N, D});
   const Tensor<T> logits = hook_("moe.router_logits", router_(flat));
   const Tensor<T> probs = softmax(logits, -1);
-  routing_ = route_top_k(probs.value(), config_.top_k);
+  routing_ = route_top_k(probs.value(), config_.top_k,
+                         expert_capacity(config_.capacity, N, config_.top_k, E));
   show_choices();
 
   const Tensor<T> dispatched = embedding(flat, routing_.token_of_slot);
@@ -119,6 +121,8 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
     outputs.push_back(expert(e, slice(dispatched, 0, routing_.expert_start[e],
                                       routing_.expert_start[e + 1])));
   }
+  // the choices over capacity read a zero row after the kept ones (Routing::slot_of_choice)
+  if (routing_.dropped > 0) outputs.push_back(Tensor<T>::zeros({1, D}));
   const Tensor<T> joined = outputs.size() == 1 ? outputs[0] : concatenate(outputs, 0);
 
   const std::vector<Tensor<T>> w = kept_weights(probs);

@@ -25,6 +25,9 @@ namespace tapegrad {
 struct MoEConfig {
   std::size_t d_model = 0, hidden = 0, experts = 0, top_k = 2;
   bool swiglu = false, mlp_bias = true, renorm = true;
+  // Switch's capacity factor: each expert takes at most ceil(capacity * N * k / E) of a
+  // forward's N tokens, the earliest; a dropped choice adds nothing. 0: dropless.
+  double capacity = 0;
   double std = init::gpt2_std;          // router and expert input weights
   double out_std = init::gpt2_std;      // expert output weights (they write the residual)
 };

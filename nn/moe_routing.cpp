@@ -1,6 +1,7 @@
 #include "nn/moe_routing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "autograd/errors.hpp"
@@ -9,8 +10,16 @@ namespace tapegrad {
 
 // probs (T, E) -> top k per row, then a counting sort of the T*k slots by expert:
 // O(T*E log k) for the choice, O(T*k + E) for the sort; no comparison sort over tokens.
+std::size_t expert_capacity(double factor, std::size_t tokens, std::size_t k, std::size_t experts) {
+  if (!(factor >= 0) || !std::isfinite(factor) || experts == 0)
+    fail("expert_capacity", "capacity factor {} must be finite and >= 0 (experts={})", factor, experts);
+  if (factor == 0) return 0;
+  const double slots = std::ceil(factor * double(tokens) * double(k) / double(experts));
+  return std::max<std::size_t>(1, std::size_t(slots));
+}
+
 template <class T>
-Routing route_top_k(const Array<T>& probs, std::size_t k) {
+Routing route_top_k(const Array<T>& probs, std::size_t k, std::size_t capacity) {
   if (probs.dimension() != 2)
     fail("route_top_k", "probs must be (T, E), got {}",
          shape_str(Shape(probs.shape().begin(), probs.shape().end())));
@@ -22,6 +31,7 @@ Routing route_top_k(const Array<T>& probs, std::size_t k) {
   r.tokens = tokens;
   r.experts = experts;
   r.top_k = k;
+  r.capacity = capacity;
   r.chosen.resize(tokens * k);
   std::vector<std::size_t> order(experts);
   const T* p = probs.data();
@@ -35,30 +45,38 @@ Routing route_top_k(const Array<T>& probs, std::size_t k) {
                       });
     std::copy(order.begin(), order.begin() + static_cast<long>(k), r.chosen.begin() + t * k);
   }
-  // counting sort of the slots by expert; within an expert, tokens stay in order
+  // counting sort of the kept slots by expert; within an expert, tokens stay in order
+  std::vector<std::size_t> load(experts, 0);
+  for (std::size_t e : r.chosen) ++load[e];
   r.expert_start.assign(experts + 1, 0);
-  for (std::size_t e : r.chosen) ++r.expert_start[e + 1];
-  std::partial_sum(r.expert_start.begin(), r.expert_start.end(), r.expert_start.begin());
+  for (std::size_t e = 0; e < experts; ++e)
+    r.expert_start[e + 1] = r.expert_start[e] + (capacity ? std::min(load[e], capacity) : load[e]);
   std::vector<std::size_t> next(r.expert_start.begin(), r.expert_start.end() - 1);
-  r.token_of_slot = Indices::from_shape({tokens * k});
+  const auto dropped_slot = static_cast<std::int64_t>(r.kept());
+  r.token_of_slot = Indices::from_shape({r.kept()});
   r.slot_of_choice.assign(k, Indices::from_shape({tokens}));
   r.choice_index.assign(k, Indices::from_shape({tokens}));
   for (std::size_t t = 0; t < tokens; ++t) {
     for (std::size_t j = 0; j < k; ++j) {
       const std::size_t e = r.chosen[t * k + j];
+      r.choice_index[j](t) = static_cast<std::int64_t>(t * experts + e);
+      if (next[e] == r.expert_start[e + 1]) {  // expert e is full
+        r.slot_of_choice[j](t) = dropped_slot;
+        ++r.dropped;
+        continue;
+      }
       const std::size_t slot = next[e]++;
       r.token_of_slot(slot) = static_cast<std::int64_t>(t);
       r.slot_of_choice[j](t) = static_cast<std::int64_t>(slot);
-      r.choice_index[j](t) = static_cast<std::int64_t>(t * experts + e);
     }
   }
   r.fraction.resize(experts);
   for (std::size_t e = 0; e < experts; ++e)
-    r.fraction[e] = tokens ? double(r.count(e)) / double(tokens) : 0.0;
+    r.fraction[e] = tokens ? double(load[e]) / double(tokens) : 0.0;
   return r;
 }
 
-template Routing route_top_k(const Array<float>& probs, std::size_t k);
-template Routing route_top_k(const Array<double>& probs, std::size_t k);
+template Routing route_top_k(const Array<float>& probs, std::size_t k, std::size_t capacity);
+template Routing route_top_k(const Array<double>& probs, std::size_t k, std::size_t capacity);
 
 }  // namespace tapegrad

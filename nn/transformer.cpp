@@ -24,11 +24,6 @@ void warn_if_dead_router(const TransformerConfig& c) {
 
 const TransformerConfig& validated(const TransformerConfig& c) {
   c.validate();
-  // Capacity dropping is declared but not built: a dropless model instead
-  // would be a silent lie about what was asked.
-  if (c.experts > 0 && c.moe_capacity > 0)
-    fail("Transformer", "moe_capacity={} (experts={}): capacity dropping is not built yet; "
-         "use moe_capacity=0 (dropless)", c.moe_capacity, c.experts);
   warn_if_dead_router(c);
   return c;
 }
@@ -53,6 +48,7 @@ BlockConfig block_config(const TransformerConfig& c) {
   b.std = init::gpt2_std;
   b.experts_top_k = c.experts_top_k;
   b.moe_renorm = c.moe_renorm;
+  b.moe_capacity = c.moe_capacity;
   return b;
 }
 

@@ -590,7 +590,9 @@ std::optional<TextCoder> text_coder_from_entries(const std::vector<NpzEntry>& en
     if (e.name == kVocabKey) {
       std::vector<std::uint32_t> vocab;
       for (std::int64_t cp : e.as<std::int64_t>()) {
-        if (cp < 0 || cp > 0x10ffff) throw std::runtime_error(source + ": text vocabulary holds " + std::to_string(cp) + ", not a code point");
+        if (cp < 0 || cp > 0x10ffff)
+          throw std::runtime_error(source + ": the text vocabulary holds " + std::to_string(cp) +
+                                   ", not a code point");
         vocab.push_back(std::uint32_t(cp));
       }
       return TextCoder::characters(std::move(vocab));
@@ -598,7 +600,9 @@ std::optional<TextCoder> text_coder_from_entries(const std::vector<NpzEntry>& en
     if (e.name == kTokenizerKey) {
       std::string file;
       for (std::int64_t byte : e.as<std::int64_t>()) {
-        if (byte < 0 || byte > 255) throw std::runtime_error(source + ": the tokenizer entry holds " + std::to_string(byte) + ", not a byte");
+        if (byte < 0 || byte > 255)
+          throw std::runtime_error(source + ": the tokenizer entry holds " + std::to_string(byte) +
+                                   ", not a byte");
         file += char(byte);
       }
       return TextCoder::bpe(text::BpeTokenizer::from_text(file, source + " (its tokenizer)"));

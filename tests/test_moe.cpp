@@ -340,13 +340,88 @@ TEST_CASE("moe: the training loss is the LM loss plus the weighted aux losses, l
   CHECK(t.aux.item() > 0);
 }
 
-TEST_CASE("moe: capacity dropping is refused until it exists, and k = 1 with renorm warns",
-          "[moe]") {
-  TransformerConfig c = toy_moe();
-  c.moe_capacity = 1.25;
-  CHECK_THROWS_WITH(Transformer<float>(c), Catch::Contains("moe_capacity") &&
-                                               Catch::Contains("not built"));
+TEST_CASE("moe: k = 1 with renorm warns that the router gets no gradient", "[moe]") {
   CHECK(dead_router_warning().find("no gradient") != std::string::npos);
+}
+
+TEST_CASE("moe: expert capacity is ceil(c T k / E), at least 1, 0 without a factor", "[moe][capacity]") {
+  CHECK(expert_capacity(0.0, 100, 2, 8) == 0);
+  CHECK(expert_capacity(1.0, 100, 2, 8) == 25);    // 200 choices over 8 experts
+  CHECK(expert_capacity(1.25, 100, 2, 8) == 32);   // 31.25 up
+  CHECK(expert_capacity(0.01, 3, 1, 4) == 1);      // never 0 slots
+  CHECK_THROWS_WITH(expert_capacity(-1.0, 3, 1, 4), Catch::Contains("expert_capacity"));
+}
+
+TEST_CASE("moe: an expert over capacity keeps its earliest tokens and the rest read a zero row",
+          "[moe][capacity]") {
+  // 4 tokens, 2 experts, k = 1: tokens 0, 1, 3 choose expert 0, token 2 expert 1
+  Array<double> p = Array<double>::from_shape({4, 2});
+  const double rows[4][2] = {{0.9, 0.1}, {0.6, 0.4}, {0.2, 0.8}, {0.7, 0.3}};
+  for (std::size_t t = 0; t < 4; ++t)
+    for (std::size_t e = 0; e < 2; ++e) p(t, e) = rows[t][e];
+  const Routing r = route_top_k(p, 1, 2);  // 2 slots per expert
+  CHECK(r.expert_start == std::vector<std::size_t>{0, 2, 3});
+  const std::vector<std::int64_t> tokens(r.token_of_slot.begin(), r.token_of_slot.end());
+  CHECK(tokens == std::vector<std::int64_t>{0, 1, 2});
+  CHECK(r.dropped == 1);
+  CHECK(r.slot_of_choice[0](3) == 3);  // kept() = 3: the zero row after the kept slots
+  CHECK(r.dropped_fraction() == 0.25);
+  CHECK(r.fraction == std::vector<double>{0.75, 0.25});  // the load before the drop
+
+  // in the layer: token 3's output is exactly 0 and the others are as without capacity
+  MoEConfig c = small_moe(1, false, false);
+  c.experts = 2;
+  Generator g1(3), g2(3);
+  MixtureOfExperts<double> dropless(c, g1);
+  c.capacity = 0.5;  // ceil(0.5 * 8 * 1 / 2) = 2 slots per expert for 8 tokens
+  MixtureOfExperts<double> limited(c, g2);
+  const Tensor<double> x = random<double>({8, 4}, 7);
+  const Array<double> a = dropless(x).value(), b = limited(x).value();
+  const Routing& lr = limited.routing();
+  REQUIRE(lr.capacity == 2);
+  REQUIRE(lr.dropped > 0);
+  std::size_t zero_rows = 0;
+  for (std::size_t t = 0; t < 8; ++t) {
+    const bool dropped = std::size_t(lr.slot_of_choice[0](t)) == lr.kept();
+    zero_rows += dropped;
+    // kept rows: the same up to the rounding of a matrix product over fewer rows
+    for (std::size_t d = 0; d < 4; ++d)
+      if (dropped) CHECK(b(t, d) == 0.0);
+      else CHECK(b(t, d) == Approx(a(t, d)).epsilon(1e-12).margin(1e-14));
+  }
+  CHECK(zero_rows == lr.dropped);
+}
+
+TEST_CASE("moe: gradcheck in double with capacity dropping (k = 1 and 2)", "[moe][gradcheck][capacity]") {
+  for (const std::size_t k : {1, 2}) {
+    INFO("k=" << k);
+    MoEConfig c = small_moe(k, k == 2, false);
+    c.capacity = 0.6;
+    Generator gen(30 + k);
+    MixtureOfExperts<double> moe(c, gen);
+    const Tensor<double> x = random<double>({2, 5, 4}, 41 + k);
+    require_gradcheck<double>(
+        [&](const std::vector<Tensor<double>>& in) { return outputs_and_losses(moe, in[0]); },
+        with_parameters(x, moe));
+    CHECK(moe.routing().dropped > 0);  // the check went through dropped choices
+  }
+}
+
+TEST_CASE("moe: a model with room for every choice equals the dropless one, a tight one differs",
+          "[moe][capacity]") {
+  Indices tokens = Indices::from_shape({2, 6});
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens.data()[i] = std::int64_t(i % 11);
+  TransformerConfig c = toy_moe();
+  const Array<float> dropless = Transformer<float>(c).forward(tokens).value();
+  c.moe_capacity = 4.0;  // ceil(4 * 12 * 2 / 8) = 12 slots: every token fits one expert
+  const Array<float> roomy = Transformer<float>(c).forward(tokens).value();
+  CHECK(roomy == dropless);
+  c.moe_capacity = 0.25;  // 2 slots per expert for 24 choices: most are dropped
+  Transformer<float> tight(c);
+  const Array<float> dropped = tight.forward(tokens).value();
+  CHECK(dropped != dropless);
+  for (float v : dropped) CHECK(std::isfinite(v));
+  for (const Block<float>& b : tight.blocks()) CHECK(b.moe()->routing().dropped >= 8);
 }
 
 namespace {

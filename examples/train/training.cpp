@@ -70,9 +70,14 @@ void print_eval(TinyGPT<float>& model, const TaskSetup& task, const EvalData& ev
     const MixtureOfExperts<float>* moe = model.blocks()[l].moe();
     if (!moe || moe->routing().fraction.empty()) continue;
     const std::vector<double>& f = moe->routing().fraction;
-    std::snprintf(line, sizeof line, "  layer %zu expert load: max %.3f  min %.3f  (k/E = %.3f)",
-                  l, *std::max_element(f.begin(), f.end()), *std::min_element(f.begin(), f.end()),
-                  double(moe->config().top_k) / double(moe->config().experts));
+    const int n = std::snprintf(line, sizeof line,
+                                "  layer %zu expert load: max %.3f  min %.3f  (k/E = %.3f)", l,
+                                *std::max_element(f.begin(), f.end()),
+                                *std::min_element(f.begin(), f.end()),
+                                double(moe->config().top_k) / double(moe->config().experts));
+    if (moe->routing().capacity > 0)
+      std::snprintf(line + n, sizeof line - std::size_t(n), "  dropped %.3f (capacity %zu)",
+                    moe->routing().dropped_fraction(), moe->routing().capacity);
     progress.message(line);
   }
 }
