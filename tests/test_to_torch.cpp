@@ -149,6 +149,29 @@ std::vector<std::pair<std::string, TinyGPTConfig>> switch_configs() {
     c.mlp_bias = true;
   });
   add("gpt2_attention_only", [](TinyGPTConfig& c) { c.mlp = MlpKind::none; });
+  // mixtures of experts: renormalised top 2 (Mixtral), top 1 and top 2 with the raw
+  // probabilities (Switch: a torch module that renormalised would disagree), experts in
+  // every second layer only, and GELU experts
+  add("llama_experts4_top2", [](TinyGPTConfig& c) {
+    c.experts = 4;
+    c.experts_top_k = 2;
+  });
+  add("llama_experts4_top1_raw", [](TinyGPTConfig& c) {
+    c.experts = 4;
+    c.experts_top_k = 1;
+    c.moe_renorm = false;
+  });
+  add("llama_experts3_top2_raw_every2", [](TinyGPTConfig& c) {
+    c.experts = 3;
+    c.experts_top_k = 2;
+    c.moe_renorm = false;
+    c.moe_every = 2;
+  });
+  add("gpt2_experts4_top2", [](TinyGPTConfig& c) {
+    c.experts = 4;
+    c.experts_top_k = 2;
+    c.moe_aux_coef = 0;  // a training-only weight: converts whatever its value
+  });
   add("llama_attention_only", [](TinyGPTConfig& c) { c.mlp = MlpKind::none; });
   add("llama_no_positions_gelu", [](TinyGPTConfig& c) {
     c.positions = PositionKind::none;
@@ -244,14 +267,6 @@ TEST_CASE("to_torch: the checkpoints of every format read as tapegrad reads them
     for (const fs::directory_entry& d :
          fs::directory_iterator(fixtures / ("format" + std::to_string(format)))) {
       if (d.path().extension() != ".npz") continue;
-      if (read_checkpoint_config(d.path().string()).experts > 0) {
-        // no mixture-of-experts module in torch yet: refused, naming the field
-        const ProgramRun r = to_torch(sh_arg(d.path()) + " --out " + sh_arg(dir / "t.pt"), dir);
-        CHECK(r.code == 2);
-        CHECK_THAT(r.err, Catch::Contains("experts"));
-        CHECK_FALSE(fs::exists(dir / "t.pt"));
-        continue;
-      }
       if (read_checkpoint_config(d.path().string()).learned_temperature) {
         // the torch module has no learned temperature: refused, naming the field
         const ProgramRun r = to_torch(sh_arg(d.path()) + " --out " + sh_arg(dir / "t.pt"), dir);
@@ -301,8 +316,13 @@ TEST_CASE("to_torch and logits: misuse exits 2 with one line and writes nothing"
   save_checkpoint((dir / "model.npz").string(), model);
   save_npz((dir / "not_a_model.npz").string(),
            {NpzEntry("x", xt::xarray<float>::from_shape({2}))});
+  TinyGPTConfig capped = switch_configs()[0].second;
+  capped.experts = 4;
+  capped.moe_capacity = 1.25;  // capacity dropping has no torch module: refused
+  save_checkpoint((dir / "capped.npz").string(), TinyGPT<float>(capped));
   const std::string m = sh_arg(dir / "model.npz");
   const std::vector<std::string> cases = {
+      sh_arg(dir / "capped.npz") + " --out " + sh_arg(dir / "w.pt"),  // moe_capacity > 0
       "",                                                          // no input
       sh_arg(dir / "missing.npz"),                                 // no such file
       sh_arg(dir / "not_a_model.npz") + " --out " + sh_arg(dir / "w.pt"),  // not a checkpoint

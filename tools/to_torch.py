@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_model import FIELDS, IMPLEMENTED, SCHEMA, Config, Transformer, typed  # noqa: E402
+from torch_model import (FIELDS, IMPLEMENTED, SCHEMA, TRAINING_ONLY, Config,  # noqa: E402
+                         Transformer, typed)
 
 PROGRAM = "to_torch"
 PREFIX = SCHEMA["prefix"]
@@ -76,7 +77,7 @@ def config_from_npz(entries, path):
         setattr(c, field["name"], decode_field(field, v, path))
     for field in FIELDS:
         value = getattr(c, field["name"])
-        if (field["role"] == "architecture" and field["name"] not in IMPLEMENTED
+        if (field["role"] == "architecture" and field["name"] not in IMPLEMENTED | TRAINING_ONLY
                 and value != typed(field, field["old"])):
             raise UsageError(f"{path}: {field['name']}={value} has no PyTorch counterpart in "
                              "tools/torch_model.py yet")
@@ -131,7 +132,7 @@ def torch_name(name):
     head, _, last = name.rpartition(".")
     if head.endswith(".attn") and last in ATTENTION:
         return f"{head}.{ATTENTION[last]}", True
-    is_linear = ".mlp." in name or name == "head.weight"
+    is_linear = ".mlp." in name or ".moe." in name or name == "head.weight"
     return name, is_linear and last == "weight"
 
 

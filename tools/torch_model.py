@@ -13,6 +13,10 @@ and means the same thing:
           -> softmax(s, causal [, window]) v -> wo
   logits: [final_softcap c: c tanh(logits/c)]
   mlp:    fc -> GELU (tanh form) -> proj, or down(silu(gate(x)) * up(x)) (swiglu)
+  moe:    (experts > 0, in layers l with (l + 1) % moe_every == 0) p = softmax(router(x)) over
+          all experts; each token to its experts_top_k experts by p (ties: the lower index),
+          weights p of those [divided by their sum: moe_renorm]; y = sum of weight x expert(x),
+          each expert the model's mlp; a loop over experts with index_add, as users write it
 
 Runs on torch 1.13 (Debian 12), which has no nn.RMSNorm and no scaled_dot_product_attention,
 so both are written out here.
@@ -44,7 +48,10 @@ IMPLEMENTED = {
     "rope_style", "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
     "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
+    "experts", "experts_top_k", "moe_renorm", "moe_every",
 }
+# Fields that change training only (the auxiliary losses' weights): any value converts.
+TRAINING_ONLY = {"moe_aux_coef", "moe_z_coef"}
 
 
 def typed(field, value):
@@ -226,21 +233,60 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
-class Block(nn.Module):
+def make_mlp(c: Config):
+    return SwiGLU(c) if c.mlp == "swiglu" else GeluMLP(c)
+
+
+def top_k_lower_index(p, k):
+    """The k largest of each row of p (N, E), equal values in index order: a stable sort,
+    since torch.topk does not promise which of two equal values comes first."""
+    order = torch.sort(p, dim=-1, descending=True, stable=True).indices[:, :k]
+    return torch.gather(p, 1, order), order
+
+
+class MoE(nn.Module):
+    """A Mixtral-style sparse block: the router over all experts, top k, a loop over experts."""
+
     def __init__(self, c: Config):
+        super().__init__()
+        self.top_k, self.renorm = c.experts_top_k, c.moe_renorm
+        self.router = nn.Linear(c.d_model, c.experts, bias=False)
+        self.experts = nn.ModuleList(make_mlp(c) for _ in range(c.experts))
+
+    def forward(self, x):
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])
+        p = torch.softmax(self.router(flat), dim=-1)  # over all experts, never the kept k alone
+        weights, chosen = top_k_lower_index(p, self.top_k)
+        if self.renorm:
+            weights = weights / weights.sum(-1, keepdim=True)
+        y = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            token, slot = torch.nonzero(chosen == e, as_tuple=True)
+            if token.numel():
+                y.index_add_(0, token, expert(flat[token]) * weights[token, slot, None])
+        return y.reshape(shape)
+
+
+class Block(nn.Module):
+    def __init__(self, c: Config, layer=0):
         super().__init__()
         self.norm1 = make_norm(c, c.d_model)
         self.attn = Attention(c)
         self.attention_only = c.mlp == "none"
         if not self.attention_only:
             self.norm2 = make_norm(c, c.d_model)
-            self.mlp = SwiGLU(c) if c.mlp == "swiglu" else GeluMLP(c)
+            if c.experts > 0 and (layer + 1) % c.moe_every == 0:
+                self.moe = MoE(c)
+            else:
+                self.mlp = make_mlp(c)
 
     def forward(self, x):
         x = x + self.attn(self.norm1(x))
         if self.attention_only:
             return x
-        return x + self.mlp(self.norm2(x))
+        feed_forward = self.moe if hasattr(self, "moe") else self.mlp
+        return x + feed_forward(self.norm2(x))
 
 
 class Transformer(nn.Module):
@@ -249,7 +295,7 @@ class Transformer(nn.Module):
         self.config = c
         self.tok_emb = nn.Embedding(c.vocab, c.d_model)
         self.pos_emb = nn.Embedding(c.context, c.d_model) if c.positions == "learned" else None
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.layers))
+        self.blocks = nn.ModuleList(Block(c, layer) for layer in range(c.layers))
         self.norm_f = make_norm(c, c.d_model)
         self.head = None if c.tie_embeddings else nn.Linear(c.d_model, c.vocab, bias=False)
 
