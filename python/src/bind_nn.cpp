@@ -164,6 +164,8 @@ void bind_config(py::module_& m) {
       .def("validate", &check_config)
       .def("copy", [](const TransformerConfig& cfg) { return cfg; })
       .def("count_parameters", [](const TransformerConfig& cfg) { return count_parameters(cfg).total(); })
+      .def("count_active_parameters", [](const TransformerConfig& cfg) { return count_parameters(cfg).active(); },
+           "what one token uses: the total less the experts a token skips")
       .def("__eq__", [](const TransformerConfig& a, const TransformerConfig& b) { return a == b; })
       .def("__repr__", [](const TransformerConfig& cfg) { return "Config(" + config_summary(cfg) + ")"; });
 }
@@ -222,6 +224,43 @@ void bind_transformer(py::module_& m, const char* name) {
         py::gil_scoped_release release;
         return PyTensor(model.loss(ids, tg, ignore));
       }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100)
+      .def("training_loss", [](Model& model, const py::object& tokens, const py::object& targets,
+                               std::int64_t ignore) {
+        const Indices ids = indices_from_numpy(tokens, "training_loss");
+        const Indices tg = indices_from_numpy(targets, "training_loss");
+        TrainingLoss<T> t;
+        {
+          py::gil_scoped_release release;
+          t = model.training_loss(ids, tg, ignore);
+        }
+        py::dict out;
+        out["total"] = PyTensor(t.total);
+        out["lm"] = PyTensor(t.lm);
+        out["aux"] = PyTensor(t.aux);
+        out["z"] = PyTensor(t.z);
+        return out;
+      }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100,
+      "{'total', 'lm', 'aux', 'z'}: the LM loss plus moe_aux_coef x the mean load-balancing "
+      "loss and moe_z_coef x the mean router z-loss over the MoE layers (what training "
+      "minimises; loss() is the LM loss alone)")
+      .def("expert_load", [](Model& model) {
+        py::list out;
+        for (std::size_t l = 0; l < model.blocks().size(); ++l) {
+          const MixtureOfExperts<T>* moe = model.blocks()[l].moe();
+          if (!moe || moe->routing().fraction.empty()) continue;
+          const Routing& r = moe->routing();
+          py::dict d;
+          d["layer"] = l;
+          d["tokens"] = r.tokens;
+          d["fraction"] = r.fraction;
+          d["capacity"] = r.capacity;
+          d["dropped_fraction"] = r.dropped_fraction();
+          out.append(d);
+        }
+        return out;
+      }, "each MoE layer's routing in the last forward: the fraction of tokens with each "
+      "expert among their k choices (k/E each at perfect balance), the capacity (0: "
+      "dropless) and the fraction of choices dropped")
       .def("parameters", [](const Model& model) {
         std::vector<PyTensor> out;
         for (const auto& p : model.named_parameters()) out.emplace_back(p.tensor);

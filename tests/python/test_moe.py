@@ -1,0 +1,51 @@
+"""A mixture of experts from Python: the config fields, the training loss with its
+auxiliary losses beside the LM loss, each layer's expert load, capacity dropping, and the
+active parameter count against Mixtral 8x7B's public configuration."""
+import numpy as np
+import pytest
+import tapegrad as tg
+from tapegrad import nn
+
+
+def toy(**kw):
+    return nn.Config.preset("mixtral", vocab=11, context=8, d_model=16, heads=4, layers=2,
+                            mlp_hidden=24, **kw)
+
+
+TOKENS = np.array([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 0, 1]])
+TARGETS = np.array([[2, 3, 4, 5, 6, -100], [8, 9, 10, 0, 1, 2]])
+
+
+def test_the_training_loss_is_the_lm_loss_plus_the_weighted_aux_losses():
+    model = nn.Transformer(toy(moe_aux_coef=0.5, moe_z_coef=0.25), dtype="float64")
+    t = model.training_loss(TOKENS, TARGETS)
+    assert t["total"].item() == pytest.approx(t["lm"].item() + t["aux"].item() + t["z"].item(), rel=1e-14)
+    assert t["lm"].item() == model.loss(TOKENS, TARGETS).item()  # loss() leaves them out
+    assert t["aux"].item() > 0 and t["z"].item() > 0
+    t["total"].backward()
+    router = dict(model.named_parameters())["blocks.0.moe.router.weight"]
+    assert np.abs(router.grad).max() > 0
+
+
+def test_expert_load_is_k_per_token_and_drops_only_with_a_capacity():
+    model = nn.Transformer(toy(experts=4, experts_top_k=2))
+    model(TOKENS)
+    load = model.expert_load()
+    assert [d["layer"] for d in load] == [0, 1]
+    for d in load:
+        assert d["tokens"] == 12 and len(d["fraction"]) == 4
+        assert sum(d["fraction"]) == pytest.approx(2.0)  # each token chose 2 experts
+        assert d["capacity"] == 0 and d["dropped_fraction"] == 0
+    tight = nn.Transformer(toy(experts=4, experts_top_k=2, moe_capacity=0.25))
+    tight(TOKENS)
+    for d in tight.expert_load():
+        assert d["capacity"] == 2  # ceil(0.25 * 12 * 2 / 4)
+        assert d["dropped_fraction"] >= 16 / 24 - 1e-12  # at most 4 experts x 2 slots of 24 choices kept
+    assert nn.Transformer(nn.Config.preset("llama", vocab=11, context=8)).expert_load() == []
+
+
+def test_mixtral_8x7b_counts_its_public_total_and_active_parameters():
+    c = nn.Config.preset("mixtral", vocab=32000, context=4096, d_model=4096, layers=32,
+                         heads=32, kv_heads=8, head_dim=128, mlp_hidden=14336)
+    assert c.count_parameters() == 46_702_792_704
+    assert c.count_active_parameters() == 12_879_925_248
