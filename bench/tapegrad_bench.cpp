@@ -311,6 +311,43 @@ Result run_llama(const Args& a) {
   return r;
 }
 
+// ------------------------------------------------------------ mixture-of-experts step
+
+// llama_step's model with its feed-forward split into 4 experts of half the hidden size,
+// each token to 2 of them: the same active parameters, twice the total. Its own random
+// initialisation (no peer runs it yet, so there is no shared reference to load).
+Result run_moe(const Args& a) {
+  const bench::LlamaShape g;
+  TransformerConfig c = llama_config(g);
+  c.experts = 4;
+  c.experts_top_k = 2;
+  c.mlp_hidden = g.hidden() / 2;
+  Transformer<float> model(c);
+  AdamWOptions o;
+  o.lr = g.lr;
+  o.beta1 = g.beta1;
+  o.beta2 = g.beta2;
+  o.eps = g.eps;
+  o.weight_decay = g.weight_decay;
+  AdamW<float> opt(model.parameters(), o);
+  const auto [tokens, targets] = next_token_batch(bench::toygpt_tokens(g), g.batch, g.context);
+  double first = 0, last = 0;
+  Result r;
+  std::size_t step = 0;
+  r.time_steps(a.warmup, a.repeats, [&] {
+    opt.zero_grad();
+    const TrainingLoss<float> loss = model.training_loss(tokens, targets);
+    loss.total.backward();
+    opt.step();
+    (step++ == 0 ? first : last) = double(loss.lm.item());
+  });
+  bench::require(step < 2 || (std::isfinite(last) && last < first),
+                 "moe_step: the LM loss did not fall over the timed steps");
+  r.add("parameters", double(model.parameter_count()));
+  r.add("parameters_active", double(count_parameters(c).active()));
+  return r;
+}
+
 // ------------------------------------------------------------ cached decode
 
 // tokens (n) -> Indices (1, n)
@@ -711,6 +748,8 @@ int main(int argc, char** argv) {
     r = run_toygpt(a);
   } else if (a.workload == "llama_step") {
     r = run_llama(a);
+  } else if (a.workload == "moe_step") {
+    r = run_moe(a);
   } else if (const std::size_t ctx = bench::parse_decode(a.workload)) {
     r = run_decode(a, ctx);
   } else if (const bench::FlashShape fs = bench::parse_flash(a.workload); fs.T != 0) {
