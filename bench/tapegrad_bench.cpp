@@ -182,16 +182,21 @@ TinyGPTConfig toygpt_config(const bench::ToyGptShape& g) {
   return c;
 }
 
-Result run_toygpt(const Args& a) {
-  const bench::ToyGptShape g;
-  TinyGPT<float> model(toygpt_config(g));
+// The harness's AdamW settings, the ones the peers use.
+AdamWOptions adamw_options(const bench::ToyGptShape& g) {
   AdamWOptions o;
   o.lr = g.lr;
   o.beta1 = g.beta1;
   o.beta2 = g.beta2;
   o.eps = g.eps;
   o.weight_decay = g.weight_decay;
-  AdamW<float> opt(model.parameters(), o);
+  return o;
+}
+
+Result run_toygpt(const Args& a) {
+  const bench::ToyGptShape g;
+  TinyGPT<float> model(toygpt_config(g));
+  AdamW<float> opt(model.parameters(), adamw_options(g));
 
   const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
   Indices tokens = Indices::from_shape({g.batch, g.context});
@@ -289,13 +294,7 @@ Result run_llama(const Args& a) {
     return llama_loss_and_grads(g, w, seq, n);
   }, r);
   Transformer<float> model = llama_model(g, bench::llama_train_weights(g, bench::llama_parameters(g)));
-  AdamWOptions o;
-  o.lr = g.lr;
-  o.beta1 = g.beta1;
-  o.beta2 = g.beta2;
-  o.eps = g.eps;
-  o.weight_decay = g.weight_decay;
-  AdamW<float> opt(model.parameters(), o);
+  AdamW<float> opt(model.parameters(), adamw_options(g));
   const auto [tokens, targets] = next_token_batch(bench::toygpt_tokens(g), g.batch, g.context);
   std::vector<double> losses;
   r.time_steps(a.warmup, a.repeats, [&] {
@@ -323,13 +322,7 @@ Result run_moe(const Args& a) {
   c.experts_top_k = 2;
   c.mlp_hidden = g.hidden() / 2;
   Transformer<float> model(c);
-  AdamWOptions o;
-  o.lr = g.lr;
-  o.beta1 = g.beta1;
-  o.beta2 = g.beta2;
-  o.eps = g.eps;
-  o.weight_decay = g.weight_decay;
-  AdamW<float> opt(model.parameters(), o);
+  AdamW<float> opt(model.parameters(), adamw_options(g));
   const auto [tokens, targets] = next_token_batch(bench::toygpt_tokens(g), g.batch, g.context);
   double first = 0, last = 0;
   Result r;
