@@ -142,6 +142,8 @@ TEST_CASE("train text cli: misused tokenizer options exit 2 with one line and wr
       " --task sort --tokenizer bpe",              // only with --text
       resume + " --tokenizer char",                // the checkpoint's are BPE tokens
       resume + " --tokenizer bpe --vocab-size 300",  // would train another tokenizer
+      resume + " --tokenizer " + q(bad_file),        // not a tokenizer file, on resume too
+      resume + " --tokenizer /nonexistent/tok.bpe",  // no such file, on resume too
   };
   for (const std::string& args : cases) {
     INFO(args);

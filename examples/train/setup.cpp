@@ -85,8 +85,14 @@ void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
   if (wants_bpe != resume.coder->is_bpe())
     throw examples::disagreement("--tokenizer", s.tokenizer, std::string("the checkpoint's ") +
                                  resume.coder->kind() + " tokens");
-  if (s.tokenizer != "char" && s.tokenizer != "bpe" &&
-      text::BpeTokenizer::load(s.tokenizer).to_text() != resume.coder->tokenizer()->to_text())
+  if (s.tokenizer == "char" || s.tokenizer == "bpe") return;
+  std::string given;
+  try {
+    given = text::BpeTokenizer::load(s.tokenizer).to_text();
+  } catch (const std::exception& e) {
+    throw UsageError(one_line(e.what()));
+  }
+  if (given != resume.coder->tokenizer()->to_text())
     throw examples::disagreement("--tokenizer", s.tokenizer, "the checkpoint's tokenizer");
 }
 
