@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include <xtensor/xmanipulation.hpp>
-#include <xtensor/xstrided_view.hpp>
+#include <xtensor/xbuilder.hpp>
 
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
@@ -70,12 +70,26 @@ Tensor<T> swapaxes(const Tensor<T>& a, long axis1, long axis2) {
 }
 
 namespace {
-xt::xstrided_slice_vector range_along(std::size_t rank, std::size_t axis, std::size_t start,
-                                      std::size_t stop) {
-  xt::xstrided_slice_vector sv(rank, xt::all());
-  sv[axis] = xt::range(start, stop);
-  return sv;
-}
+
+// A row-major shape seen along axis ax as (outer, s[ax], inner): a range of the axis is
+// `outer` contiguous runs of (stop - start) * inner values, copied with plain copies.
+struct AxisRuns {
+  std::size_t outer = 1, inner = 1;
+  AxisRuns(const Shape& s, std::size_t ax) {
+    for (std::size_t i = 0; i < ax; ++i) outer *= s[i];
+    for (std::size_t i = ax + 1; i < s.size(); ++i) inner *= s[i];
+  }
+  // `count` positions of the axis from src (its axis src_len long, from src_at) into dst
+  // (its axis dst_len long, at dst_at).
+  template <class T>
+  void copy(const T* src, std::size_t src_len, std::size_t src_at, T* dst, std::size_t dst_len,
+            std::size_t dst_at, std::size_t count) const {
+    for (std::size_t o = 0; o < outer; ++o)
+      std::copy_n(src + (o * src_len + src_at) * inner, count * inner,
+                  dst + (o * dst_len + dst_at) * inner);
+  }
+};
+
 }  // namespace
 
 // y = a[..., start:stop, ...] along axis
@@ -88,11 +102,15 @@ Tensor<T> slice(const Tensor<T>& a, long axis, std::size_t start, std::size_t st
   if (start > stop || stop > s[ax])
     fail("slice", "range [{}, {}) is out of bounds for axis {} of {}", start, stop, axis,
          shape_str(s));
-  Array<T> y = xt::strided_view(a.value(), range_along(s.size(), ax, start, stop));
-  return record<T>("slice", {a}, std::move(y), [s, ax, start, stop](BackwardContext<T>& c) {
-    Array<T> g = Array<T>::from_shape(s);
-    g.fill(T(0));
-    xt::strided_view(g, range_along(s.size(), ax, start, stop)) = c.grad();
+  const AxisRuns runs(s, ax);
+  const std::size_t n = stop - start;
+  Shape ys = s;
+  ys[ax] = n;
+  Array<T> y = Array<T>::from_shape(ys);
+  runs.copy(a.data(), s[ax], start, y.data(), n, 0, n);
+  return record<T>("slice", {a}, std::move(y), [s, ax, start, n, runs](BackwardContext<T>& c) {
+    Array<T> g = xt::zeros<T>(s);
+    runs.copy(c.grad().data(), n, 0, g.data(), s[ax], start, n);
     c.accumulate(0, std::move(g));
   });
 }
@@ -107,7 +125,7 @@ Tensor<T> concatenate(const std::vector<Tensor<T>>& parts, long axis) {
   const std::size_t ax = normalize_axis("concatenate", axis, first);
   Shape out = first;
   out[ax] = 0;
-  std::vector<std::size_t> offsets;
+  std::vector<std::size_t> offsets, sizes;
   for (const Tensor<T>& p : parts) {
     Shape ps = p.shape();
     Shape a = ps, b = first;
@@ -120,24 +138,24 @@ Tensor<T> concatenate(const std::vector<Tensor<T>>& parts, long axis) {
       fail("concatenate", "shape {} does not match {} outside axis {}", shape_str(ps),
            shape_str(first), axis);
     offsets.push_back(out[ax]);
+    sizes.push_back(ps[ax]);
     out[ax] += ps[ax];
   }
+  const AxisRuns runs(out, ax);
   Array<T> y = Array<T>::from_shape(out);
   for (std::size_t k = 0; k < parts.size(); ++k)
-    xt::strided_view(y, range_along(out.size(), ax, offsets[k], offsets[k] + parts[k].shape()[ax])) =
-        parts[k].value();
-  std::vector<std::size_t> sizes;
-  for (const Tensor<T>& p : parts) sizes.push_back(p.shape()[ax]);
+    runs.copy(parts[k].data(), sizes[k], 0, y.data(), out[ax], offsets[k], sizes[k]);
   return record<T>("concatenate", parts, std::move(y),
-                     [ax, offsets, sizes](BackwardContext<T>& c) {
-                       const std::size_t rank = c.grad().dimension();
-                       for (std::size_t k = 0; k < offsets.size(); ++k) {
-                         if (!c.wants(k)) continue;
-                         c.accumulate(k, Array<T>(xt::strided_view(
-                                             c.grad(), range_along(rank, ax, offsets[k],
-                                                                   offsets[k] + sizes[k]))));
-                       }
-                     });
+                   [out, ax, offsets, sizes, runs](BackwardContext<T>& c) {
+                     for (std::size_t k = 0; k < offsets.size(); ++k) {
+                       if (!c.wants(k)) continue;
+                       Shape ps = out;
+                       ps[ax] = sizes[k];
+                       Array<T> g = Array<T>::from_shape(ps);
+                       runs.copy(c.grad().data(), out[ax], offsets[k], g.data(), sizes[k], 0, sizes[k]);
+                       c.accumulate(k, std::move(g));
+                     }
+                   });
 }
 
 namespace {
