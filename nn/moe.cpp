@@ -44,26 +44,17 @@ Tensor<T> MixtureOfExperts<T>::expert(std::size_t e, const Tensor<T>& rows) cons
   return config_.swiglu ? swiglu_experts_[e](rows) : gelu_experts_[e](rows);
 }
 
-// probs (N, E) -> k weights (N, 1): w_j[t] = p[t, chosen_j(t)], divided by sum_j w_j[t]
-// when renorm. The gather reads probs as N*E rows of one value, so the gradient reaches
-// p (and the router) only at the kept entries (and through the sum).
+// probs (N, E) -> kept weights (N, k): w[t, j] = p[t, chosen_j(t)], divided by
+// sum_j w[t, j] when renorm. The gather reads probs as N*E rows of one value, so the
+// gradient reaches p (and the router) only at the kept entries (and through the sum).
 // k = 1 with renorm: every weight is exactly 1, a constant: the LM loss gives the router
 // no gradient at all (p / p would give a rounding-sized one).
 template <class T>
-std::vector<Tensor<T>> MixtureOfExperts<T>::kept_weights(const Tensor<T>& probs) const {
+Tensor<T> MixtureOfExperts<T>::kept_weights(const Tensor<T>& probs) const {
   const std::size_t N = probs.shape()[0], E = config_.experts, k = config_.top_k;
-  std::vector<Tensor<T>> w;
-  if (k == 1 && config_.renorm) {
-    w.push_back(Tensor<T>::ones({N, 1}));
-    return w;
-  }
-  const Tensor<T> as_rows = reshape(probs, {N * E, 1});
-  for (std::size_t j = 0; j < k; ++j) w.push_back(embedding(as_rows, routing_.choice_index[j]));
-  if (!config_.renorm) return w;
-  Tensor<T> total = w[0];
-  for (std::size_t j = 1; j < k; ++j) total = total + w[j];
-  for (Tensor<T>& wj : w) wj = wj / total;
-  return w;
+  if (k == 1 && config_.renorm) return Tensor<T>::ones({N, 1});
+  const Tensor<T> w = reshape(embedding(reshape(probs, {N * E, 1}), routing_.choice_index), {N, k});
+  return config_.renorm ? w / sum(w, {1}, true) : w;
 }
 
 // probs (N, E) -> aux = E * sum_e f_e P_e over the counted tokens (all when none are set):
@@ -96,9 +87,10 @@ Tensor<T> MixtureOfExperts<T>::aux_loss(const Tensor<T>& probs) const {
 // -> top k per token (routing, off the tape) -> dispatched = flat[token_of_slot] (S, D),
 // S = N*k less the choices over capacity, expert e on its rows [start_e, stop_e) -> joined
 // (S, D), and a zero row (S+1, D) when any choice was dropped
-// -> y[t] = sum_j w_j[t] * joined[slot_of_choice_j[t]] (N, D) -> (..., D).
-// backward: embedding's scatter-add returns each slot's gradient to its token (and each
-// choice's to its slot); slice/concatenate, the experts' matmuls, softmax, the gathers of p.
+// -> y[t] = sum_j w[t, j] * joined[slot_of_choice(t, j)] (N, D) -> (..., D).
+// backward: embedding's scatter-add returns each slot's gradient to its token,
+// weighted_row_sum's each choice's to its slot and to its weight; slice/concatenate, the
+// experts' matmuls, softmax, the gather of p.
 template <class T>
 Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   const std::size_t D = config_.d_model, E = config_.experts;
@@ -125,12 +117,7 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   if (routing_.dropped > 0) outputs.push_back(Tensor<T>::zeros({1, D}));
   const Tensor<T> joined = outputs.size() == 1 ? outputs[0] : concatenate(outputs, 0);
 
-  const std::vector<Tensor<T>> w = kept_weights(probs);
-  Tensor<T> y;
-  for (std::size_t j = 0; j < config_.top_k; ++j) {
-    const Tensor<T> part = embedding(joined, routing_.slot_of_choice[j]) * w[j];
-    y = j == 0 ? part : y + part;
-  }
+  const Tensor<T> y = weighted_row_sum(joined, routing_.slot_of_choice, kept_weights(probs));
 
   aux_loss_ = aux_loss(probs);
   // logsumexp(l) = l_0 - log_softmax(l)_0: the stable form, from one column

@@ -61,7 +61,7 @@ class MixtureOfExperts : public Module<T> {
 
  private:
   Tensor<T> expert(std::size_t e, const Tensor<T>& rows) const;
-  std::vector<Tensor<T>> kept_weights(const Tensor<T>& probs) const;
+  Tensor<T> kept_weights(const Tensor<T>& probs) const;
 
   MoEConfig config_;
   Linear<T> router_;

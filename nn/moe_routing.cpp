@@ -54,20 +54,20 @@ Routing route_top_k(const Array<T>& probs, std::size_t k, std::size_t capacity) 
   std::vector<std::size_t> next(r.expert_start.begin(), r.expert_start.end() - 1);
   const auto dropped_slot = static_cast<std::int64_t>(r.kept());
   r.token_of_slot = Indices::from_shape({r.kept()});
-  r.slot_of_choice.assign(k, Indices::from_shape({tokens}));
-  r.choice_index.assign(k, Indices::from_shape({tokens}));
+  r.slot_of_choice = Indices::from_shape({tokens, k});
+  r.choice_index = Indices::from_shape({tokens, k});
   for (std::size_t t = 0; t < tokens; ++t) {
     for (std::size_t j = 0; j < k; ++j) {
       const std::size_t e = r.chosen[t * k + j];
-      r.choice_index[j](t) = static_cast<std::int64_t>(t * experts + e);
+      r.choice_index(t, j) = static_cast<std::int64_t>(t * experts + e);
       if (next[e] == r.expert_start[e + 1]) {  // expert e is full
-        r.slot_of_choice[j](t) = dropped_slot;
+        r.slot_of_choice(t, j) = dropped_slot;
         ++r.dropped;
         continue;
       }
       const std::size_t slot = next[e]++;
       r.token_of_slot(slot) = static_cast<std::int64_t>(t);
-      r.slot_of_choice[j](t) = static_cast<std::int64_t>(slot);
+      r.slot_of_choice(t, j) = static_cast<std::int64_t>(slot);
     }
   }
   r.fraction.resize(experts);

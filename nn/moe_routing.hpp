@@ -22,12 +22,13 @@ struct Routing {
   // expert over capacity keeps its earliest tokens; the rest of its choices are dropped.
   Indices token_of_slot;
   std::vector<std::size_t> expert_start;
-  // slot_of_choice[j][t]: the slot of token t's j-th choice, or kept() when it was dropped
-  // (the layer puts a zero row there: a dropped choice adds nothing, the residual remains).
-  std::vector<Indices> slot_of_choice;
-  // choice_index[j][t] = t * E + chosen[t * k + j]: token t's j-th probability in p (T, E)
-  // read as T*E rows of one value.
-  std::vector<Indices> choice_index;
+  // slot_of_choice(t, j), (T, k): the slot of token t's j-th choice, or kept() when it was
+  // dropped (the layer puts a zero row there: a dropped choice adds nothing, the residual
+  // remains).
+  Indices slot_of_choice;
+  // choice_index(t, j) = t * E + chosen[t * k + j], (T, k): token t's j-th probability in
+  // p (T, E) read as T*E rows of one value.
+  Indices choice_index;
   // f_e = (tokens that have e among their k choices) / T, before any drop: the
   // load-balancing loss's f.
   std::vector<double> fraction;

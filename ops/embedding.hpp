@@ -17,4 +17,13 @@ using Indices = xt::xarray<std::int64_t>;
 template <class T>
 Tensor<T> embedding(const Tensor<T>& weight, const Indices& ids);
 
+// rows (S, D), ids (N, k) with values in [0, S), weights (N, k) -> (N, D):
+// out[n, :] = sum_j weights[n, j] * rows[ids[n, j], :], each output a weighted sum of k rows
+// (a mixture of experts' combine: a token's k expert outputs by their router weights).
+// Backward: drows[ids[n, j], :] += weights[n, j] * dy[n, :], a scatter-add, and
+// dweights[n, j] = <dy[n, :], rows[ids[n, j], :]>. ShapeError as embedding's, and when
+// weights' shape is not ids'.
+template <class T>
+Tensor<T> weighted_row_sum(const Tensor<T>& rows, const Indices& ids, const Tensor<T>& weights);
+
 }  // namespace tapegrad

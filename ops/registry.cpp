@@ -108,6 +108,8 @@ std::vector<RegisteredOp> softmax_and_model_ops(Generator& g) {
                               [mask](const Inputs& x) { return masked_softmax(x[0], mask); }}}},
       {"embedding", 1, {{"embedding (repeated ids)", {{5, 3}}, any,
                          [ids](const Inputs& x) { return embedding(x[0], ids); }}}},
+      {"weighted_row_sum", 2, {{"weighted_row_sum (repeated ids)", {{5, 3}, {2, 3}}, any,
+                                [ids](const Inputs& x) { return weighted_row_sum(x[0], ids, x[1]); }}}},
       {"layer_norm", 3, {{"layer_norm", {{2, 3, 5}, {5}, {5}}, any,
                           [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); }}}},
       {"rms_norm", 2, {{"rms_norm", {{2, 3, 5}, {5}}, any, [](const Inputs& x) { return rms_norm(x[0], x[1]); }}}},

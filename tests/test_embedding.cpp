@@ -1,10 +1,11 @@
 // embedding: row lookup forward, scatter-add backward (repeated ids accumulate), agreement
-// with PyTorch's F.embedding, the float path and the errors.
+// with PyTorch's F.embedding, the float path and the errors; weighted_row_sum likewise.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <string>
 
+#include "helpers.hpp"
 #include "reference.hpp"
 #include "tapegrad.hpp"
 #include "ops/embedding.hpp"
@@ -128,4 +129,47 @@ TEST_CASE("embedding rejects out-of-range ids and a weight that is not 2-D", "[e
                     Contains("embedding") && Contains("2-D") && Contains("(15)"));
   CHECK_THROWS_WITH(embedding(Tensor<float>::zeros({2, 5, 3}), Indices{1}),
                     Contains("embedding") && Contains("(2,5,3)"));
+}
+
+// weighted_row_sum: each output row a weighted sum of k looked-up rows (the mixture of
+// experts' combine), against the sum written out by hand.
+TEST_CASE("weighted_row_sum adds each output's k rows by their weights", "[embedding]") {
+  auto rows = labelled<double>(4, 3, true);
+  const Indices ids{{2, 0}, {3, 3}, {1, 2}};
+  Tensor<double> w(Array<double>{{0.5, 2.0}, {1.0, -1.0}, {0.25, 0.0}}, true);
+  auto y = weighted_row_sum(rows, ids, w);
+  REQUIRE(y.shape() == (Shape{3, 3}));
+  for (std::size_t d = 0; d < 3; ++d) {
+    CHECK(y.value()(0, d) == 0.5 * (20.0 + d) + 2.0 * d);
+    CHECK(y.value()(1, d) == 0.0);  // the same row twice, weights 1 and -1
+    CHECK(y.value()(2, d) == 0.25 * (10.0 + d));
+  }
+  // upstream gradient of output n: all ones times (n + 1)
+  y.backward(Array<double>{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}});
+  // drows[r] = sum over (n, j) picking r of w[n, j] * (n + 1)
+  const Array<double> drows{{2.0, 2, 2}, {0.75, 0.75, 0.75}, {0.5, 0.5, 0.5}, {0, 0, 0}};
+  CHECK((rows.grad() == drows));
+  // dw[n, j] = (n + 1) * sum_d rows[ids[n, j], d]
+  const Array<double> dw{{63, 3}, {2 * 93.0, 2 * 93.0}, {3 * 33.0, 3 * 63.0}};
+  CHECK((w.grad() == dw));
+}
+
+TEST_CASE("weighted_row_sum gradcheck in double with repeated ids", "[embedding]") {
+  const Tensor<double> rows = test::random<double>({5, 4}, 3), w = test::random<double>({3, 2}, 4);
+  const Indices ids{{4, 1}, {1, 1}, {0, 3}};
+  const GradcheckResult r = gradcheck<double>(
+      [&](const std::vector<Tensor<double>>& x) { return weighted_row_sum(x[0], ids, x[1]); }, {rows, w});
+  INFO(r.to_string());
+  CHECK(r.passed);
+}
+
+TEST_CASE("weighted_row_sum rejects out-of-range ids and mismatched weights", "[embedding]") {
+  using Catch::Contains;
+  const auto rows = Tensor<double>::zeros({5, 3});
+  CHECK_THROWS_WITH(weighted_row_sum(rows, Indices{{0, 5}}, Tensor<double>::zeros({1, 2})),
+                    Contains("weighted_row_sum") && Contains("id 5") && Contains("(5,3)"));
+  CHECK_THROWS_WITH(weighted_row_sum(rows, Indices{{0, 1}}, Tensor<double>::zeros({2, 1})),
+                    Contains("weighted_row_sum") && Contains("(1,2)") && Contains("(2,1)"));
+  CHECK_THROWS_WITH(weighted_row_sum(rows, Indices{0, 1}, Tensor<double>::zeros({2})),
+                    Contains("weighted_row_sum") && Contains("(N, k)"));
 }

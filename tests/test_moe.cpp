@@ -158,9 +158,9 @@ TEST_CASE("moe: top k by probability, ties to the lower index, slots sorted by e
   const std::vector<std::int64_t> tokens(r.token_of_slot.begin(), r.token_of_slot.end());
   CHECK(tokens == std::vector<std::int64_t>{0, 2, 0, 1, 2, 1});
   // token 1's second choice (expert 3) sits in slot 5, token 2's first (expert 0) in slot 1
-  CHECK(r.slot_of_choice[1](1) == 5);
-  CHECK(r.slot_of_choice[0](2) == 1);
-  CHECK(r.choice_index[1](1) == 1 * 4 + 3);
+  CHECK(r.slot_of_choice(1, 1) == 5);
+  CHECK(r.slot_of_choice(2, 0) == 1);
+  CHECK(r.choice_index(1, 1) == 1 * 4 + 3);
   CHECK(r.fraction == std::vector<double>{2.0 / 3, 2.0 / 3, 1.0 / 3, 1.0 / 3});
   CHECK_THROWS_WITH(route_top_k(p, 5), Catch::Contains("route_top_k") && Catch::Contains("k=5"));
 }
@@ -364,7 +364,7 @@ TEST_CASE("moe: an expert over capacity keeps its earliest tokens and the rest r
   const std::vector<std::int64_t> tokens(r.token_of_slot.begin(), r.token_of_slot.end());
   CHECK(tokens == std::vector<std::int64_t>{0, 1, 2});
   CHECK(r.dropped == 1);
-  CHECK(r.slot_of_choice[0](3) == 3);  // kept() = 3: the zero row after the kept slots
+  CHECK(r.slot_of_choice(3, 0) == 3);  // kept() = 3: the zero row after the kept slots
   CHECK(r.dropped_fraction() == 0.25);
   CHECK(r.fraction == std::vector<double>{0.75, 0.25});  // the load before the drop
 
@@ -382,7 +382,7 @@ TEST_CASE("moe: an expert over capacity keeps its earliest tokens and the rest r
   REQUIRE(lr.dropped > 0);
   std::size_t zero_rows = 0;
   for (std::size_t t = 0; t < 8; ++t) {
-    const bool dropped = std::size_t(lr.slot_of_choice[0](t)) == lr.kept();
+    const bool dropped = std::size_t(lr.slot_of_choice(t, 0)) == lr.kept();
     zero_rows += dropped;
     // kept rows: the same up to the rounding of a matrix product over fewer rows
     for (std::size_t d = 0; d < 4; ++d)

@@ -207,6 +207,13 @@ void bind_model_ops(py::module_& m) {
     const Indices i = indices_from_numpy(ids, "embedding");
     return unary(weight, TAPEGRAD_CALL(embedding(x, i)));
   }, py::arg("weight"), py::arg("ids"));
+  m.def("weighted_row_sum", [](const PyTensor& rows, const py::object& ids, const PyTensor& weights) {
+    const Indices i = indices_from_numpy(ids, "weighted_row_sum");
+    return binary("weighted_row_sum", rows, weights, [&](const auto& r, const auto& w) {
+      return weighted_row_sum(r, i, w);
+    });
+  }, py::arg("rows"), py::arg("ids"), py::arg("weights"),
+  "rows (S, D), ids (N, k), weights (N, k) -> (N, D): out[n] = sum_j weights[n, j] * rows[ids[n, j]]");
   m.def("layer_norm", [](const PyTensor& x, const PyTensor& gamma, const PyTensor& beta, double eps) {
     check_same_dtype("layer_norm", x, gamma);
     check_same_dtype("layer_norm", x, beta);
