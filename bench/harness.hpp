@@ -86,7 +86,7 @@ inline std::vector<std::string> workload_names() {
   w.push_back(std::string("gqa_fwdbwd_f32_") + kGqaShape);
   w.push_back("toygpt_step");
   w.push_back("llama_step");
-  w.push_back("moe_step");  // tapegrad only: llama_step's model with 4 experts, top 2
+  w.push_back("moe_step");  // llama_step's model with 4 experts of half its hidden size, top 2
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
   for (std::size_t T : kFlashLengths) w.push_back("flash_fwdbwd_f32_T" + std::to_string(T));
   w.push_back("chain1000");

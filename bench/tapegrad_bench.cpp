@@ -313,14 +313,36 @@ Result run_llama(const Args& a) {
 // ------------------------------------------------------------ mixture-of-experts step
 
 // llama_step's model with its feed-forward split into 4 experts of half the hidden size,
-// each token to 2 of them: the same active parameters, twice the total. Its own random
-// initialisation (no peer runs it yet, so there is no shared reference to load).
-Result run_moe(const Args& a) {
-  const bench::LlamaShape g;
+// each token to 2 of them: the same active parameters, twice the total. The weights are
+// the model's own initialisation (seed 1), which the peers load from the reference.
+TransformerConfig moe_config(const bench::LlamaShape& g) {
   TransformerConfig c = llama_config(g);
   c.experts = 4;
   c.experts_top_k = 2;
   c.mlp_hidden = g.hidden() / 2;
+  return c;
+}
+
+// The check's weights, at unit-scale activations as llama_check_weights (embedding 1,
+// matrices and the router 1/sqrt(fan_in), gains 1 + 0.1 N): the router's probabilities
+// then differ clearly from token to token, so a wrong top-k, renormalisation or auxiliary
+// loss moves the loss and the gradients.
+void set_check_weights(Transformer<float>& m) {
+  bench::Rng r(23);
+  for (const auto& p : m.named_parameters()) {
+    Tensor<float> t = p.tensor;
+    const bool gain = t.shape().size() == 1, embedding = p.name == "tok_emb.weight";
+    const double sd = gain ? 0.1 : embedding ? 1.0 : 1.0 / std::sqrt(double(t.shape()[0]));
+    const std::vector<double> v = r.normals(t.size(), sd);
+    std::transform(v.begin(), v.end(), t.value().begin(), [&](double x) { return float(gain ? 1 + x : x); });
+  }
+}
+
+// The timed step: zero_grad, the training loss (LM + auxiliary + z), backward, AdamW with
+// llama_step's settings. The LM loss must fall over the timed steps.
+Result run_moe(const Args& a) {
+  const bench::LlamaShape g;
+  const TransformerConfig c = moe_config(g);
   Transformer<float> model(c);
   AdamW<float> opt(model.parameters(), adamw_options(g));
   const auto [tokens, targets] = next_token_batch(bench::toygpt_tokens(g), g.batch, g.context);
@@ -338,6 +360,7 @@ Result run_moe(const Args& a) {
                  "moe_step: the LM loss did not fall over the timed steps");
   r.add("parameters", double(model.parameter_count()));
   r.add("parameters_active", double(count_parameters(c).active()));
+  r.add("gflops", bench::llama_flops(g) / (bench::median(r.samples_ms) * 1e6));
   return r;
 }
 
@@ -664,6 +687,32 @@ std::vector<NpzEntry> decode_reference(std::size_t context) {
   return e;
 }
 
+// The batch, the timed weights ("train.<name>", run_moe's initial model), the check weights
+// ("check.<name>") and, at those on the first two sequences, tapegrad's training loss
+// ("check_loss": LM + aux + z, with each part beside it) and its gradients.
+std::vector<NpzEntry> moe_reference() {
+  const bench::LlamaShape g;
+  const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
+  std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.batch, g.context + 1}, seq)};
+  Transformer<float> train(moe_config(g)), check(moe_config(g));
+  set_check_weights(check);
+  const auto [tokens, targets] = next_token_batch(seq, 2, g.context);
+  const TrainingLoss<float> loss = check.training_loss(tokens, targets);
+  loss.total.backward();
+  const std::pair<const char*, const Tensor<float>*> parts[] = {
+      {"check_loss", &loss.total}, {"check_lm_loss", &loss.lm}, {"check_aux_loss", &loss.aux},
+      {"check_z_loss", &loss.z}};
+  for (const auto& [key, part] : parts)
+    e.push_back(entry<double>(key, {}, std::vector<double>{double(part->item())}));
+  for (const auto& p : train.named_parameters())
+    e.push_back(entry<float>("train." + p.name, p.tensor.shape(), p.tensor.value()));
+  for (const auto& p : check.named_parameters()) {
+    e.push_back(entry<float>("check." + p.name, p.tensor.shape(), p.tensor.value()));
+    e.push_back(entry<float>("check_grad." + p.name, p.tensor.shape(), p.tensor.grad()));
+  }
+  return e;
+}
+
 // q, k, v, dO and tapegrad's flash output and gradients.
 std::vector<NpzEntry> flash_reference(const bench::FlashShape& s) {
   const bench::FlashInputs in = bench::make_flash_inputs(s);
@@ -686,6 +735,8 @@ bool dump_reference(const Args& a) {
     e = toygpt_reference();
   else if (a.workload == "llama_step")
     e = llama_reference();
+  else if (a.workload == "moe_step")
+    e = moe_reference();
   else if (const bench::FlashShape fs = bench::parse_flash(a.workload); fs.T != 0)
     e = flash_reference(fs);
   else if (const std::size_t context = bench::parse_decode(a.workload))

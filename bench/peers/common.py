@@ -27,6 +27,9 @@ TOYGPT = dict(vocab=65, context=64, d_model=128, heads=4, layers=2, mlp_ratio=4,
               lr=3e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
 # TOY-GPT's size with the llama preset: hidden = 2/3 * 4 * 128 rounded up to 32
 LLAMA = dict(TOYGPT, kv_heads=2, hidden=352, rope_theta=10000.0, norm_eps=1e-5)
+# llama's feed-forward as 4 experts of half its hidden size, each token to 2 of them
+# (renormalised), with tapegrad's default auxiliary coefficients: the same active size
+MOE = dict(LLAMA, experts=4, top_k=2, expert_hidden=176, aux_coef=0.01, z_coef=0.001)
 FLASH = dict(B=1, H=8, dh=32)
 FLASH_LENGTHS = (2048, 8192, 32768)
 # bench::decode_shape: the llama preset at d_model 256, 4 layers, 8 heads over 2 KV heads,
@@ -68,6 +71,8 @@ def workload(name):
         return dict(TOYGPT, kind="toygpt", name=name)
     if name == "llama_step":
         return dict(LLAMA, kind="llama", name=name)
+    if name == "moe_step":
+        return dict(MOE, kind="moe", name=name)
     m = re.fullmatch(r"flash_fwdbwd_f32_T(\d+)", name)
     if m and int(m.group(1)) in FLASH_LENGTHS:
         return dict(FLASH, kind="flash", name=name, T=int(m.group(1)), dtype="float32")
@@ -175,7 +180,8 @@ def check_flash(ref, out, grads):
 class TrainCheck:
     """What a training workload's start-up check runs, as tapegrad_bench's: TOY-GPT the timed
     weights on the whole batch; llama the check weights ("check.<name>") on the first two
-    sequences, whose loss and gradients tapegrad wrote under other names."""
+    sequences, whose loss and gradients tapegrad wrote under other names; MoE as llama, its
+    loss the training loss (LM + auxiliary + z)."""
 
     def __init__(self, w):
         toygpt = w["kind"] == "toygpt"
@@ -198,7 +204,8 @@ def params(ref, prefix):
 
 
 def check_losses(w, losses):
-    """As bench::check_toygpt_losses: the first loss near ln(vocab), then falling."""
+    """As bench::check_toygpt_losses: the first loss near ln(vocab), then falling (the
+    language-model loss, without an MoE model's auxiliary losses)."""
     first, last, uniform = losses[0], losses[-1], math.log(w["vocab"])
     if abs(first - uniform) >= 0.3:
         raise CheckFailed(f"first loss {first} is not near ln(vocab) = {uniform:.4f}")

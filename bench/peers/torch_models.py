@@ -111,16 +111,50 @@ def _rope(x, cos, sin, start=0):
     return x * cos[start:start + T] + rot * sin[start:start + T]
 
 
-def llama_logits(w, P, x, attend):
+def swiglu(h, gate, up, down):
+    return (F.silu(h @ gate) * (h @ up)) @ down
+
+
+def swiglu_of(P, b, h):
+    """The SwiGLU whose weights are P[b + "gate.weight"], ... of h."""
+    return swiglu(h, P[b + "gate.weight"], P[b + "up.weight"], P[b + "down.weight"])
+
+
+def llama_logits(w, P, x, attend, feed_forward=None):
     """x (B, T, D) through the llama blocks, the final RMSNorm and the head -> logits.
-    attend(l, h) is layer l's attention of its normed input h, (B, T, heads * dh) before Wo."""
+    attend(l, h) is layer l's attention of its normed input h, (B, T, heads * dh) before Wo;
+    feed_forward(l, h) its MLP (by default the dense SwiGLU)."""
     D, eps = w["d_model"], w["norm_eps"]
+    feed_forward = feed_forward or (lambda l, h: swiglu_of(P, f"blocks.{l}.mlp.", h))
     for l in range(w["layers"]):
         b = f"blocks.{l}."
         x = x + attend(l, F.rms_norm(x, (D,), P[b + "norm1.weight"], eps)) @ P[b + "attn.Wo"]
-        h = F.rms_norm(x, (D,), P[b + "norm2.weight"], eps)
-        x = x + (F.silu(h @ P[b + "mlp.gate.weight"]) * (h @ P[b + "mlp.up.weight"])) @ P[b + "mlp.down.weight"]
+        x = x + feed_forward(l, F.rms_norm(x, (D,), P[b + "norm2.weight"], eps))
     return F.rms_norm(x, (D,), P["norm_f.weight"], eps) @ P["head.weight"]
+
+
+def sparse_moe(w, P, b, h):
+    """Mixtral's sparse block as PyTorch users write it: softmax over all experts, top k,
+    the k weights renormalised, a loop over experts gathering their tokens and adding
+    their outputs back with index_add_; with the layer's load-balancing loss as Hugging
+    Face's load_balancing_loss_func (E * sum_e f_e * P_e) and its router z-loss."""
+    E, k = w["experts"], w["top_k"]
+    flat = h.reshape(-1, h.shape[-1])
+    logits = flat @ P[b + "router.weight"]
+    probs = torch.softmax(logits, dim=-1)
+    weights, chosen = torch.topk(probs, k, dim=-1)
+    weights = weights / weights.sum(-1, keepdim=True)
+    out = torch.zeros_like(flat)
+    expert_mask = F.one_hot(chosen, E).permute(2, 1, 0)  # (E, k, tokens)
+    for e in range(E):
+        slot, token = torch.where(expert_mask[e])
+        gate, up, down = (P[f"{b}experts.{e}.{n}.weight"] for n in ("gate", "up", "down"))
+        y = swiglu(flat[token], gate, up, down) * weights[token, slot, None]
+        out.index_add_(0, token, y)
+    f = F.one_hot(chosen, E).float().mean(0).sum(0)  # (E,): the share of tokens sent to e
+    aux = E * torch.sum(f * probs.mean(0))
+    z = torch.logsumexp(logits, dim=-1).square().mean()
+    return out.view_as(h), aux, z
 
 
 class Llama(torch.nn.Module):
@@ -135,19 +169,39 @@ class Llama(torch.nn.Module):
         self.P = dict(zip(names, self.ps))
         self.cos, self.sin = _rope_tables(w)
 
+    def attend(self, l, h):
+        """Layer l's causal GQA attention of h (B, T, D) -> (B, T, heads * dh), before Wo."""
+        w, P, b = self.w, self.P, f"blocks.{l}."
+        B, T = h.shape[:2]
+        q = _rope(_heads(h @ P[b + "attn.Wq"], B, T, w["heads"]), self.cos, self.sin)
+        k = _rope(_heads(h @ P[b + "attn.Wk"], B, T, w["kv_heads"]), self.cos, self.sin)
+        v = _heads(h @ P[b + "attn.Wv"], B, T, w["kv_heads"])
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return o.transpose(1, 2).reshape(B, T, -1)
+
+    def forward(self, tokens, targets):
+        logits = llama_logits(self.w, self.P, self.P["tok_emb.weight"][tokens], self.attend)
+        return F.cross_entropy(logits.reshape(-1, self.w["vocab"]), targets.reshape(-1))
+
+
+class MoeLlama(Llama):
+    """The llama preset with each block's MLP a sparse mixture of experts (sparse_moe). The
+    training loss is the LM loss plus aux_coef times the mean load-balancing loss over
+    layers plus z_coef times the mean z-loss; forward returns (training loss, LM loss)."""
+
     def forward(self, tokens, targets):
         w, P = self.w, self.P
-        B, T = tokens.shape
+        aux, z = [], []
 
-        def attend(l, h):
-            b = f"blocks.{l}."
-            q = _rope(_heads(h @ P[b + "attn.Wq"], B, T, w["heads"]), self.cos, self.sin)
-            k = _rope(_heads(h @ P[b + "attn.Wk"], B, T, w["kv_heads"]), self.cos, self.sin)
-            v = _heads(h @ P[b + "attn.Wv"], B, T, w["kv_heads"])
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            return o.transpose(1, 2).reshape(B, T, -1)
-        logits = llama_logits(w, P, P["tok_emb.weight"][tokens], attend)
-        return F.cross_entropy(logits.reshape(-1, w["vocab"]), targets.reshape(-1))
+        def feed_forward(l, h):
+            out, a, zl = sparse_moe(w, P, f"blocks.{l}.moe.", h)
+            aux.append(a)
+            z.append(zl)
+            return out
+        logits = llama_logits(w, P, P["tok_emb.weight"][tokens], self.attend, feed_forward)
+        lm = F.cross_entropy(logits.reshape(-1, w["vocab"]), targets.reshape(-1))
+        total = lm + w["aux_coef"] * torch.stack(aux).mean() + w["z_coef"] * torch.stack(z).mean()
+        return total, lm
 
 
 class Train:
@@ -165,25 +219,32 @@ class Train:
         self.losses = []
 
     def make(self, prefix):
-        return ToyGpt(self.w, self.ref) if self.w["kind"] == "toygpt" else Llama(self.w, self.ref, prefix)
+        if self.w["kind"] == "toygpt":
+            return ToyGpt(self.w, self.ref)
+        return (MoeLlama if self.w["kind"] == "moe" else Llama)(self.w, self.ref, prefix)
+
+    def loss(self, f, rows):
+        """(training loss, LM loss) of the first `rows` sequences: a dense model's are one."""
+        out = f(self.tokens[:rows], self.targets[:rows])
+        return out if isinstance(out, tuple) else (out, out)
 
     def step(self):
         self.opt.zero_grad()
-        loss = self.f(self.tokens, self.targets)
+        loss, lm = self.loss(self.f, len(self.tokens))
         loss.backward()
         self.opt.step()
-        self.losses.append(loss.item())
+        self.losses.append(lm.item())
 
     def check(self):
-        """TOY-GPT: the timed model's first loss and gradients on the whole batch; llama:
-        the check weights on the first two sequences (tapegrad_bench's start-up check)."""
+        """TOY-GPT: the timed model's first loss and gradients on the whole batch; llama and
+        MoE: the check weights on the first two sequences (tapegrad_bench's start-up check)."""
         c = common.TrainCheck(self.w)
         if c.weights is None:
             m, f = self.model, self.f
         else:
             m = self.make(c.weights)
             f = self.compile_fn(m)
-        loss = f(self.tokens[:c.rows], self.targets[:c.rows])
+        loss, _ = self.loss(f, c.rows)
         loss.backward()
         err = c.compare(self.ref, loss.item(), [(nm, p.grad.numpy()) for nm, p in m.P.items()])
         m.zero_grad(set_to_none=True)
@@ -286,5 +347,5 @@ class Decode:
 
 
 def build(w, ref, compile_fn):
-    table = {"mha": Mha, "toygpt": Train, "llama": Train, "flash": Flash, "decode": Decode}
+    table = {"mha": Mha, "toygpt": Train, "llama": Train, "moe": Train, "flash": Flash, "decode": Decode}
     return common.builder(table, w, "torch")(w, ref, compile_fn)
