@@ -1,8 +1,9 @@
 #pragma once
 // Interpretability helpers built on the hook points (nn/hooks.hpp), each a few lines: a hook
-// that zeroes or mean-ablates one head's output, and activation patching over a grid of
+// that zeroes or mean-ablates one head's output, activation patching over a grid of
 // (layer, position) or (layer, head): run the corrupted tokens with one piece of the clean
-// run's activations put back and measure how much of the clean behaviour returns.
+// run's activations put back and measure how much of the clean behaviour returns; and
+// direct logit attribution: how much each head writes straight into the right answer.
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -36,5 +37,22 @@ template <class T>
 std::vector<std::vector<double>> patch_heads(Transformer<T>& model, const Indices& clean,
                                              const Indices& corrupted,
                                              const LogitMetric<T>& metric);
+
+// Direct logit attribution of one run: the residual stream at the end is a sum of what the
+// embeddings, each head (its z slice @ its rows of Wo) and each MLP wrote into it; with the
+// final norm frozen at this run's scale (and centring, for layer_norm), each of those maps
+// linearly onto the logits. Every number is a mean over the positions whose target is not
+// ignore_index of that component's share of the target token's logit (before any final
+// soft-cap). A head silenced by a head mask gets 0.
+struct LogitAttribution {
+  std::vector<std::vector<double>> heads;  // [layer][head]
+  double embed = 0;  // the token embedding, plus the learned positions where the model has them
+  double logit = 0;  // the target logits themselves: ln_final.out @ the unembedding
+  // What the rest wrote (MLPs or experts, the final norm's bias): logit - embed - the heads.
+  double rest = 0;
+};
+template <class T>
+LogitAttribution direct_logit_attribution(Transformer<T>& model, const Indices& tokens,
+                                          const Indices& targets, std::int64_t ignore_index = -100);
 
 }  // namespace tapegrad

@@ -325,3 +325,107 @@ TEST_CASE("interpret: patching the residual stream where the runs differ restore
   CHECK_THROWS_WITH(patch_heads(model, clean, random_tokens(1, 5, 9, 1), last_logit),
                     Catch::Contains("one shape"));
 }
+
+namespace {
+
+// Random values in every 1-D parameter (gains, biases), so that the final norm's gain and
+// bias take part in the attribution rather than being 1 and 0.
+void randomise_vectors(Transformer<double>& model) {
+  std::uint64_t seed = 40;
+  for (const auto& p : model.named_parameters()) {
+    if (p.tensor.dim() != 1) continue;
+    Tensor<double> t = p.tensor;
+    const Tensor<double> r = random<double>(t.shape(), seed++, false);
+    std::copy(r.value().begin(), r.value().end(), t.value().begin());
+  }
+}
+
+// Mean over the counted positions of the model's own logit of the target.
+double mean_target_logit(Transformer<double>& model, const Indices& tokens, const Indices& targets) {
+  const Array<double> logits = model.forward(tokens).value();
+  const std::size_t V = model.config().vocab;
+  double sum = 0;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (targets.data()[i] != -100) {
+      sum += logits.data()[i * V + std::size_t(targets.data()[i])];
+      ++n;
+    }
+  return sum / double(n);
+}
+
+double total(const LogitAttribution& a) {
+  double s = std::abs(a.embed) + std::abs(a.logit);
+  for (const auto& layer : a.heads)
+    for (double v : layer) s += std::abs(v);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("interpret: direct logit attribution of an attention-only RMSNorm model adds up to "
+          "its target logits", "[hooks][interpret]") {
+  TransformerConfig c = small_llama();
+  c.mlp = MlpKind::none;
+  Transformer<double> model(c);
+  randomise_vectors(model);
+  const Indices tokens = random_tokens(2, 6, c.vocab, 21);
+  Indices targets = random_tokens(2, 6, c.vocab, 22);
+  targets(1, 3) = -100;  // not counted
+  LogitAttribution a = direct_logit_attribution(model, tokens, targets);
+  REQUIRE(a.heads.size() == 2);
+  REQUIRE(a.heads[0].size() == 4);
+  CHECK(a.logit == Approx(mean_target_logit(model, tokens, targets)).epsilon(1e-12));
+  // nothing but the embedding and the heads wrote into the stream: the shares are the logit
+  CHECK(std::abs(a.rest) < 1e-12 * total(a));
+  CHECK(std::abs(a.heads[1][2]) > 1e-6);
+
+  // a head whose rows of Wo are zero writes nothing, and the rest still adds up
+  Tensor<double> Wo = model.parameter("blocks.1.attn.Wo");
+  const std::size_t dh = c.d_model / c.heads;
+  for (std::size_t e = 0; e < dh; ++e)
+    for (std::size_t d = 0; d < c.d_model; ++d) Wo.value()(2 * dh + e, d) = 0.0;
+  a = direct_logit_attribution(model, tokens, targets);
+  CHECK(a.heads[1][2] == 0.0);
+  CHECK(std::abs(a.heads[1][1]) > 1e-6);
+  CHECK(std::abs(a.rest) < 1e-12 * total(a));
+
+  // a head silenced by the mask gets 0 and the sum still holds
+  model.set_head_mask(0, {true, false, true, true});
+  a = direct_logit_attribution(model, tokens, targets);
+  CHECK(a.heads[0][1] == 0.0);
+  CHECK(std::abs(a.rest) < 1e-12 * total(a));
+}
+
+TEST_CASE("interpret: under LayerNorm with learned positions the rest of the direct logit "
+          "attribution is the final norm's bias", "[hooks][interpret]") {
+  const TransformerConfig c = attention_only();  // gpt2: LayerNorm with a bias, learned positions
+  Transformer<double> model(c);
+  randomise_vectors(model);
+  const Indices tokens = random_tokens(3, 5, c.vocab, 23), targets = random_tokens(3, 5, c.vocab, 24);
+  const LogitAttribution a = direct_logit_attribution(model, tokens, targets);
+  // the bias's share, from the parameters: mean over positions of <bias, W_U[:, y]>
+  const Array<double>& bias = model.parameter("norm_f.bias").value();
+  const bool tied = !model.has_parameter("head.weight");
+  const Array<double>& W = model.parameter(tied ? "tok_emb.weight" : "head.weight").value();
+  double want = 0;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto y = std::size_t(targets.data()[i]);
+    for (std::size_t d = 0; d < c.d_model; ++d) want += bias(d) * (tied ? W(y, d) : W(d, y));
+  }
+  want /= double(targets.size());
+  REQUIRE(std::abs(want) > 1e-3);
+  CHECK(a.logit == Approx(mean_target_logit(model, tokens, targets)).epsilon(1e-12));
+  CHECK(a.rest == Approx(want).epsilon(1e-10));
+}
+
+TEST_CASE("interpret: direct logit attribution names bad targets", "[hooks][interpret]") {
+  Transformer<double> model(attention_only());
+  const Indices tokens = random_tokens(1, 4, 9, 25);
+  CHECK_THROWS_WITH(direct_logit_attribution(model, tokens, random_tokens(1, 3, 9, 26)),
+                    Catch::Contains("direct_logit_attribution") && Catch::Contains("one shape"));
+  Indices targets = random_tokens(1, 4, 9, 27);
+  targets(0, 2) = 9;
+  CHECK_THROWS_WITH(direct_logit_attribution(model, tokens, targets),
+                    Catch::Contains("target 9") && Catch::Contains("vocab=9"));
+}

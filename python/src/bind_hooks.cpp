@@ -1,6 +1,7 @@
 // Hook points from Python (nn/hooks.hpp): run_with_cache, which returns the logits and an
 // ActivationCache that reads as a dict of NumPy arrays, and run_with_hooks, whose
-// functions see each activation as a tapegrad.Tensor and may return a replacement.
+// functions see each activation as a tapegrad.Tensor and may return a replacement; and the
+// helpers of nn/interpret.hpp built on them (patching grids, direct logit attribution).
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -11,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "nn/hooks.hpp"
+#include "nn/interpret.hpp"
 #include "nn/transformer.hpp"
 #include "numpy_convert.hpp"
 #include "py_tensor.hpp"
@@ -62,6 +64,53 @@ Hooks<T> hooks_of(const py::dict& functions) {
   return hooks;
 }
 
+py::array_t<double> grid(const std::vector<std::vector<double>>& rows) {
+  const std::size_t cols = rows.empty() ? 0 : rows[0].size();
+  py::array_t<double> a({rows.size(), cols});
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    std::copy(rows[r].begin(), rows[r].end(), a.mutable_data(r, 0));
+  return a;
+}
+
+// metric(logits: tapegrad.Tensor) -> float, from Python
+template <class T>
+LogitMetric<T> metric_of(const py::function& metric) {
+  return [metric](const Tensor<T>& logits) { return metric(PyTensor(logits)).template cast<double>(); };
+}
+
+template <class T>
+void bind_interpret(py::module_& m) {
+  m.def("patch_residual_by_position", [](Transformer<T>& model, const py::object& clean,
+                                         const py::object& corrupted, const py::function& metric) {
+    return grid(patch_residual_by_position(model, indices_from_numpy(clean, "patch_residual_by_position"),
+                                           indices_from_numpy(corrupted, "patch_residual_by_position"),
+                                           metric_of<T>(metric)));
+  }, py::arg("model"), py::arg("clean"), py::arg("corrupted"), py::arg("metric"),
+  "-> (layers, T) array: metric(logits) of the corrupted run with blocks.{l}.resid_pre at "
+  "position p from the clean run");
+  m.def("patch_heads", [](Transformer<T>& model, const py::object& clean, const py::object& corrupted,
+                          const py::function& metric) {
+    return grid(patch_heads(model, indices_from_numpy(clean, "patch_heads"),
+                            indices_from_numpy(corrupted, "patch_heads"), metric_of<T>(metric)));
+  }, py::arg("model"), py::arg("clean"), py::arg("corrupted"), py::arg("metric"),
+  "-> (layers, heads) array: metric(logits) of the corrupted run with head h's attn.z from "
+  "the clean run");
+  m.def("direct_logit_attribution", [](Transformer<T>& model, const py::object& tokens,
+                                       const py::object& targets, std::int64_t ignore_index) {
+    const LogitAttribution a = direct_logit_attribution(
+        model, indices_from_numpy(tokens, "direct_logit_attribution"),
+        indices_from_numpy(targets, "direct_logit_attribution"), ignore_index);
+    py::dict out;
+    out["heads"] = grid(a.heads);
+    out["embed"] = a.embed;
+    out["logit"] = a.logit;
+    out["rest"] = a.rest;
+    return out;
+  }, py::arg("model"), py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100,
+  "-> {'heads': (layers, heads) array, 'embed', 'logit', 'rest'}: each component's mean share "
+  "of the target logits, the final norm frozen at this run's scale (docs/HOOKS.md)");
+}
+
 template <class T>
 void bind_runs(py::module_& m) {
   m.def("run_with_cache", [](Transformer<T>& model, const py::object& tokens,
@@ -79,6 +128,7 @@ void bind_runs(py::module_& m) {
   }, py::arg("model"), py::arg("tokens"), py::arg("hooks"),
   "model.forward(tokens) with hooks {name: fn}: fn(activation, name) sees a tapegrad.Tensor "
   "and returns None (keep it), a Tensor (on the tape) or an array of its shape");
+  bind_interpret<T>(m);
 }
 
 }  // namespace

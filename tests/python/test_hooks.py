@@ -85,3 +85,36 @@ def test_gradient_at_a_cached_activation_matches_finite_differences():
         numeric = (objective(index, 1e-6) - objective(index, -1e-6)) / 2e-6
         assert grad[index] == pytest.approx(numeric, rel=1e-6, abs=1e-8)
     assert pattern.shape == grad.shape
+
+
+def test_direct_logit_attribution_adds_up_in_an_attention_only_rmsnorm_model():
+    model = nn.Transformer(small("llama", heads=4, kv_heads=2, mlp="none"), dtype="float64")
+    targets = np.array([[4, 2, 8, 5, 7, 1]])
+    a = tg.direct_logit_attribution(model, TOKENS, targets)
+    assert a["heads"].shape == (2, 4)
+    logits = model.forward(TOKENS).numpy()
+    want = np.mean([logits[0, t, y] for t, y in enumerate(targets[0])])
+    assert a["logit"] == pytest.approx(want, rel=1e-12)
+    # only the embedding and the heads wrote into the stream
+    assert abs(a["rest"]) < 1e-12 * (abs(a["embed"]) + np.abs(a["heads"]).sum() + abs(a["logit"]))
+    with pytest.raises(Exception, match="direct_logit_attribution"):
+        tg.direct_logit_attribution(model, TOKENS, targets[:, :3])
+
+
+def test_patching_grids_from_python_with_a_python_metric():
+    model = nn.Transformer(small(), dtype="float64")
+    corrupted = TOKENS.copy()
+    corrupted[0, 2] = (TOKENS[0, 2] + 1) % 9
+
+    def last_logit(logits):
+        return float(logits.numpy()[0, -1, 0])
+    clean_metric = last_logit(model.forward(TOKENS))
+    corrupted_metric = last_logit(model.forward(corrupted))
+    grid = tg.patch_residual_by_position(model, TOKENS, corrupted, last_logit)
+    assert grid.shape == (2, 6)
+    # at layer 0 only position 2 differs: patching it restores the clean run
+    assert grid[0, 2] == pytest.approx(clean_metric, rel=1e-12)
+    assert grid[0, 0] == pytest.approx(corrupted_metric, rel=1e-12)
+    heads = tg.patch_heads(model, TOKENS, TOKENS, last_logit)
+    assert heads.shape == (2, 2)
+    assert np.allclose(heads, clean_metric, rtol=1e-12)
