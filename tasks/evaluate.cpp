@@ -19,13 +19,17 @@ std::int64_t argmax(const float* row, std::size_t V) {
 }  // namespace
 
 EvalResult evaluate(TinyGPT<float>& model, const std::vector<Batch>& batches) {
+  return evaluate([&model](const Indices& tokens) { return model.forward(tokens); }, batches);
+}
+
+EvalResult evaluate(const LogitsFn& logits_of, const std::vector<Batch>& batches) {
   NoGradGuard no_grad;
   EvalResult r;
   double loss_sum = 0;
   std::size_t correct = 0, exact = 0;
   for (const Batch& batch : batches) {
     const std::size_t B = batch.tokens.shape()[0], T = batch.tokens.shape()[1];
-    Tensor<float> logits = model.forward(batch.tokens);
+    Tensor<float> logits = logits_of(batch.tokens);
     std::size_t counted = 0;
     for (std::int64_t t : batch.targets) counted += t != kIgnore;
     if (counted > 0) {

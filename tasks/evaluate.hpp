@@ -9,6 +9,7 @@
 // is also greedy decoding's first wrong token. Per-token accuracy is the teacher-forced
 // one (greedy decoding's would count the tokens after a first mistake as well).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct EvalResult {
 };
 
 EvalResult evaluate(TinyGPT<float>& model, const std::vector<Batch>& batches);
+// The same with the logits (B, T, V) of tokens (B, T) from any function: a run with hooks
+// (an ablated head, a patched activation), for instance.
+using LogitsFn = std::function<Tensor<float>(const Indices& tokens)>;
+EvalResult evaluate(const LogitsFn& logits_of, const std::vector<Batch>& batches);
 
 // The repeat task's loss on each half of its sequences (RepeatTask, tasks/tasks.hpp): the
 // first half's targets are random (about log(symbols) nats at best), the second half's are

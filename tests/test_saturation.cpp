@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "examples/saturation/ablation.hpp"
 #include "examples/saturation/report.hpp"
 #include "examples/saturation/sweep.hpp"
 #include "examples/saturation/training.hpp"
@@ -37,6 +38,35 @@ const std::vector<SweepPoint>& tk16_sweep() {
 
 using Run = tapegrad::test::ProgramRun;
 using tapegrad::test::slurp;
+
+TEST_CASE("saturation ablation: each row through the zero_head hook is the head mask's numbers",
+          "[saturation]") {
+  const tasks::SequenceTask task = tasks::SequenceTask::make("sort");
+  TransformerConfig c = gpt2_preset();
+  c.vocab = task.vocab_size();
+  c.context = task.context();
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  c.seed = 5;
+  TinyGPT<float> model(c);
+  TrainingOptions o;
+  o.eval_size = 40;
+  const std::vector<tasks::Batch> batches = eval_batches(o, task);
+  const std::vector<AblationRow> rows = ablate_each_head(model, batches);
+  REQUIRE(rows.size() == 1 + 2 * 2);
+  const auto forward = [&model](const Indices& tokens) { return model.forward(tokens); };
+  bool some_head_moves_the_margin = false;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    model.ablate_head(rows[i].layer, rows[i].head);
+    const AblationRow masked = evaluate_margin(forward, batches);
+    CHECK(rows[i].accuracy == masked.accuracy);
+    CHECK(rows[i].mean_margin == Approx(masked.mean_margin).epsilon(1e-6));
+    some_head_moves_the_margin |= std::abs(rows[i].mean_margin - rows[0].mean_margin) > 1e-4;
+  }
+  model.clear_head_masks();
+  CHECK(some_head_moves_the_margin);
+}
 
 #if defined(TAPEGRAD_SATURATION_BIN)
 Run run_binary(const std::string& args, const std::string& name) {

@@ -5,6 +5,7 @@
 
 #include "autograd/tape.hpp"  // NoGradGuard
 #include "examples/saturation/training.hpp"
+#include "nn/interpret.hpp"  // zero_head
 #include "tasks/evaluate.hpp"
 
 namespace tapegrad::saturation {
@@ -29,31 +30,34 @@ void add_margins(const Tensor<float>& logits, const tasks::Batch& batch, double&
 
 }  // namespace
 
-AblationRow evaluate_margin(TinyGPT<float>& model, const std::vector<tasks::Batch>& batches) {
+AblationRow evaluate_margin(const tasks::LogitsFn& logits_of, const std::vector<tasks::Batch>& batches) {
   AblationRow row;
-  row.accuracy = tasks::evaluate(model, batches).exact_accuracy;
+  row.accuracy = tasks::evaluate(logits_of, batches).exact_accuracy;
   NoGradGuard no_grad;
   double sum = 0;
   std::size_t count = 0;
-  for (const tasks::Batch& b : batches) add_margins(model.forward(b.tokens), b, sum, count);
+  for (const tasks::Batch& b : batches) add_margins(logits_of(b.tokens), b, sum, count);
   row.mean_margin = count ? sum / double(count) : 0;
   return row;
 }
 
 std::vector<AblationRow> ablate_each_head(TinyGPT<float>& model,
                                           const std::vector<tasks::Batch>& batches) {
-  model.clear_head_masks();
-  std::vector<AblationRow> rows{evaluate_margin(model, batches)};
+  std::vector<AblationRow> rows{
+      evaluate_margin([&model](const Indices& tokens) { return model.forward(tokens); }, batches)};
   rows.front().intact = true;
   for (std::size_t l = 0; l < model.config().layers; ++l)
     for (std::size_t h = 0; h < model.config().heads; ++h) {
-      model.ablate_head(l, h);
-      AblationRow r = evaluate_margin(model, batches);
+      const std::string point = "blocks." + std::to_string(l) + ".attn.z";
+      AblationRow r = evaluate_margin([&](const Indices& tokens) {
+        Hooks<float> hooks;
+        hooks.add(point, zero_head<float>(h));
+        return model.run_with_hooks(tokens, hooks);
+      }, batches);
       r.layer = l;
       r.head = h;
       rows.push_back(r);
     }
-  model.clear_head_masks();
   return rows;
 }
 

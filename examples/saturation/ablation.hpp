@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/tinygpt.hpp"
+#include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
 
 namespace tapegrad::saturation {
@@ -34,9 +35,10 @@ struct AblationResult {
   double train_seconds = 0;
 };
 
-// Exact accuracy and mean margin of `model` as it is now (with whatever heads are masked).
-AblationRow evaluate_margin(TinyGPT<float>& model, const std::vector<tasks::Batch>& batches);
-// Every head of `model` ablated in turn, the intact model first; masks cleared afterwards.
+// Exact accuracy and mean margin of the logits `logits_of` gives for each batch.
+AblationRow evaluate_margin(const tasks::LogitsFn& logits_of, const std::vector<tasks::Batch>& batches);
+// Every head of `model` ablated in turn (its slice of blocks.{l}.attn.z zeroed by a hook,
+// for that run only), the intact model first.
 std::vector<AblationRow> ablate_each_head(TinyGPT<float>& model,
                                           const std::vector<tasks::Batch>& batches);
 // Trains the options' gpt2-preset model on its task, then ablate_each_head.

@@ -120,8 +120,8 @@ std::string ablation_markdown(const AblationResult& a, const AblationOptions& o,
         " layers of " + std::to_string(o.heads) + " heads) trained on `" + o.task + "` for " +
         std::to_string(o.steps) + " steps (" + secs(a.train_seconds) + "), then evaluated on " +
         std::to_string(o.eval_size) + " held-out sequences with each head's output zeroed in turn "
-        "before Wo (`Transformer::ablate_head`, which works on any model, a loaded checkpoint "
-        "too). The margin is the correct token's logit minus the best other one, averaged over the "
+        "before Wo (a `zero_head` hook at `blocks.{l}.attn.z`, which works on any model, a loaded "
+        "checkpoint too). The margin is the correct token's logit minus the best other one, averaged over the "
         "answer positions. The transformer chapter reports, ablating heads one at a time, \"accuracy "
         "at 1.000 for six of the eight, and above 0.99 for the other two, while the logit margin "
         "moves by between 1.02 and 5.18\".\n\n";
