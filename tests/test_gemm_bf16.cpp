@@ -97,6 +97,9 @@ const std::vector<Case> kCases = {
     {false, false, 1, 1, 1, 0},   {false, false, 7, 9, 5, 0},    {false, true, 8, 32, 64, 0},
     {true, false, 9, 33, 17, 3},  {true, true, 17, 40, 31, 1},   {false, false, 24, 65, 128, 2},
     {false, true, 3, 100, 257, 0}, {true, false, 33, 31, 2, 5},    {false, false, 10, 20, 45, 1},
+    // the fast path's packing of transposed operands: 16 rows of A at a time with a remainder
+    // and an odd K, rows of B longer than 32 with a remainder
+    {true, false, 40, 20, 67, 3}, {false, true, 5, 18, 70, 2},    {true, true, 48, 33, 99, 1},
 };
 
 }  // namespace

@@ -62,15 +62,24 @@ struct Packed {
 };
 
 #if defined(__x86_64__)
-// The fast path's packing of untransposed operands, 16 pairs at a time with VCVTNE2PS2BF16
-// (the same rounding as to_bf16, except that subnormal inputs become zero). Returns the
-// first pair p it did not pack: the caller packs the rest one by one.
+// The fast path's packing of a row of K floats as (K + 1) / 2 pairs (an odd K's last pair
+// padded with a zero), 16 pairs at a time with VCVTNE2PS2BF16 (the same rounding as
+// to_bf16, except that subnormal inputs become zero); the last few through masked loads
+// and a masked store. Returns the number of pairs packed: all of them.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) std::size_t pack_row_pairs_fast(
     const float* row, std::size_t K, std::uint32_t* out) {
   std::size_t p = 0;
   for (; 2 * p + 32 <= K; p += 16)
     _mm512_storeu_si512(out + p, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p + 16),
                                                               _mm512_loadu_ps(row + 2 * p)));
+  if (2 * p < K) {
+    const std::size_t left = K - 2 * p, pairs = (left + 1) / 2;  // 1..31 floats, 1..16 pairs
+    const auto mask = [](std::size_t n) { return __mmask16(n >= 16 ? 0xFFFFu : (1u << n) - 1); };
+    const __m512 lo = _mm512_maskz_loadu_ps(mask(left), row + 2 * p);
+    const __m512 hi = _mm512_maskz_loadu_ps(mask(left > 16 ? left - 16 : 0), row + 2 * p + 16);
+    _mm512_mask_storeu_epi32(out + p, mask(pairs), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    p += pairs;
+  }
   return p;
 }
 
@@ -86,6 +95,41 @@ __attribute__((target("avx512f,avx512bw,avx512bf16,avx2"))) void pack_column_pai
 }
 #endif
 
+// Pairs [0, P.pairs) of the rows m0 .. m0 + 15 of a transposed A (A[k * lda + m]): each
+// pair of rows of A, 16 columns wide, gives one pair for each of the 16 rows of the
+// packed A. Returns the first pair it did not pack (an odd K's last).
+std::size_t pack_transposed_rows(const float* A, std::size_t lda, std::size_t K, std::size_t m0,
+                                 Packed& P, bool fast) {
+  std::size_t p = 0;
+#if defined(__x86_64__)
+  if (!fast) return 0;
+  alignas(64) std::uint32_t pairs[kPanel];
+  for (; 2 * p + 1 < K; ++p) {
+    pack_column_pairs_fast(A + 2 * p * lda + m0, A + (2 * p + 1) * lda + m0, pairs);
+    for (std::size_t i = 0; i < kPanel; ++i) P.a[(m0 + i) * P.pairs + p] = pairs[i];
+  }
+#else
+  (void)A, (void)lda, (void)K, (void)m0, (void)P, (void)fast;
+#endif
+  return p;
+}
+
+// Column n of a transposed B (B[n * ldb + k]) into its panel: its K values are one
+// contiguous row. Returns the first pair it did not pack.
+std::size_t pack_transposed_column(const float* B, std::size_t ldb, std::size_t K, std::size_t n,
+                                   Packed& P, bool fast, std::vector<std::uint32_t>& row) {
+  std::size_t p = 0;
+#if defined(__x86_64__)
+  if (!fast) return 0;
+  p = pack_row_pairs_fast(B + n * ldb, K, row.data());
+  std::uint32_t* panel = P.b.data() + (n / kPanel) * P.pairs * kPanel + n % kPanel;
+  for (std::size_t q = 0; q < p; ++q) panel[q * kPanel] = row[q];
+#else
+  (void)B, (void)ldb, (void)K, (void)n, (void)P, (void)fast, (void)row;
+#endif
+  return p;
+}
+
 Packed pack(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
             const float* A, std::size_t lda, const float* B, std::size_t ldb, bool fast) {
   Packed P;
@@ -99,28 +143,37 @@ Packed pack(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_
     return k < K ? (trans_b ? B[n * ldb + k] : B[k * ldb + n]) : 0.0f;
   };
   P.a.assign(P.rows * P.pairs, 0);
-  for (std::size_t m = 0; m < M; ++m) {
-    std::size_t p = 0;
+  // the pairs already packed in each row of A (the rest: one by one below)
+  std::vector<std::size_t> a_done(M, 0);
 #if defined(__x86_64__)
-    if (fast && !trans_a) p = pack_row_pairs_fast(A + m * lda, K, P.a.data() + m * P.pairs);
+  if (fast && !trans_a)
+    for (std::size_t m = 0; m < M; ++m)
+      a_done[m] = pack_row_pairs_fast(A + m * lda, K, P.a.data() + m * P.pairs);
+  if (fast && trans_a)
+    for (std::size_t m0 = 0; m0 + kPanel <= M; m0 += kPanel)
+      std::fill_n(a_done.begin() + long(m0), kPanel, pack_transposed_rows(A, lda, K, m0, P, fast));
 #endif
-    for (; p < P.pairs; ++p) P.a[m * P.pairs + p] = pair(a_at(m, 2 * p), a_at(m, 2 * p + 1));
-  }
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t p = a_done[m]; p < P.pairs; ++p)
+      P.a[m * P.pairs + p] = pair(a_at(m, 2 * p), a_at(m, 2 * p + 1));
   P.b.assign(P.cols * P.pairs, 0);
-  std::size_t fast_columns = 0;  // whole panels of B packed 16 columns at a time
+  std::vector<std::size_t> b_done(N, 0);
 #if defined(__x86_64__)
-  if (fast && !trans_b) {
-    fast_columns = N / kPanel * kPanel;
-    for (std::size_t n0 = 0; n0 < fast_columns; n0 += kPanel)
+  if (fast && !trans_b)  // whole panels, 16 columns at a time
+    for (std::size_t n0 = 0; n0 + kPanel <= N; n0 += kPanel) {
       for (std::size_t p = 0; 2 * p + 1 < K; ++p)
         pack_column_pairs_fast(B + 2 * p * ldb + n0, B + (2 * p + 1) * ldb + n0,
                                P.b.data() + (n0 / kPanel * P.pairs + p) * kPanel);
+      std::fill_n(b_done.begin() + long(n0), kPanel, K / 2);
+    }
+  if (fast && trans_b) {
+    std::vector<std::uint32_t> row(P.pairs);
+    for (std::size_t n = 0; n < N; ++n) b_done[n] = pack_transposed_column(B, ldb, K, n, P, fast, row);
   }
 #endif
   for (std::size_t n = 0; n < N; ++n) {
     std::uint32_t* panel = P.b.data() + (n / kPanel) * P.pairs * kPanel + n % kPanel;
-    const std::size_t first = n < fast_columns ? K / 2 : 0;  // an odd K's last pair: below
-    for (std::size_t p = first; p < P.pairs; ++p)
+    for (std::size_t p = b_done[n]; p < P.pairs; ++p)
       panel[p * kPanel] = pair(b_at(2 * p, n), b_at(2 * p + 1, n));
   }
   return P;
@@ -194,12 +247,15 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
     else
 #endif
       tile_portable(P, r0, j0, tile);
-    const std::size_t c0 = j0 * kPanel;
-    for (std::size_t r = r0; r < std::min(M, r0 + kRows); ++r)
-      for (std::size_t c = c0; c < std::min(N, c0 + kCols); ++c) {
-        const float v = alpha * tile[(r - r0) * kCols + (c - c0)];
-        C[r * ldc + c] = beta == 0.0f ? v : v + beta * C[r * ldc + c];
-      }
+    const std::size_t c0 = j0 * kPanel, width = std::min(N, c0 + kCols) - c0;
+    for (std::size_t r = r0; r < std::min(M, r0 + kRows); ++r) {
+      const float* t = tile + (r - r0) * kCols;
+      float* out = C + r * ldc + c0;
+      if (beta == 0.0f)
+        for (std::size_t c = 0; c < width; ++c) out[c] = alpha * t[c];
+      else
+        for (std::size_t c = 0; c < width; ++c) out[c] = alpha * t[c] + beta * out[c];
+    }
   };
   parallel_for_if_worth(row_tiles * col_tiles, 2.0 * double(M) * double(N) * double(K), run_tile);
 }
