@@ -87,6 +87,8 @@ inline std::vector<std::string> workload_names() {
   w.push_back("toygpt_step");
   w.push_back("llama_step");
   w.push_back("moe_step");  // llama_step's model with 4 experts of half its hidden size, top 2
+  // tapegrad only: the same steps with every matrix product in bf16 (float32 elsewhere)
+  for (const char* step : {"toygpt_step", "llama_step", "moe_step"}) w.push_back(std::string(step) + "_bf16");
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
   for (std::size_t T : kFlashLengths) w.push_back("flash_fwdbwd_f32_T" + std::to_string(T));
   w.push_back("chain1000");

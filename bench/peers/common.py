@@ -52,14 +52,20 @@ class NotWritten(Exception):
 
 
 def builder(table, w, who):
-    """table[w["kind"]], the peer's class for the workload; NotWritten when it has none."""
+    """table[w["kind"]], the peer's class for the workload; NotWritten when it has none (or
+    for a bf16 step, which only PyTorch's CPU autocast runs)."""
+    if w.get("bf16") and who != "torch":
+        raise NotWritten(f"{who} has no bf16 program (PyTorch's autocast runs the _bf16 steps)")
     if w["kind"] not in table:
         raise NotWritten(f"{who} has no {w['kind']} program (it runs {', '.join(table)})")
     return table[w["kind"]]
 
 
 def workload(name):
-    """'mha_fwdbwd_f32_S3' -> dict(kind, backward, dtype, B, T, D, H, KV, ...)."""
+    """'mha_fwdbwd_f32_S3' -> dict(kind, backward, dtype, B, T, D, H, KV, ...); a training
+    step's name with _bf16 -> that step with bf16=True (its matrix products in bf16)."""
+    if name.endswith("_bf16") and name[:-5] in ("toygpt_step", "llama_step", "moe_step"):
+        return dict(workload(name[:-5]), name=name, bf16=True)
     m = re.fullmatch(r"(mha|gqa)_(fwd|fwdbwd)_(f32|f64)_(S[1-4])", name)
     if m:
         B, T, D, H = SHAPES[m.group(4)]

@@ -47,13 +47,14 @@ PEERS = {
 NATIVE = ("tapegrad", "libtorch")
 WORKLOADS = ([f"mha_{p}_{d}_S{i}" for p in ("fwd", "fwdbwd") for d in ("f32", "f64") for i in range(1, 5)]
              + ["gqa_fwdbwd_f32_S3", "toygpt_step", "llama_step", "moe_step"]
+             + ["toygpt_step_bf16", "llama_step_bf16", "moe_step_bf16"]
              + [f"flash_fwdbwd_f32_T{t}" for t in (2048, 8192, 32768)]
              + [f"decode_ctx{c}" for c in (256, 1024)] + ["gemm_peak_f32"])
 # A step of minutes: checked at T 2048 and 8192 (the same kernels), timed once here.
 UNCHECKED = {"flash_fwdbwd_f32_T32768"}
 NATIVE_ONLY = {"gemm_peak_f32"}  # the ceiling the GFLOP/s are read against: no peer runs it
 # The workloads libtorch 1.13's C++ program (torch_reference) has no program for.
-NOT_IN_LIBTORCH = {"moe_step"}
+NOT_IN_LIBTORCH = {"moe_step", "toygpt_step_bf16", "llama_step_bf16", "moe_step_bf16"}
 
 
 def log(msg):
@@ -110,7 +111,8 @@ def command(fw, workload, threads, warmup, repeats, check):
 
 
 def ref_path(workload):
-    return os.path.join(REFS, workload + ".npz")
+    """A _bf16 step reads its float32 step's reference (the same model and batch)."""
+    return os.path.join(REFS, workload.removesuffix("_bf16") + ".npz")
 
 
 def run_one(fw, workload, threads, warmup, repeats, check, timeout):
@@ -142,7 +144,7 @@ def plan(w):
         return 1, 3, 2
     if w.endswith("_S3"):
         return 1, 4, 2
-    if w.endswith("_S2") or w in ("toygpt_step", "llama_step", "moe_step"):
+    if w.endswith("_S2") or w.removesuffix("_bf16") in ("toygpt_step", "llama_step", "moe_step"):
         return 2, 10, 2
     return 5, 100, 2
 

@@ -229,15 +229,19 @@ class Train:
         return out if isinstance(out, tuple) else (out, out)
 
     def step(self):
+        """One step; a _bf16 workload runs the forward under torch.autocast("cpu",
+        dtype=torch.bfloat16), as PyTorch's docs show (the backward follows its casts)."""
         self.opt.zero_grad()
-        loss, lm = self.loss(self.f, len(self.tokens))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.w.get("bf16", False)):
+            loss, lm = self.loss(self.f, len(self.tokens))
         loss.backward()
         self.opt.step()
         self.losses.append(lm.item())
 
     def check(self):
         """TOY-GPT: the timed model's first loss and gradients on the whole batch; llama and
-        MoE: the check weights on the first two sequences (tapegrad_bench's start-up check)."""
+        MoE: the check weights on the first two sequences (tapegrad_bench's start-up check).
+        In float32 also for a _bf16 workload: the check is of the model, not the rounding."""
         c = common.TrainCheck(self.w)
         if c.weights is None:
             m, f = self.model, self.f
