@@ -150,7 +150,7 @@ def sparse_moe(w, P, b, h):
         slot, token = torch.where(expert_mask[e])
         gate, up, down = (P[f"{b}experts.{e}.{n}.weight"] for n in ("gate", "up", "down"))
         y = swiglu(flat[token], gate, up, down) * weights[token, slot, None]
-        out.index_add_(0, token, y)
+        out.index_add_(0, token, y.to(out.dtype))  # under autocast y is bf16, out float32
     f = F.one_hot(chosen, E).float().mean(0).sum(0)  # (E,): the share of tokens sent to e
     aux = E * torch.sum(f * probs.mean(0))
     z = torch.logsumexp(logits, dim=-1).square().mean()
