@@ -1,10 +1,12 @@
 #include "ops/kernels/parallel.hpp"
 
 #include "ops/kernels/precision.hpp"
+#include "ops/kernels/gemm_bf16.hpp"  // cpu_has_avx512_bf16
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -110,7 +112,18 @@ void set_num_threads(int threads) {
 int num_threads() { return g_threads; }
 
 MatmulPrecision matmul_precision() { return tl_matmul_precision; }
-void set_matmul_precision(MatmulPrecision precision) { tl_matmul_precision = precision; }
+// bf16 on a CPU without AVX512_BF16 takes the portable path: the same sums, slower than
+// float32. Said once per process, when first asked for.
+void set_matmul_precision(MatmulPrecision precision) {
+  static std::once_flag warned;
+  if (precision == MatmulPrecision::bf16 && !cpu_has_avx512_bf16())
+    std::call_once(warned, [] {
+      std::fprintf(stderr, "tapegrad: warning: bf16 matrix products: this CPU has no "
+                           "AVX512_BF16, so they take the portable path (the same results, "
+                           "slower than float32)\n");
+    });
+  tl_matmul_precision = precision;
+}
 
 void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body) {
   if (g_threads <= 1 || n <= 1 || tl_inside_parallel || !pool()) {

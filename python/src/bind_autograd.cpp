@@ -11,6 +11,7 @@
 #include "memory_budget.hpp"
 #include "numpy_convert.hpp"
 #include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
+#include "ops/kernels/precision.hpp"
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {
@@ -105,9 +106,45 @@ void bind_gradcheck(py::module_& m) {
   "eps=1e-2, atol=1e-2, rtol=5e-2).");
 }
 
+kernels::MatmulPrecision precision_of(const char* op, const std::string& name) {
+  if (name == "bf16" || name == "bfloat16") return kernels::MatmulPrecision::bf16;
+  if (name == "f32" || name == "float32") return kernels::MatmulPrecision::f32;
+  fail(op, "precision '{}' is not one of bf16 (bfloat16), f32 (float32)", name);
+}
+
+// with tapegrad.autocast("bf16"): this thread's float32 matrix products in bf16 for the
+// block, the previous precision restored after it.
+struct AutocastScope {
+  kernels::MatmulPrecision precision;
+  std::optional<kernels::MatmulPrecisionGuard> guard;
+};
+
+void bind_precision(py::module_& m) {
+  py::class_<AutocastScope>(m, "autocast",
+                            "with tapegrad.autocast('bf16'): every float32 matrix product of this "
+                            "thread (forward and backward) rounds its operands to bf16 and sums "
+                            "in float32; weights, optimiser and other ops stay float32")
+      .def(py::init([](const std::string& dtype) {
+        return new AutocastScope{precision_of("autocast", dtype), std::nullopt};
+      }), py::arg("dtype") = "bf16")
+      .def("__enter__", [](AutocastScope& s) {
+        if (s.guard) throw py::value_error("this autocast is already active; make a new one");
+        s.guard.emplace(s.precision);
+        return &s;
+      }, py::return_value_policy::reference)
+      .def("__exit__", [](AutocastScope& s, const py::args&) { s.guard.reset(); });
+  m.def("matmul_precision", [] {
+    return kernels::matmul_precision() == kernels::MatmulPrecision::bf16 ? "bf16" : "f32";
+  }, "this thread's precision of float32 matrix products: 'f32' or 'bf16'");
+  m.def("set_matmul_precision", [](const std::string& precision) {
+    kernels::set_matmul_precision(precision_of("set_matmul_precision", precision));
+  }, py::arg("precision"), "'f32' or 'bf16' for this thread's float32 matrix products");
+}
+
 }  // namespace
 
 void bind_autograd(py::module_& m) {
+  bind_precision(m);
   bind_guard<NoGradGuard>(m, "no_grad", "with tapegrad.no_grad(): ops record nothing");
   bind_guard<AnomalyGuard>(m, "detect_anomaly",
                            "with tapegrad.detect_anomaly(): the first NaN/Inf an op or a "

@@ -1,0 +1,47 @@
+"""bf16 matrix products from Python: tapegrad.autocast("bf16") rounds the operands of this
+thread's float32 products to bf16 for its block and restores the previous precision."""
+import numpy as np
+import pytest
+import tapegrad as tg
+
+
+def bf16(a):
+    """float32 -> the nearest bfloat16 (ties to even), as float32."""
+    u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def test_autocast_rounds_float32_products_and_restores_the_precision():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((8, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 16)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    rounded = bf16(a).astype(np.float64) @ bf16(b).astype(np.float64)
+    assert tg.matmul_precision() == "f32"
+    with tg.autocast("bf16"):
+        assert tg.matmul_precision() == "bf16"
+        y = tg.matmul(tg.tensor(a), tg.tensor(b)).numpy()
+    assert tg.matmul_precision() == "f32"
+    scale = np.abs(a) @ np.abs(b)
+    # the product of the rounded operands, summed in float32
+    assert np.max(np.abs(y - rounded) / scale) < 64 * 2.0**-24
+    # and not the float32 product: bf16's rounding is visible
+    assert np.max(np.abs(y - exact) / scale) > 1e-4
+    f32 = tg.matmul(tg.tensor(a), tg.tensor(b)).numpy()
+    assert np.max(np.abs(f32 - exact) / scale) < 64 * 2.0**-24
+
+
+def test_autocast_leaves_float64_alone_and_rejects_unknown_names():
+    a = np.random.default_rng(1).standard_normal((4, 8))
+    with tg.autocast("bf16"):
+        y = tg.matmul(tg.tensor(a), tg.tensor(a.T)).numpy()
+    assert np.allclose(y, a @ a.T, rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="autocast"):
+        tg.autocast("fp8")
+    with pytest.raises(ValueError, match="set_matmul_precision"):
+        tg.set_matmul_precision("half")
+    tg.set_matmul_precision("bfloat16")
+    assert tg.matmul_precision() == "bf16"
+    tg.set_matmul_precision("float32")
+    assert tg.matmul_precision() == "f32"
