@@ -189,6 +189,13 @@ LogitAttribution direct_logit_attribution(Transformer<T>& model, const Indices& 
   for (std::size_t l = 0; l < layers; ++l) names.push_back(point(l, "attn.z"));
   const CachedRun<T> run = run_with_cache(model, tokens, names);
   const Readout<T> readout{model};
+  // each activation looked up once, not once per position
+  const T* resid = run.cache[names[1]].value().data();
+  const T* embed = run.cache["embed"].value().data();
+  const T* ln_out = run.cache["ln_final.out"].value().data();
+  const T* pos = positions ? run.cache["pos_embed"].value().data() : nullptr;
+  std::vector<const Array<T>*> z_of;
+  for (std::size_t l = 0; l < layers; ++l) z_of.push_back(&run.cache[point(l, "attn.z")].value());
   LogitAttribution a;
   a.heads.assign(layers, std::vector<double>(H, 0.0));
   std::size_t counted = 0;
@@ -199,19 +206,19 @@ LogitAttribution direct_logit_attribution(Transformer<T>& model, const Indices& 
       fail("direct_logit_attribution", "target {} at flat position {} is outside [0, vocab={})",
            y, n, c.vocab);
     ++counted;
-    const std::vector<double> u = readout.direction(run.cache[names[1]].value().data() + n * D, y);
-    a.embed += dot(u, run.cache["embed"].value().data() + n * D);
-    if (positions) a.embed += dot(u, run.cache["pos_embed"].value().data() + (n % Tn) * D);
+    const std::vector<double> u = readout.direction(resid + n * D, y);
+    a.embed += dot(u, embed + n * D);
+    if (pos) a.embed += dot(u, pos + (n % Tn) * D);
     for (std::size_t l = 0; l < layers; ++l) {
       const MultiHeadAttention<T>& attn = model.blocks()[l].attention();
-      const Array<T>& z = run.cache[point(l, "attn.z")].value();  // before any head mask
+      const Array<T>& z = *z_of[l];  // before any head mask
       const std::size_t dh = z.shape()[3];
       for (std::size_t h = 0; h < H; ++h)
         if (attn.head_mask().empty() || attn.head_mask()[h])
           a.heads[l][h] += head_share(z.data() + n * H * dh, attn.Wo().value(), h, dh, u);
     }
     // the logit itself, from what the model computed: ln_final.out against W_U[:, y]
-    const T* out = run.cache["ln_final.out"].value().data() + n * D;
+    const T* out = ln_out + n * D;
     for (std::size_t d = 0; d < D; ++d) a.logit += double(out[d]) * readout.column(y, d);
   }
   if (counted == 0) return a;
