@@ -157,7 +157,8 @@ void show_task_defaults(CLI::App& app, examples::ConfigOptions& model) {
     return examples::per_case_default(values);
   };
   app.get_option("--batch")->default_str(per_task([](const TaskDefaults& d) { return d.batch; }));
-  app.get_option("--steps")->default_str(per_task([](const TaskDefaults& d) { return d.steps; }));
+  app.get_option("--steps")->default_str(per_task([](const TaskDefaults& d) { return d.steps; }) +
+                                        " (--arch mixtral on sort 1000)");
   app.get_option("--warmup")->default_str(
       per_task([](const TaskDefaults& d) { return d.warmup; }) + ", at most --steps/5");
   app.get_option("--lr")->default_str(per_task([](const TaskDefaults& d) { return d.lr; }) +

@@ -198,6 +198,10 @@ std::map<std::string, std::string> apply_task_defaults(Settings& s, const std::s
     model_defaults["rope_theta"] = "100";
     d.lr = 4e-3;
   }
+  // Each expert trains on about k/E of the tokens: at sort's 600 steps a 4-expert model
+  // ended between 0.989 and 0.996 depending on the seed and the CPU's kernels; 1000 steps
+  // reached 0.997-1.000.
+  if (arch == "mixtral" && task == "sort") d.steps = 1000;
   if (!s.given("--batch")) s.batch = d.batch;
   if (!s.given("--steps")) s.steps = d.steps;
   if (!s.given("--warmup")) s.warmup = std::min(d.warmup, s.steps / 5);
