@@ -301,13 +301,9 @@ RopeSpec TransformerConfig::rope() const {
 }
 
 AttentionSpec TransformerConfig::attention_spec() const {
-  AttentionSpec s;
-  s.heads = heads;
-  s.kv_heads = resolved_kv_heads();
+  AttentionSpec s = causal_spec(heads, resolved_kv_heads(), window);
   s.head_dim = resolved_head_dim();
   s.scale = attention_scale;
-  s.causal = true;
-  s.window = window;
   s.bias = positions == PositionKind::alibi ? PositionBias::alibi : PositionBias::none;
   s.softcap = attn_softcap;
   return s;

@@ -230,9 +230,7 @@ Mask causal_mask(std::size_t Tq, std::size_t Tk) {
   if (Tq > Tk)
     fail("causal_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), got "
                         "Tq={}, Tk={}", Tq, Tk);
-  AttentionSpec causal;
-  causal.causal = true;
-  return mask_of(attention_rule(causal, Tq, Tk, 1), Tq);
+  return mask_of(attention_rule(causal_spec(1), Tq, Tk, 1), Tq);
 }
 
 // The same positions; key j is visible iff 0 <= i - j < window: the window counts the
@@ -244,10 +242,7 @@ Mask sliding_window_mask(std::size_t Tq, std::size_t Tk, std::size_t window) {
   if (Tq > Tk)
     fail("sliding_window_mask", "needs Tq <= Tk (the queries are the last Tq of Tk positions), "
                                 "got Tq={}, Tk={}", Tq, Tk);
-  AttentionSpec windowed;
-  windowed.causal = true;
-  windowed.window = window;
-  return mask_of(attention_rule(windowed, Tq, Tk, 1), Tq);
+  return mask_of(attention_rule(causal_spec(1, 0, window), Tq, Tk, 1), Tq);
 }
 
 template <class T>

@@ -84,6 +84,15 @@ AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& 
   return d;
 }
 
+AttentionSpec causal_spec(std::size_t heads, std::size_t kv_heads, std::size_t window) {
+  AttentionSpec spec;
+  spec.heads = heads;
+  spec.kv_heads = kv_heads;
+  spec.causal = true;
+  spec.window = window;
+  return spec;
+}
+
 kernels::AttentionRule attention_rule(const AttentionSpec& spec, std::size_t Tq, std::size_t Tk,
                                       std::size_t heads) {
   kernels::AttentionRule rule;

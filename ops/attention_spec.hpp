@@ -32,6 +32,11 @@ struct AttentionSpec {
                                  // and the mask; 0: off; must be finite and >= 0
 };
 
+// A causal spec over `heads` query heads sharing `kv_heads` key/value heads (0: as many as
+// heads), each query seeing the last `window` positions, itself included (0: every earlier
+// one). The other modifiers keep their defaults.
+AttentionSpec causal_spec(std::size_t heads, std::size_t kv_heads = 0, std::size_t window = 0);
+
 // What the check resolves. Queries are the LAST Tq positions of the Tk keys (bottom-right
 // alignment): query row r has absolute position q_offset + r, q_offset = Tk - Tq; key j has
 // position j. Causal needs Tq <= Tk.

@@ -123,14 +123,8 @@ std::vector<RegisteredOp> softmax_and_model_ops(Generator& g) {
 
 std::vector<RegisteredOp> attention_ops(Generator& g) {
   const Mask mask = random_mask({3, 4}, g);
-  AttentionSpec gqa, window;
-  gqa.heads = 4;
-  gqa.kv_heads = 2;
-  gqa.causal = true;
-  window.heads = 4;  // head_dim 3, v head_dim 4
-  window.kv_heads = 1;
-  window.causal = true;
-  window.window = 2;
+  const AttentionSpec gqa = causal_spec(4, 2);
+  const AttentionSpec window = causal_spec(4, 1, 2);  // head_dim 3, v head_dim 4
   const auto flash = [](const AttentionSpec& spec) {
     return [spec](const Inputs& x) { return attention(x[0], x[1], x[2], spec, AttentionPath::flash).out; };
   };
