@@ -15,21 +15,13 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
   const std::size_t D = c.attention.d_model;
   const double residual_std = c.attention.out_std;
   if (!c.feed_forward) {
-    if (c.experts > 0)
-      fail("Block", "experts={} needs a feed-forward, but the block is attention-only", c.experts);
-  } else if (c.experts > 0) {
-    MoEConfig m;
-    m.d_model = D;
-    m.hidden = c.mlp_hidden;
-    m.experts = c.experts;
-    m.top_k = c.experts_top_k;
-    m.swiglu = c.swiglu;
-    m.mlp_bias = c.mlp_bias;
-    m.renorm = c.moe_renorm;
-    m.capacity = c.moe_capacity;
-    m.std = c.std;
-    m.out_std = residual_std;
-    moe_.emplace(m, gen);
+    if (c.moe.experts > 0)
+      fail("Block", "experts={} needs a feed-forward, but the block is attention-only",
+           c.moe.experts);
+  } else if (c.moe.experts > 0) {
+    if (c.moe.d_model != D)
+      fail("Block", "moe.d_model={} differs from the block's d_model={}", c.moe.d_model, D);
+    moe_.emplace(c.moe, gen);
   } else if (c.swiglu) {
     swiglu_.emplace(D, c.mlp_hidden, c.mlp_bias, gen, c.std, residual_std);
   } else {

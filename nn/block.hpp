@@ -24,11 +24,7 @@ struct BlockConfig {
   bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
   double std = init::gpt2_std;            // the feed-forward's input weights
-  // experts > 0: a mixture of experts in place of the one feed-forward (its d_model,
-  // hidden, swiglu, bias and stds are taken from the fields above)
-  std::size_t experts = 0, experts_top_k = 2;
-  bool moe_renorm = true;
-  double moe_capacity = 0;  // MoEConfig::capacity
+  MoEConfig moe;  // moe.experts > 0: a mixture of experts in place of the one feed-forward
 };
 
 // x + attn(norm1(x)), then x + mlp(norm2(x)): x (B, T, D) -> (B, T, D).

@@ -28,6 +28,23 @@ const TransformerConfig& validated(const TransformerConfig& c) {
   return c;
 }
 
+// Each expert is the block's feed-forward (its width, kind, bias and init); the router and
+// the routing come from the model's moe fields. moe.experts is set per layer (make_blocks).
+MoEConfig moe_config(const TransformerConfig& c, const BlockConfig& b) {
+  MoEConfig m;
+  m.d_model = c.d_model;
+  m.hidden = b.mlp_hidden;
+  m.experts = c.experts;
+  m.top_k = c.experts_top_k;
+  m.swiglu = b.swiglu;
+  m.mlp_bias = b.mlp_bias;
+  m.renorm = c.moe_renorm;
+  m.capacity = c.moe_capacity;
+  m.std = b.std;
+  m.out_std = b.attention.out_std;
+  return m;
+}
+
 BlockConfig block_config(const TransformerConfig& c) {
   BlockConfig b;
   AttentionConfig& a = b.attention;
@@ -46,9 +63,7 @@ BlockConfig block_config(const TransformerConfig& c) {
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
   b.std = init::gpt2_std;
-  b.experts_top_k = c.experts_top_k;
-  b.moe_renorm = c.moe_renorm;
-  b.moe_capacity = c.moe_capacity;
+  b.moe = moe_config(c, b);
   return b;
 }
 
@@ -59,7 +74,7 @@ std::vector<Block<T>> make_blocks(const TransformerConfig& c, Generator& gen) {
   std::vector<Block<T>> blocks;
   blocks.reserve(c.layers);
   for (std::size_t i = 0; i < c.layers; ++i) {
-    b.experts = c.is_moe_layer(i) ? c.experts : 0;
+    b.moe.experts = c.is_moe_layer(i) ? c.experts : 0;
     blocks.emplace_back(b, gen);
   }
   return blocks;
@@ -267,11 +282,6 @@ TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indic
   out.z = moe.z;
   out.total = config_.experts > 0 ? out.lm + out.aux + out.z : out.lm;
   return out;
-}
-
-template <class T>
-void Transformer<T>::keep_attention_weights(bool keep) {
-  for (Block<T>& block : blocks_) block.attention().keep_weights(keep);
 }
 
 template <class T>
