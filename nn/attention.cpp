@@ -107,22 +107,13 @@ Tensor<T> MultiHeadAttention<T>::output(const Tensor<T>& merged) const {
 }
 
 // q (B, T, heads*dh), k and v (B, T, kv_heads*dh) -> the heads' outputs merged (B, T,
-// heads*dh), keeping the weights (and scores) when asked.
+// heads*dh), through the hook points at the scores and the pattern when a run has them.
 template <class T>
 Tensor<T> MultiHeadAttention<T>::attend_full(const Tensor<T>& q, const Tensor<T>& k,
                                              const Tensor<T>& v) {
   const bool scores_point = hook_.visit("attn.scores"), pattern_point = hook_.visit("attn.pattern");
   if (scores_point || pattern_point) return attend_hooked(q, k, v, scores_point, pattern_point);
-  AttentionResult<T> r = attention(q, k, v, spec_, path(k.shape()[1]));
-  if (!keep_) return r.out;
-  if (keep_grad_ && r.weights.requires_grad()) {
-    r.weights.retain_grad();
-    last_weights_ = r.weights;
-  } else {
-    last_weights_ = r.weights.detach();
-  }
-  last_scores_ = attention_scores(q, k, spec_);
-  return r.out;
+  return attention(q, k, v, spec_, path(k.shape()[1])).out;
 }
 
 // Hooks at the scores or the pattern. Only reading them leaves the path as it is (the fused

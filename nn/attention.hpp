@@ -53,37 +53,25 @@ class MultiHeadAttention : public Module<T> {
   // (cache null: forward(x), positions from 0). One token under no-grad takes the decode
   // path (ops/attention_decode.hpp); a chunk attends to the held keys followed by its own
   // with attention()'s bottom-right mask. The held keys are constants: a gradient reaches
-  // only the chunk's own. keep_weights is ignored with a cache.
+  // only the chunk's own.
   Tensor<T> forward(const Tensor<T>& x, KVCache<T>* cache);
-
-  // When on, every forward keeps a detached copy of its weights (B, heads, T, T), for
-  // inspection (entropy, saturation); off by default because it costs a copy.
-  void keep_weights(bool keep) { keep_ = keep; }
-  // The weights of the last forward while keep_weights was on; undefined before.
-  const Tensor<T>& last_weights() const { return last_weights_; }
-  // The scores the softmax saw in that forward (B, heads, T, T): q.k times the scale and
-  // the temperature, -inf where the mask hides a key.
-  const Tensor<T>& last_scores() const { return last_scores_; }
-  // When on (with keep_weights), the kept weights are the ones on the tape, keeping their
-  // gradient: after a backward, last_weights().grad() is d loss / d weights, from which the
-  // gradient at the scores follows (softmax_row_gradient in the study).
-  void keep_weight_gradients(bool keep) { keep_grad_ = keep; }
 
   // Head ablation: heads whose entry is false have their output zeroed before Wo, as if
   // they were removed (empty: every head kept). For inspecting any trained model.
   void set_head_mask(const std::vector<bool>& keep);
   const std::vector<bool>& head_mask() const { return head_keep_; }
   // Forces one path (composed, fused or flash: the same attention, tested equal), for
-  // comparisons and studies. Unforced (the default), default_attention_path decides, with
-  // keep_weights as the wish for the weights: fused below kFlashFromKeys keys or when the
-  // weights are kept, flash from there on.
+  // comparisons and studies. Unforced (the default), default_attention_path decides: fused
+  // below kFlashFromKeys keys, flash from there on. A hook at attn.scores or attn.pattern
+  // moves a run to a path that forms them (docs/HOOKS.md).
   void set_path(AttentionPath path) { path_ = path; }
   AttentionPath path(std::size_t keys = kFlashFromKeys) const {
-    return path_ ? *path_ : default_attention_path(keys, keep_);
+    return path_ ? *path_ : default_attention_path(keys, false);
   }
 
   // The run's hook points (nn/hooks.hpp): attn.q, attn.k, attn.v, attn.scores,
-  // attn.pattern and attn.z after `prefix` (null hooks: none).
+  // attn.pattern and attn.z after `prefix` (null hooks: none). They are how the weights and
+  // scores of a forward are read: the module keeps nothing of a run.
   void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
   std::size_t heads() const { return spec_.heads; }
@@ -102,13 +90,11 @@ class MultiHeadAttention : public Module<T> {
   AttentionSpec spec_;
   std::optional<RopeSpec> rope_;
   std::optional<AttentionPath> path_;  // unset: chosen by path()
-  bool keep_ = false, keep_grad_ = false;
   Tensor<T> Wq_, Wk_, Wv_, Wo_;
   std::optional<Norm<T>> q_norm_, k_norm_;
   Tensor<T> temperature_;
   std::vector<bool> head_keep_;
   Tensor<T> head_mask_;  // (heads * head_dim) of 0 and 1; undefined when every head is kept
-  Tensor<T> last_weights_, last_scores_;
   HookPoint<T> hook_;
 
   Tensor<T> attend_full(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v);

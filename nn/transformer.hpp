@@ -77,8 +77,6 @@ class Transformer : public Module<T> {
   const TransformerConfig& config() const { return config_; }
   std::vector<Block<T>>& blocks() { return blocks_; }
   const std::vector<Block<T>>& blocks() const { return blocks_; }
-  // Every block's attention keeps (or stops keeping) its last weights.
-  void keep_attention_weights(bool keep);
   // Every block's attention takes this path (fused by default; composed is the reference).
   void set_attention_path(AttentionPath path);
   // Head ablation, on any model (a trained or a loaded one): the heads of `layer` whose

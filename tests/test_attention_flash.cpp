@@ -236,20 +236,28 @@ std::vector<double> losses(const TransformerConfig& c, AttentionPath path, int s
 
 }  // namespace
 
-TEST_CASE("flash: MultiHeadAttention takes flash from kFlashFromKeys keys unless the weights are kept or a path is forced", "[flash][transformer]") {
+TEST_CASE("flash: MultiHeadAttention takes flash from kFlashFromKeys keys unless a hook reads the pattern or a path is forced", "[flash][transformer]") {
   Generator gen(1);
   MultiHeadAttention<double> attn(8, 2, gen);
   CHECK(attn.path() == AttentionPath::flash);
   CHECK(attn.path(kFlashFromKeys - 1) == AttentionPath::fused);
   CHECK(attn.path(kFlashFromKeys) == AttentionPath::flash);
-  attn.keep_weights(true);
-  CHECK(attn.path() == AttentionPath::fused);
-  attn(random<double>({1, 3, 8}, 2, false));
-  CHECK(attn.last_weights().defined());  // kept: the path that returns them was taken
+  // flash forms no weights: a run that caches the pattern at kFlashFromKeys keys takes a
+  // path that does, and its rows are weights
+  Hooks<double> hooks;
+  hooks.cache({"attn.pattern"});
+  attn.set_hooks(&hooks, "");
+  const std::size_t T = kFlashFromKeys;
+  attn(random<double>({1, T, 8}, 2, false));
+  attn.set_hooks(nullptr, "");
+  const Tensor<double>& w = hooks.activations()["attn.pattern"];
+  REQUIRE(w.shape() == Shape{1, 2, T, T});
+  double last_row = 0;
+  for (std::size_t j = 0; j < T; ++j) last_row += w.value()(0, 1, T - 1, j);
+  CHECK(last_row == Approx(1.0).epsilon(1e-12));
   attn.set_path(AttentionPath::composed);
   CHECK(attn.path() == AttentionPath::composed);
-  attn.keep_weights(false);
-  CHECK(attn.path() == AttentionPath::composed);
+  CHECK(attn.path(kFlashFromKeys) == AttentionPath::composed);
 }
 
 // multi_head_attention returns no weights, so from kFlashFromKeys positions on it takes the

@@ -212,14 +212,18 @@ TEST_CASE("MultiHeadAttention matches causal attention written as loops", "[laye
   }
 }
 
-TEST_CASE("MultiHeadAttention keeps its weights for inspection when asked", "[layers]") {
+TEST_CASE("MultiHeadAttention shows its weights at the attn.pattern hook point", "[layers]") {
   Generator gen(6);
   MultiHeadAttention<float> attn(8, 2, gen, 0.3, 0.3);
-  attn(random<float>({1, 4, 8}, 2));
-  CHECK_FALSE(attn.last_weights().defined());
-  attn.keep_weights(true);
-  attn(random<float>({3, 4, 8}, 2));
-  const Tensor<float>& w = attn.last_weights();
+  Hooks<float> hooks;
+  hooks.cache({"attn.pattern"});
+  attn.set_hooks(&hooks, "");
+  {
+    NoGradGuard no_grad;
+    attn(random<float>({3, 4, 8}, 2));
+  }
+  attn.set_hooks(nullptr, "");
+  const Tensor<float>& w = hooks.activations()["attn.pattern"];
   REQUIRE(w.shape() == Shape{3, 2, 4, 4});
   CHECK_FALSE(w.requires_grad());
   for (std::size_t b = 0; b < 3; ++b)

@@ -9,6 +9,7 @@
 #include "helpers.hpp"
 #include "nn/optim.hpp"
 #include "nn/tinygpt.hpp"
+#include "ops/cross_entropy.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::test;
@@ -79,19 +80,22 @@ TEST_CASE("memory: TinyGPT training steps return live tensors and the tape to th
   CHECK(live_tensors<float>() == before);
 }
 
-TEST_CASE("memory: attention weights kept for inspection and evaluation under NoGradGuard do not accumulate", "[memory_growth]") {
+TEST_CASE("memory: attention weights cached for inspection and evaluation under NoGradGuard do not accumulate", "[memory_growth]") {
   TinyGPT<float> model(memory_config());
-  model.keep_attention_weights(true);  // each forward replaces the kept weights
   AdamW<float> opt(model.parameters());
   Generator gen(18);
+  const std::vector<std::string> pattern{"blocks.0.attn.pattern"};
   require_flat([&](int step) {
     opt.zero_grad();
-    Tensor<float> loss = model.loss(tokens(2, 8, 11, gen), tokens(2, 8, 11, gen));
+    // each step's cache, with the pattern's gradient, goes when the step ends
+    const CachedRun<float> run = run_with_cache(model, tokens(2, 8, 11, gen), pattern, true);
+    Tensor<float> loss = cross_entropy(run.logits, tokens(2, 8, 11, gen));
     loss.backward();
     opt.step();
     if (step % 5 == 0) {
       NoGradGuard no_grad;
-      Tensor<float> logits = model(tokens(3, 5, 11, gen));
+      const CachedRun<float> eval = run_with_cache(model, tokens(3, 5, 11, gen), pattern);
+      CHECK(eval.cache[pattern[0]].shape() == Shape{3, 2, 5, 5});
       CHECK(Tape<float>::active().size() == 0);
     }
   }, 60, "train + eval step");

@@ -81,13 +81,12 @@ TEST_CASE("QK-norm gain: the initial value reaches both gains and sets the score
       for (std::size_t i = 0; i < p.tensor.size(); ++i) CHECK(p.tensor.data()[i] == Approx(c.qk_norm_gain));
     }
   CHECK(gains == 2);
-  // The kept scores are gain^2 times q^.k^ of unit-RMS heads: with gain 64^(-1/4) and
+  // The scores are gain^2 times q^.k^ of unit-RMS heads: with gain 64^(-1/4) and
   // independent directions their spread is about 1, against sqrt(64) = 8 at gain 1.
   auto spread = [](Transformer<double>& m) {
-    m.keep_attention_weights(true);
     NoGradGuard no_grad;
-    m.forward(random_tokens(8, 6, 7, 4));
-    const Tensor<double>& s = m.blocks()[0].attention().last_scores();
+    const CachedRun<double> run = run_with_cache(m, random_tokens(8, 6, 7, 4), {"blocks.0.attn.scores"});
+    const Tensor<double>& s = run.cache["blocks.0.attn.scores"];
     double sum = 0, sq = 0;
     std::size_t n = 0;
     for (std::size_t i = 0; i < s.size(); ++i)
@@ -107,14 +106,13 @@ TEST_CASE("QK-norm gain: the initial value reaches both gains and sets the score
   CHECK(small_spread < 2.5);
 }
 
-TEST_CASE("kept scores: what the softmax saw, -inf where the causal mask hides a key", "[saturation][model]") {
+TEST_CASE("cached scores: what the softmax saw, -inf where the causal mask hides a key", "[saturation][model]") {
   Transformer<double> model(small(1, 2));
-  model.keep_attention_weights(true);
   NoGradGuard no_grad;
-  model.forward(random_tokens(1, 6, 7, 9));
-  const MultiHeadAttention<double>& attn = model.blocks()[0].attention();
-  const Tensor<double>& s = attn.last_scores();
-  const Tensor<double>& w = attn.last_weights();
+  const CachedRun<double> run = run_with_cache(model, random_tokens(1, 6, 7, 9),
+                                               {"blocks.0.attn.scores", "blocks.0.attn.pattern"});
+  const Tensor<double>& s = run.cache["blocks.0.attn.scores"];
+  const Tensor<double>& w = run.cache["blocks.0.attn.pattern"];
   REQUIRE(s.shape() == Shape{1, 2, 6, 6});
   for (std::size_t h = 0; h < 2; ++h)
     for (std::size_t i = 0; i < 6; ++i) {

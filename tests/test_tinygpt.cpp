@@ -184,13 +184,13 @@ TEST_CASE("TinyGPT same seed gives bitwise identical training and another seed d
   CHECK(l1[0] != l3[0]);
 }
 
-TEST_CASE("TinyGPT keeps every block's attention weights when asked", "[tinygpt]") {
+TEST_CASE("TinyGPT shows every block's attention weights to run_with_cache", "[tinygpt]") {
   TinyGPT<float> model(small_config());
-  model.keep_attention_weights(true);
-  model(random_tokens(2, 5, 7, 8));
+  const CachedRun<float> run = run_with_cache(model, random_tokens(2, 5, 7, 8),
+                                              {"blocks.0.attn.pattern", "blocks.1.attn.pattern"});
   REQUIRE(model.blocks().size() == 2);
-  for (const auto& block : model.blocks())
-    CHECK(block.attention().last_weights().shape() == Shape{2, 2, 5, 5});
+  for (const char* name : {"blocks.0.attn.pattern", "blocks.1.attn.pattern"})
+    CHECK(run.cache[name].shape() == Shape{2, 2, 5, 5});
 }
 
 TEST_CASE("TinyGPT agrees with PyTorch: logits loss and every gradient", "[tinygpt]") {

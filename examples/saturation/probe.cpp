@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+
+#include "autograd/tape.hpp"
+#include "ops/cross_entropy.hpp"
 
 namespace tapegrad::saturation {
 
@@ -68,27 +72,33 @@ AttentionProbe probe_statistics(const std::vector<ProbeLayer>& layers, std::size
   return p;
 }
 
+// The weights and their loss gradient from one run caching every layer's attn.pattern with
+// gradients (the path stays the fused one), the scores from a second, gradient-free run:
+// asking for the scores' gradient would move the first run to the composed path.
 AttentionProbe probe_attention(TinyGPT<float>& model, const tasks::Batch& batch,
                                std::size_t first_row) {
-  for (Block<float>& b : model.blocks()) {
-    b.attention().keep_weights(true);
-    b.attention().keep_weight_gradients(true);
+  std::vector<std::string> patterns, scores;
+  for (std::size_t l = 0; l < model.blocks().size(); ++l) {
+    patterns.push_back("blocks." + std::to_string(l) + ".attn.pattern");
+    scores.push_back("blocks." + std::to_string(l) + ".attn.scores");
   }
   model.zero_grad();
-  model.loss(batch.tokens, batch.targets, tasks::kIgnore).backward();
+  const CachedRun<float> weights = run_with_cache(model, batch.tokens, patterns, true);
+  cross_entropy(weights.logits, batch.targets, tasks::kIgnore).backward();
+  CachedRun<float> seen;
+  {
+    NoGradGuard no_grad;
+    seen = run_with_cache(model, batch.tokens, scores);
+  }
   std::vector<ProbeLayer> layers;
-  for (const Block<float>& b : model.blocks()) {
-    const Tensor<float>& w = b.attention().last_weights();
+  for (std::size_t l = 0; l < patterns.size(); ++l) {
+    const Tensor<float>& w = weights.cache[patterns[l]];
     const Shape s = w.shape();
-    layers.push_back({w.data(), b.attention().last_scores().data(),
-                      w.has_grad() ? w.grad().data() : nullptr, s[0] * s[1], s[3]});
+    layers.push_back({w.data(), seen.cache[scores[l]].data(), weights.cache.grad(patterns[l]).data(),
+                      s[0] * s[1], s[3]});
   }
   const AttentionProbe p = probe_statistics(layers, first_row);
   model.zero_grad();
-  for (Block<float>& b : model.blocks()) {
-    b.attention().keep_weight_gradients(false);
-    b.attention().keep_weights(false);
-  }
   return p;
 }
 

@@ -62,21 +62,28 @@ double mean_row_entropy(const Tensor<float>& weights, std::size_t first_row) {
 
 EvalPoint evaluate_at(TinyGPT<float>& model, const SequenceTask& task,
                       const std::vector<Batch>& batches, const Batch& probe, std::size_t step) {
-  model.keep_attention_weights(true);
   tasks::EvalResult r = tasks::evaluate(model, batches);
   EvalPoint e;
   e.step = step;
   e.loss = r.loss;
   e.accuracy = r.exact_accuracy;
-  // The weights kept are those of the last eval batch: enough rows for a stable mean.
-  double all = 0, answer = 0;
-  for (const Block<float>& b : model.blocks()) {
-    all += mean_row_entropy(b.attention().last_weights(), 0);
-    answer += mean_row_entropy(b.attention().last_weights(), task.first_answer_position());
+  // The weights of the last eval batch, read at each layer's attn.pattern: enough rows for
+  // a stable mean.
+  std::vector<std::string> patterns;
+  for (std::size_t l = 0; l < model.blocks().size(); ++l)
+    patterns.push_back("blocks." + std::to_string(l) + ".attn.pattern");
+  CachedRun<float> last;
+  {
+    NoGradGuard no_grad;
+    last = run_with_cache(model, batches.back().tokens, patterns);
   }
-  e.entropy_all = all / double(model.blocks().size());
-  e.entropy_answer = answer / double(model.blocks().size());
-  model.keep_attention_weights(false);
+  double all = 0, answer = 0;
+  for (const std::string& name : patterns) {
+    all += mean_row_entropy(last.cache[name], 0);
+    answer += mean_row_entropy(last.cache[name], task.first_answer_position());
+  }
+  e.entropy_all = all / double(patterns.size());
+  e.entropy_answer = answer / double(patterns.size());
   e.probe = probe_attention(model, probe, task.first_answer_position());
   return e;
 }

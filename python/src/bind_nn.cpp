@@ -275,7 +275,6 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("zero_grad", &Model::zero_grad)
       .def_property_readonly("config", &Model::config)
       .def_property_readonly("dtype", [](const Model&) { return dtype_name<T>(); })
-      .def("keep_attention_weights", &Model::keep_attention_weights, py::arg("keep"))
       .def("set_attention_path", [](Model& model, const std::string& path) {
         model.set_attention_path(attention_path_of("set_attention_path", path));
       }, py::arg("path"))
