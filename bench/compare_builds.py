@@ -10,6 +10,9 @@ programs on the machine.
 
   python3 bench/compare_builds.py --old OLD/build-bench --new build-bench \\
       --filter '^mha_fwdbwd' --threads 1,2 --rounds 6 [--json out.json]
+
+--new-suffix _alibi runs each workload W of the old build against W_alibi of the new one (the
+same workload with a modifier on), so the ratio is what turning it on costs.
 """
 import argparse
 import json
@@ -40,10 +43,14 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--json", help="write every sample here")
+    ap.add_argument("--new-suffix", default="",
+                    help="the new build runs W + this suffix (e.g. _alibi, _softcap)")
     args = ap.parse_args()
     bins = {b: os.path.join(getattr(args, b), "bench", "tapegrad_bench") for b in ("old", "new")}
     names = run_bench.workloads(bins["old"])
-    names = [w for w in names if re.search(args.filter, w) and w in run_bench.workloads(bins["new"])]
+    new_names = set(run_bench.workloads(bins["new"]))
+    names = [w for w in names if re.search(args.filter, w) and w + args.new_suffix in new_names]
+    asked = {"old": lambda w: w, "new": lambda w: w + args.new_suffix}
     out = []
     print(f"{'workload':<20} th  {'old med':>9} {'new med':>9} {'new/old':>7}  "
           f"{'old min':>9} {'new min':>9} {'new/old':>7}  {'old cpu':>9} {'new cpu':>9} {'new/old':>7}")
@@ -54,10 +61,10 @@ def main():
             cpu = {"old": [], "new": []}  # process CPU time per step: at 1 thread, the wall
             # time minus the time other programs held the core
             for b in bins:  # each build's start-up check once, untimed
-                run(bins[b], w, thr, 0, 1, True)
+                run(bins[b], asked[b](w), thr, 0, 1, True)
             for rnd in range(args.rounds):
                 for b in (("old", "new") if rnd % 2 == 0 else ("new", "old")):
-                    rec = run(bins[b], w, thr, warmup, repeats, False)
+                    rec = run(bins[b], asked[b](w), thr, warmup, repeats, False)
                     samples[b] += rec["samples_ms"]
                     cpu[b] += rec.get("cpu_samples_ms", [])
             med = {b: statistics.median(s) for b, s in samples.items()}
@@ -68,7 +75,7 @@ def main():
                   f"{run_bench.fmt_ms(mn['new']):>9} {mn['new'] / mn['old']:7.3f}  "
                   f"{run_bench.fmt_ms(cp['old']):>9} {run_bench.fmt_ms(cp['new']):>9} "
                   f"{cp['new'] / cp['old']:7.3f}", flush=True)
-            out.append({"workload": w, "threads": thr, "rounds": args.rounds, "median_ms": med,
+            out.append({"workload": w, "new_workload": asked["new"](w), "threads": thr, "rounds": args.rounds, "median_ms": med,
                         "min_ms": mn, "cpu_median_ms": cp,
                         "samples_ms": samples, "cpu_samples_ms": cpu})
     if args.json:

@@ -91,6 +91,12 @@ inline std::vector<std::string> workload_names() {
   for (const char* step : {"toygpt_step", "llama_step", "moe_step"}) w.push_back(std::string(step) + "_bf16");
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
   for (std::size_t T : kFlashLengths) w.push_back("flash_fwdbwd_f32_T" + std::to_string(T));
+  // tapegrad only: attention rows with ALiBi or the logit soft-cap (50) on every attention
+  for (const char* modifier : {"_alibi", "_softcap"}) {
+    for (const auto& s : mha_shapes()) w.push_back(std::string("mha_fwdbwd_f32_") + s.name + modifier);
+    for (const char* base : {"llama_step", "decode_ctx1024", "flash_fwdbwd_f32_T2048"})
+      w.push_back(std::string(base) + modifier);
+  }
   w.push_back("chain1000");
   for (const auto& s : mha_shapes()) w.push_back(std::string("bmm_") + s.name);
   w.push_back("gemm_peak_f32");

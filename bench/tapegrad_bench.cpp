@@ -32,6 +32,31 @@ using bench::Result;
 
 volatile double g_sink = 0;  // keeps results observable so no step is optimised away
 
+// An attention modifier a workload's name may end with (bench::kModifierSuffixes): the same
+// workload with every attention's spec carrying it. Set once in main, before the workload.
+enum class Modifier { none, alibi, softcap };
+Modifier g_modifier = Modifier::none;
+constexpr double kBenchSoftcap = 50;  // Gemma 2's attention cap
+
+void apply_modifier(AttentionSpec& spec) {
+  if (g_modifier == Modifier::alibi) spec.bias = PositionBias::alibi;
+  if (g_modifier == Modifier::softcap) spec.softcap = kBenchSoftcap;
+}
+
+// "llama_step_alibi" -> "llama_step" with g_modifier = alibi; other names are left alone.
+void take_modifier(std::string& workload) {
+  const std::pair<const char*, Modifier> suffixes[] = {{"_alibi", Modifier::alibi},
+                                                       {"_softcap", Modifier::softcap}};
+  for (const auto& [suffix, modifier] : suffixes) {
+    const std::string tail(suffix);
+    if (workload.size() > tail.size() &&
+        workload.compare(workload.size() - tail.size(), tail.size(), tail) == 0) {
+      workload.resize(workload.size() - tail.size());
+      g_modifier = modifier;
+    }
+  }
+}
+
 template <class R>
 Tensor<R> tensor_of(const std::vector<double>& v, const Shape& shape, bool requires_grad) {
   Array<R> a = Array<R>::from_shape(shape);
@@ -68,21 +93,20 @@ struct MhaTensors {
   }
 };
 
-// The causal spec of shape s: s.kv() K/V heads of D/H columns each.
-AttentionSpec causal_spec(const MhaShape& s) {
-  AttentionSpec spec;
-  spec.heads = s.H;
-  spec.kv_heads = s.kv();
+// The causal spec of shape s: s.kv() K/V heads of D/H columns each, and the workload's
+// modifier.
+AttentionSpec causal_spec_of(const MhaShape& s) {
+  AttentionSpec spec = causal_spec(s.H, s.kv());
   spec.head_dim = s.D / s.H;
-  spec.causal = true;
+  apply_modifier(spec);
   return spec;
 }
 
-// MHA shapes run multi_head_attention (the textbook composition's op), GQA shapes
-// attention() on the spec.
+// MHA shapes run multi_head_attention (the textbook composition's op), GQA shapes and any
+// shape with a modifier attention() on the spec (the op has no modifiers).
 template <class R>
 Tensor<R> forward_of(const MhaTensors<R>& t, const MhaShape& s) {
-  return s.KV == 0 ? t.forward(s.H) : t.forward(causal_spec(s));
+  return s.KV == 0 && g_modifier == Modifier::none ? t.forward(s.H) : t.forward(causal_spec_of(s));
 }
 
 template <class R>
@@ -120,14 +144,14 @@ Result run_mha(const Args& a, const bench::MhaWorkload& w) {
   if (w.backward) {
     r.time_steps(a.warmup, a.repeats, [&] {
       t.zero_grad();
-      Tensor<R> y = t.forward(s.H);
+      Tensor<R> y = forward_of(t, s);
       y.backward(G);
       g_sink = g_sink + double(t.x.grad()(0));
     });
   } else {
     r.time_steps(a.warmup, a.repeats, [&] {
       NoGradGuard no_grad;
-      Tensor<R> y = t.forward(s.H);
+      Tensor<R> y = forward_of(t, s);
       g_sink = g_sink + double(y.data()[0]);
     });
   }
@@ -152,7 +176,7 @@ Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
   const MhaInputs in = bench::make_mha_inputs(s), in_mha = bench::make_mha_inputs(mha);
   MhaTensors<float> t(in, s, true), t_mha(in_mha, mha, true);
   const Array<float> G = tensor_of<float>(in.G, {s.B, s.T, s.D}, false).value();
-  const AttentionSpec spec = causal_spec(s), spec_mha = causal_spec(mha);
+  const AttentionSpec spec = causal_spec_of(s), spec_mha = causal_spec_of(mha);
   auto step = [&](MhaTensors<float>& tt, const AttentionSpec& sp) {
     tt.zero_grad();
     tt.forward(sp).backward(G);
@@ -235,6 +259,9 @@ TransformerConfig llama_config(const bench::LlamaShape& g) {
   c.kv_heads = g.kv_heads;  // what finish_preset would choose at TOY-GPT's size (heads / 2)
   finish_preset("llama", c);
   c.seed = 1;
+  // ALiBi in place of RoPE (no parameters either way), or the scores capped
+  if (g_modifier == Modifier::alibi) c.positions = PositionKind::alibi;
+  if (g_modifier == Modifier::softcap) c.attn_softcap = kBenchSoftcap;
   return c;
 }
 
@@ -244,7 +271,8 @@ TransformerConfig llama_config(const bench::LlamaShape& g) {
 Transformer<float> llama_model(const bench::LlamaShape& g, const bench::LlamaWeights& w) {
   const TransformerConfig c = llama_config(g);
   bench::require(c.resolved_kv_heads() == g.kv_heads && c.resolved_mlp_hidden() == g.hidden() &&
-                     c.positions == PositionKind::rope && c.rope_theta == g.rope_theta &&
+                     (c.positions == PositionKind::rope || g_modifier == Modifier::alibi) &&
+                     c.rope_theta == g.rope_theta &&
                      c.norm == NormKind::rms_norm && c.norm_eps == g.norm_eps,
                  "the llama preset is not the shape the benchmark describes");
   Transformer<float> m(c);
@@ -438,10 +466,9 @@ struct FlashTensors {
         k(tensor_of<float>(in.k, {s.B, s.T, s.width()}, true)),
         v(tensor_of<float>(in.v, {s.B, s.T, s.width()}, true)),
         dO(tensor_of<float>(in.dO, {s.B, s.T, s.width()}, false).value()) {
-    spec.heads = s.H;
-    spec.kv_heads = s.H;
+    spec = causal_spec(s.H);
     spec.head_dim = s.dh;
-    spec.causal = true;
+    apply_modifier(spec);
   }
   Tensor<float> step() {
     for (Tensor<float>* t : {&q, &k, &v}) t->zero_grad();
@@ -785,6 +812,10 @@ int main(int argc, char** argv) {
   // W_bf16: training step W with its matrix products on the bf16 gemm (ops/precision.hpp),
   // from W's reference. Its start-up check is W's in float32 (bf16's rounding is far outside
   // the check's 1e-4), so a bf16 run skips it.
+  // W_alibi, W_softcap: W with the modifier on every attention; no reference has it, so
+  // such a run skips the start-up check too.
+  take_modifier(a.workload);
+  if (g_modifier != Modifier::none) a.skip_check = true;
   std::optional<MatmulPrecisionGuard> bf16;
   if (const std::string step = bf16_step_base(a.workload); !step.empty()) {
     a.workload = step;
