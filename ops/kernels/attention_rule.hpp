@@ -13,6 +13,9 @@
 // drop out afterwards, whatever their score.
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+
+#include "ops/kernels/rowwise.hpp"  // softcap_inplace
 
 namespace tapegrad::kernels {
 
@@ -51,14 +54,15 @@ struct AttentionRule {
   template <class T>
   void modify_scores(T* s, std::size_t j0, std::size_t a, std::size_t e, std::size_t r,
                      std::size_t h) const {
-    const T c = T(softcap), inv_c = softcap > 0 ? T(1) / c : T(0);
-    const T m = alibi ? T(slope(h)) : T(0), i = T(q_offset + r);
-    for (std::size_t j = a; j < e; ++j) {
-      T x = s[j - j0];
-      if (softcap > 0) x = c * std::tanh(x * inv_c);
-      if (alibi) x -= m * (i - T(j));
-      s[j - j0] = x;
-    }
+    if (e <= a) return;
+    T* x = s + (a - j0);
+    if (softcap > 0) softcap_inplace(x, e - a, T(softcap));
+    if (!alibi) return;
+    // positions are whole numbers, exact in T: (i - j) is the same whatever j's type, and
+    // a signed index lets the loop vectorise
+    const T m = T(slope(h)), i = T(q_offset + r);
+    const std::int64_t first = std::int64_t(a), n = std::int64_t(e - a);
+    for (std::int64_t k = 0; k < n; ++k) x[k] -= m * (i - T(first + k));
   }
 
   // d(score the softmax sees) / d(scaled score) = 1 - tanh^2(s / c) under the soft-cap, 1
@@ -66,12 +70,8 @@ struct AttentionRule {
   template <class T>
   void scale_grad_by_softcap(const T* raw, T* ds, std::size_t j0, std::size_t a,
                              std::size_t e) const {
-    if (!(softcap > 0)) return;
-    const T inv_c = T(1) / T(softcap);
-    for (std::size_t j = a; j < e; ++j) {
-      const T t = std::tanh(raw[j - j0] * inv_c);
-      ds[j - j0] *= T(1) - t * t;
-    }
+    if (!(softcap > 0) || e <= a) return;
+    softcap_backward_inplace(raw + (a - j0), ds + (a - j0), e - a, T(softcap));
   }
 };
 

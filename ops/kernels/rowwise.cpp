@@ -147,6 +147,39 @@ void softmax_backward_row(const T* y, const T* dy, T* dx, std::size_t L, T scale
   for (; k < L; ++k) dx[k] = y[k] * (dy[k] - dot) * scale;
 }
 
+template <class T>
+void softcap_inplace(T* row, std::size_t L, T cap) {
+  using batch = xsimd::batch<T>;
+  constexpr std::size_t W = batch::size;
+  const T inv = T(1) / cap;
+  const batch cb(cap), ib(inv);
+  std::size_t k = 0;
+  for (; k + W <= L; k += W)
+    (cb * xsimd::tanh(batch::load_unaligned(row + k) * ib)).store_unaligned(row + k);
+  for (; k < L; ++k) row[k] = cap * std::tanh(row[k] * inv);
+}
+
+template <class T>
+void softcap_backward_inplace(const T* raw, T* ds, std::size_t L, T cap) {
+  using batch = xsimd::batch<T>;
+  constexpr std::size_t W = batch::size;
+  const T inv = T(1) / cap;
+  const batch ib(inv), one(T(1));
+  std::size_t k = 0;
+  for (; k + W <= L; k += W) {
+    const batch t = xsimd::tanh(batch::load_unaligned(raw + k) * ib);
+    (batch::load_unaligned(ds + k) * (one - t * t)).store_unaligned(ds + k);
+  }
+  for (; k < L; ++k) {
+    const T t = std::tanh(raw[k] * inv);
+    ds[k] *= T(1) - t * t;
+  }
+}
+
+template void softcap_inplace(float*, std::size_t, float);
+template void softcap_inplace(double*, std::size_t, double);
+template void softcap_backward_inplace(const float*, float*, std::size_t, float);
+template void softcap_backward_inplace(const double*, double*, std::size_t, double);
 template float row_max(const float*, std::size_t);
 template double row_max(const double*, std::size_t);
 template float exp_shifted_inplace(float*, std::size_t, float);

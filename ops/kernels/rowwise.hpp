@@ -46,4 +46,13 @@ void softmax_row_from_lse(const T* row, std::size_t L, T lse, T scale, T* out);
 template <class T>
 void softmax_backward_row(const T* y, const T* dy, T* dx, std::size_t L, T scale);
 
+// row[k] <- cap * tanh(row[k] / cap) for k < L (cap > 0): the logit soft-cap. xsimd's tanh
+// over whole vectors, std::tanh over the tail.
+template <class T>
+void softcap_inplace(T* row, std::size_t L, T cap);
+
+// Its backward: ds[k] *= 1 - tanh^2(raw[k] / cap), raw the scores before the cap.
+template <class T>
+void softcap_backward_inplace(const T* raw, T* ds, std::size_t L, T cap);
+
 }  // namespace tapegrad::kernels
