@@ -85,8 +85,8 @@ struct MhaTensors {
   }
   // The model's path (MultiHeadAttention::forward without RoPE): project, attention() on
   // the spec (fused, kv heads read in place), project back. Any kv_heads.
-  Tensor<R> forward(const AttentionSpec& spec) const {
-    return matmul(attention(matmul(x, Wq), matmul(x, Wk), matmul(x, Wv), spec).out, Wo);
+  Tensor<R> forward(const AttentionSpec& spec, AttentionPath path = AttentionPath::fused) const {
+    return matmul(attention(matmul(x, Wq), matmul(x, Wk), matmul(x, Wv), spec, path).out, Wo);
   }
   void zero_grad() {
     for (Tensor<R>* t : {&x, &Wq, &Wk, &Wv, &Wo}) t->zero_grad();
@@ -102,11 +102,14 @@ AttentionSpec causal_spec_of(const MhaShape& s) {
   return spec;
 }
 
-// MHA shapes run multi_head_attention (the textbook composition's op), GQA shapes and any
-// shape with a modifier attention() on the spec (the op has no modifiers).
+// MHA shapes run multi_head_attention (the textbook composition's op), GQA shapes
+// attention() on the spec. The op has no modifiers: an MHA shape with one runs attention()
+// on the path the op takes (flash from kFlashFromKeys keys, fused below).
 template <class R>
 Tensor<R> forward_of(const MhaTensors<R>& t, const MhaShape& s) {
-  return s.KV == 0 && g_modifier == Modifier::none ? t.forward(s.H) : t.forward(causal_spec_of(s));
+  if (s.KV != 0) return t.forward(causal_spec_of(s));
+  if (g_modifier == Modifier::none) return t.forward(s.H);
+  return t.forward(causal_spec_of(s), default_attention_path(s.T, false));
 }
 
 template <class R>
