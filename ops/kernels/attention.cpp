@@ -162,9 +162,11 @@ void banded_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
         std::fill(row + L.hi(r0 + r), row + khi, masked);
         lengths[r] = khi - klo;
       }
-      if (modified)
+      if (modified) {
+        const T m = L.head_slope<T>(h);
         for (std::size_t r = 0; r < rows; ++r)
-          L.modify_scores(wb + r * Tk, 0, L.lo(r0 + r), L.hi(r0 + r), r0 + r, h);
+          L.modify_scores(wb + r * Tk, 0, L.lo(r0 + r), L.hi(r0 + r), r0 + r, m);
+      }
       softmax_rows_inplace(wb + klo, rows, Tk, lengths);
       for (std::size_t r = 0; r < rows; ++r) {
         std::fill(wb + r * Tk, wb + r * Tk + klo, T(0));

@@ -134,7 +134,8 @@ void decode_kv_head(const DecodeLayout& L, std::size_t b, std::size_t kv, const 
   // the held keys [lo, count) are scores[g * n + 0 .. n): key j at j - lo
   if (L.modifies_scores())
     for (std::size_t g = 0; g < G; ++g)
-      L.modify_scores(scores.data() + g * n, L.lo(0), L.lo(0), L.count(), 0, kv * G + g);
+      L.modify_scores(scores.data() + g * n, L.lo(0), L.lo(0), L.count(), 0,
+                      L.head_slope<T>(kv * G + g));
   for (std::size_t g = 0; g < G; ++g) softmax_row_inplace(scores.data() + g * n, n);
   // y_g (G, dv) = w (G, n) @ v_runs (n, dv), both runs accumulated
   for (std::size_t r = 0, off = 0; r < 2; off += runs[r++].length)

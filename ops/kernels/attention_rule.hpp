@@ -49,18 +49,26 @@ struct AttentionRule {
     return alibi ? -slope(h) * (double(q_offset + r) - double(j)) : 0.0;
   }
 
-  // s[j - j0] for the keys j in [a, e) of query row r, head h: the scaled scores become the
-  // scores the softmax sees. Only called when modifies_scores().
+  // The slope modify_scores adds with for head h: slope(h) under ALiBi, 0 otherwise. A
+  // kernel takes it once per head and block of rows (it costs an exp2), not once per row.
+  template <class T>
+  T head_slope(std::size_t h) const {
+    return alibi ? T(slope(h)) : T(0);
+  }
+
+  // s[j - j0] for the keys j in [a, e) of query row r of the head whose head_slope is m:
+  // the scaled scores become the scores the softmax sees. Only called when
+  // modifies_scores().
   template <class T>
   void modify_scores(T* s, std::size_t j0, std::size_t a, std::size_t e, std::size_t r,
-                     std::size_t h) const {
+                     T m) const {
     if (e <= a) return;
     T* x = s + (a - j0);
     if (softcap > 0) softcap_inplace(x, e - a, T(softcap));
     if (!alibi) return;
     // positions are whole numbers, exact in T: (i - j) is the same whatever j's type, and
     // a signed index lets the loop vectorise
-    const T m = T(slope(h)), i = T(q_offset + r);
+    const T i = T(q_offset + r);
     const std::int64_t first = std::int64_t(a), n = std::int64_t(e - a);
     for (std::int64_t k = 0; k < n; ++k) x[k] -= m * (i - T(first + k));
   }
