@@ -13,10 +13,14 @@
 // (examples/common/text_prompt.hpp). Weights that hold NaN or Inf are refused unless
 // --allow-nonfinite; a run whose memory estimate exceeds the limit is refused before it
 // allocates (examples/common/memory_budget.hpp).
+// --patterns DIR also writes the attention patterns of the prompt and the new tokens, one SVG
+// heat map per layer (examples/common/attention_svg.hpp).
 // Exit codes: 0 done, 2 usage error or out of memory (one line on stderr, nothing on stdout).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -27,6 +31,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "examples/common/attention_svg.hpp"
 #include "examples/common/cli.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
@@ -62,6 +67,7 @@ struct Settings {
   std::optional<std::string> task;
   bool allow_nonfinite = false;
   std::optional<double> max_memory;
+  std::optional<std::string> patterns;  // folder for the attention heat maps
 };
 
 // What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
@@ -157,6 +163,7 @@ struct Codec {
   bool greedy_default = false;
   std::function<std::string(std::int64_t, bool first)> show;  // one new token as text
   std::function<std::string()> finish;  // what show() held back (a character's first bytes)
+  std::function<std::string(std::int64_t)> label;  // one token on a heat map's axes
   std::string shown_prompt;
 };
 
@@ -171,6 +178,7 @@ Codec make_codec(const Loaded& l, const std::string& task_name, const std::strin
     c.shown_prompt = stream->push(coder.decode_bytes(c.prompt));
     c.show = [coder, stream](std::int64_t t, bool) { return stream->push(coder.decode_bytes({t})); };
     c.finish = [stream] { return stream->finish(); };
+    c.label = [coder](std::int64_t t) { return examples::token_label(coder.decode_bytes({t})); };
   } else if (SequenceTask::known(task_name)) {
     const SequenceTask task = SequenceTask::make(task_name);
     c.prompt = task_prompt(task, prompt);
@@ -178,6 +186,7 @@ Codec make_codec(const Loaded& l, const std::string& task_name, const std::strin
     c.greedy_default = true;
     c.shown_prompt = task.format(c.prompt) + " ";
     c.show = [task](std::int64_t t, bool first) { return (first ? "" : " ") + task.format({t}); };
+    c.label = [task](std::int64_t t) { return task.format({t}); };
   } else {
     const std::int64_t V = std::int64_t(l.model.config().vocab);
     c.prompt = integer_prompt(prompt, V, "a token id");
@@ -186,6 +195,7 @@ Codec make_codec(const Loaded& l, const std::string& task_name, const std::strin
     c.shown_prompt = prompt + " ";
     c.show = [](std::int64_t t, bool first) { return (first ? "" : " ") + std::to_string(t); };
   }
+  if (!c.label) c.label = [](std::int64_t t) { return std::to_string(t); };
   return c;
 }
 
@@ -228,6 +238,26 @@ void print_summary(const GenerateResult& r, const TransformerConfig& c, bool cac
                cached ? "" : ", --no-cache: recomputed every step");
 }
 
+// --patterns DIR: the attention patterns of the prompt and the new tokens (the last
+// `context` of them), one SVG per layer, layer<l>.svg.
+void write_patterns(const std::string& dir, TinyGPT<float>& model, const Codec& codec,
+                    const std::vector<std::int64_t>& generated) {
+  std::vector<std::int64_t> tokens = codec.prompt;
+  tokens.insert(tokens.end(), generated.begin(), generated.end());
+  const std::size_t context = model.config().context;
+  if (tokens.size() > context) tokens.erase(tokens.begin(), tokens.end() - std::ptrdiff_t(context));
+  std::vector<std::string> labels;
+  for (std::int64_t t : tokens) labels.push_back(codec.label(t));
+  const std::vector<std::string> svgs = examples::attention_pattern_svgs(model, tokens, labels);
+  for (std::size_t l = 0; l < svgs.size(); ++l) {
+    const std::string path = (std::filesystem::path(dir) / ("layer" + std::to_string(l) + ".svg")).string();
+    std::ofstream f(path);
+    if (!(f << svgs[l]) || !f.flush()) throw std::runtime_error("cannot write " + path);
+  }
+  std::fprintf(stderr, "%s: attention patterns of %zu tokens, %zu layers: %s/layer<l>.svg\n",
+               kProgram, tokens.size(), svgs.size(), dir.c_str());
+}
+
 int run(const Settings& s) {
   if (s.top_k < 0) throw UsageError("--top-k must be >= 0 (0: off), got " + std::to_string(s.top_k));
   if (!(s.top_p > 0 && s.top_p <= 1))
@@ -241,6 +271,7 @@ int run(const Settings& s) {
   const GenerateOptions o = options_from(s, codec, l.model);
   examples::check_memory(generation_memory(l.model.config(), o, codec.prompt.size()), s.max_memory,
                          "this generation");
+  if (s.patterns) examples::prepare_out_dir(*s.patterns, "--patterns");
   set_num_threads(s.threads);
   // every check is done: from here on the output streams
   std::fputs(codec.shown_prompt.c_str(), stdout);
@@ -256,6 +287,7 @@ int run(const Settings& s) {
   std::fputs("\n", stdout);
   std::fflush(stdout);
   print_summary(r, l.model.config(), o.use_cache);
+  if (s.patterns) write_patterns(*s.patterns, l.model, codec, r.tokens);
   return 0;
 }
 
@@ -285,6 +317,9 @@ int main(int argc, char** argv) {
   app.add_option("--task", s.task, "how to read the prompt of a checkpoint that records no task: "
                  "sort, reverse, recall (the task's input tokens) or tokens (plain token ids); "
                  "must agree with a task the checkpoint records");
+  app.add_option("--patterns", s.patterns,
+                 "also write the attention patterns of the prompt and the new tokens to this "
+                 "folder, one SVG heat map per layer (heads side by side)");
   examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
   examples::add_max_memory_option(app, s.max_memory);
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))

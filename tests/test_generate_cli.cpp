@@ -6,6 +6,8 @@
 #if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_GENERATE_BIN)
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -153,6 +155,50 @@ TEST_CASE("generate cli: full attention slides past the context, a window model 
   CHECK(wn.out == w.out);
 }
 
+TEST_CASE("generate cli: --patterns draws each layer's heads over the printed tokens, nothing above the diagonal", "[cli][generate]") {
+  const fs::path dir = scratch("patterns");
+  TinyGPT<float> model(text_config(32, 0));
+  write_checkpoint(dir / "model.npz", model, "text", kLetters);
+  const ProgramRun r = run("--model '" + (dir / "model.npz").string() + "' --prompt hello "
+                           "--temperature 0 --max-new-tokens 3 --patterns '" + (dir / "maps").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // the axis labels are the printed text, one character per token (a space drawn as U+2423)
+  std::vector<std::string> printed;
+  for (char ch : r.out.substr(0, r.out.size() - 1))
+    printed.push_back(ch == ' ' ? "\u2423" : ch == '\n' ? "\\n" : std::string(1, ch));
+  REQUIRE(printed.size() == 8);
+  CHECK_FALSE(fs::exists(dir / "maps" / "layer2.svg"));
+  const double cell = 14, T = 8, x_first = 40, y0 = 60, panel = T * cell + 40;
+  for (const char* name : {"layer0.svg", "layer1.svg"}) {
+    INFO(name);
+    std::ifstream f(dir / "maps" / name);
+    REQUIRE(f);
+    std::vector<std::string> rows;  // the query labels, panel after panel
+    std::size_t cells = 0, heads = 0;
+    for (std::string line; std::getline(f, line);) {
+      heads += line.find(">head ") != std::string::npos;
+      const std::size_t end = line.find("text-anchor=\"end\">");
+      if (end != std::string::npos) {
+        const std::size_t a = line.find('>', end) + 1;
+        rows.push_back(line.substr(a, line.find("</text>") - a));
+      }
+      if (line.rfind("<rect x=", 0) == 0 && line.find("width=\"14\"") != std::string::npos) {
+        double x = 0, y = 0;
+        REQUIRE(std::sscanf(line.c_str(), "<rect x=\"%lf\" y=\"%lf\"", &x, &y) == 2);
+        const double in_panel = std::fmod(x - x_first, panel);
+        const long j = std::lround(in_panel / cell), i = std::lround((y - y0) / cell);
+        CHECK(j <= i);  // causal: no weight on a later key
+        ++cells;
+      }
+    }
+    CHECK(heads == 2);
+    REQUIRE(rows.size() == 2 * printed.size());
+    for (std::size_t k = 0; k < rows.size(); ++k) CHECK(rows[k] == printed[k % printed.size()]);
+    CHECK(cells >= 2 * std::size_t(T));  // at least each row's largest weight is drawn
+  }
+}
+
 TEST_CASE("generate cli: misuse exits 2 with one line and writes nothing", "[cli][generate]") {
   const fs::path dir = scratch("errors");
   const SequenceTask task = SequenceTask::make("sort");
@@ -186,6 +232,8 @@ TEST_CASE("generate cli: misuse exits 2 with one line and writes nothing", "[cli
       {text + " --top-k -1", "--top-k must be >= 0"},
       {text + " --prompt 'hello hello hello hello'", "tokens do not fit the model's context of 16"},
       {text + " --bogus", "bogus"},
+      {text + " --prompt hello --patterns '" + (dir / "sort.npz" / "maps").string() + "'",
+       "cannot create --patterns directory"},
   };
   for (const Case& k : cases) {
     INFO(k.args);
