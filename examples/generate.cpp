@@ -68,6 +68,7 @@ struct Settings {
   bool allow_nonfinite = false;
   std::optional<double> max_memory;
   std::optional<std::string> patterns;  // folder for the attention heat maps
+  std::string precision = "f32";
 };
 
 // What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
@@ -273,6 +274,7 @@ int run(const Settings& s) {
                          "this generation");
   if (s.patterns) examples::prepare_out_dir(*s.patterns, "--patterns");
   set_num_threads(s.threads);
+  examples::use_precision(s.precision);
   // every check is done: from here on the output streams
   std::fputs(codec.shown_prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -320,6 +322,7 @@ int main(int argc, char** argv) {
   app.add_option("--patterns", s.patterns,
                  "also write the attention patterns of the prompt and the new tokens to this "
                  "folder, one SVG heat map per layer (heads side by side)");
+  examples::add_precision_option(app, s.precision);
   examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
   examples::add_max_memory_option(app, s.max_memory);
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))

@@ -19,6 +19,7 @@
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
+#include "ops/precision.hpp"
 #include "run_program.hpp"
 
 namespace fs = std::filesystem;
@@ -129,6 +130,32 @@ TEST_CASE("generate cli: text at temperature 0 is the full forward's greedy text
   CHECK(a.out.size() == want.size());
 }
 
+TEST_CASE("generate cli: --precision bf16 is the full forward's greedy text under bf16 products", "[cli][generate][bf16]") {
+  const fs::path dir = scratch("bf16");
+  const TextTask text = TextTask::vocabulary_only(TextCoder::characters(kLetters), 32);
+  const std::vector<std::int64_t> prompt = text.encode("hello");
+  // the first initialisation whose greedy text the rounding changes: a run that ignored
+  // --precision would print the f32 text
+  std::string f32, bf16;
+  for (std::uint64_t seed = 1; seed <= 40 && bf16 == f32; ++seed) {
+    TinyGPTConfig c = text_config(32, 0);
+    c.seed = seed;
+    TinyGPT<float> model(c);
+    f32 = "hello" + text.decode(full_forward_greedy(model, prompt, 24)) + "\n";
+    {
+      MatmulPrecisionGuard guard(MatmulPrecision::bf16);
+      bf16 = "hello" + text.decode(full_forward_greedy(model, prompt, 24)) + "\n";
+    }
+    write_checkpoint(dir / "model.npz", model, "text", kLetters);
+  }
+  REQUIRE(bf16 != f32);
+  const ProgramRun r = run("--model '" + (dir / "model.npz").string() + "' --prompt hello "
+                           "--temperature 0 --max-new-tokens 24 --no-cache --precision bf16", dir);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out == bf16);
+}
+
 TEST_CASE("generate cli: full attention slides past the context, a window model goes on", "[cli][generate]") {
   const fs::path dir = scratch("context");
   TinyGPT<float> full(text_config(16, 0)), windowed(text_config(16, 4));
@@ -232,6 +259,7 @@ TEST_CASE("generate cli: misuse exits 2 with one line and writes nothing", "[cli
       {text + " --top-k -1", "--top-k must be >= 0"},
       {text + " --prompt 'hello hello hello hello'", "tokens do not fit the model's context of 16"},
       {text + " --bogus", "bogus"},
+      {text + " --precision f16", "--precision"},
       {text + " --prompt hello --patterns '" + (dir / "sort.npz" / "maps").string() + "'",
        "cannot create --patterns directory"},
   };

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "examples/common/cli.hpp"
+#include "ops/precision.hpp"
 
 namespace tapegrad::examples {
 
@@ -59,6 +60,21 @@ inline void add_optimiser_options(CLI::App& app, const OptimiserSettings& s, con
       ->check(finite_range(0.0, 10.0))->group(group);
   app.add_option("--clip", s.clip, "clip the global gradient norm to this (0: off)")
       ->check(finite_range(0.0, 1e6))->group(group);
+}
+
+// --precision f32|bf16, the same in every program: the float32 matrix products' precision
+// (ops/kernels/precision.hpp), which use_precision sets for the calling thread.
+inline CLI::Option* add_precision_option(CLI::App& app, std::string& precision,
+                                         const std::string& group = "") {
+  CLI::Option* o = app.add_option("--precision", precision,
+                                  "matrix products in f32, or bf16 (operands rounded to bfloat16, "
+                                  "sums in float32; weights, optimiser and checkpoints stay float32)")
+                       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+  if (!group.empty()) o->group(group);
+  return o;
+}
+inline void use_precision(const std::string& precision) {
+  set_matmul_precision(precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32);
 }
 
 // The rules between the optimiser's options, as UsageError.

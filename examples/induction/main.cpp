@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/run_options.hpp"
 #include "examples/induction/report.hpp"
 #include "examples/induction/study.hpp"
 #include "ops/threads.hpp"
@@ -31,6 +32,7 @@ struct Options {
   std::string out = "out/induction";
   bool quick = false;
   int threads = 1;
+  std::string precision = "f32";
 };
 
 void add_options(CLI::App& app, Options& o) {
@@ -64,6 +66,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--out", o.out, "folder for the CSV tables, plots and REPORT.md")->capture_default_str();
   app.add_option("--threads", o.threads, "threads for the kernels")->capture_default_str()
       ->check(CLI::Range(1, 256));
+  examples::add_precision_option(app, o.precision);
 }
 
 }  // namespace
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
   }
   try {
     set_num_threads(o.threads);
+    examples::use_precision(o.precision);
     Report report;
     report.options = s;
     report.command = kProgram;

@@ -190,7 +190,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   }
   set_num_threads(s.threads);
   // The start-up gradient check runs in float64, which bf16 never touches.
-  set_matmul_precision(s.precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32);
+  examples::use_precision(s.precision);
   const EvalData eval = root ? build_eval_data(task, s.eval_size) : EvalData{};
 
   GradcheckSummary gradcheck;

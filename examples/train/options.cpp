@@ -99,9 +99,7 @@ void add_run_options(CLI::App& app, Settings& s) {
   examples::add_max_memory_option(app, s.max_memory, group);
   app.add_option("--threads", s.threads, "threads for tapegrad's kernels and BLAS (0: all cores; 1 is fastest for the small default models)")
       ->check(CLI::Range(0, 256))->group(group);
-  app.add_option("--precision", s.precision, "matrix products in f32, or bf16 (operands rounded "
-                 "to bfloat16, sums in float32; weights, optimiser and checkpoints stay float32)")
-      ->check(CLI::IsMember({"f32", "bf16"}))->group(group);
+  examples::add_precision_option(app, s.precision, group);
   app.add_flag("--skip-gradcheck", s.skip_gradcheck, "do not check gradients before training")
       ->group(group);
   app.add_flag("--detect-anomaly", s.detect_anomaly, "check every op's output and gradient for "
