@@ -85,6 +85,7 @@ TEST_CASE("induction: a two-layer attention-only model forms an induction head i
 #endif
   o.eval_every = 100;
   o.vocab = 64;
+  o.batch = 32;  // half the study's batch keeps the test short; the circuit forms all the same
   const RunResult r = run_one(o, Variant::scaled, 1);
   REQUIRE(r.ablation.size() == 4);
   REQUIRE(r.points.front().step == 0);

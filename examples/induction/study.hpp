@@ -36,7 +36,7 @@ struct StudyOptions {
   bool fixed_period = false;                      // n = half for every sequence (the shortcut)
   PositionKind positions = PositionKind::rope;
   std::size_t d_model = 64, heads = 2, layers = 2;
-  std::size_t batch = 32, steps = 3000, warmup = 50, eval_every = 25, eval_size = 128;
+  std::size_t batch = 64, steps = 3000, warmup = 50, eval_every = 25, eval_size = 128;
   double lr = 1e-3;
   std::vector<std::uint64_t> seeds = {1, 2, 3};
   std::vector<Variant> variants = {Variant::scaled, Variant::unscaled, Variant::qk_norm};
