@@ -215,8 +215,16 @@ TEST_CASE("saturation CLI: quick mode writes the report the tables and the plots
   fs::create_directories(root);
   fs::path dir = root / "saturation";
   // A few d_k only: the sweep itself is tested in-process above; this checks the program.
-  Run r = run_binary("--quick --threads 2 --d-k 4,256,1024 --out '" + dir.string() + "' --doc '" +
-                         (root / "SATURATION.md").string() + "'",
+  // Under the sanitizers a few steps per run: what this test checks is decided at step 0
+  // (the initial spreads and gradients, the position checks), and 40 steps of the d_head 256
+  // arms took four minutes there.
+#ifdef __SANITIZE_ADDRESS__
+  const std::string steps = " --steps 4 --warmup 1 --eval-every 2 --lr-steps 4 --ablation-steps 4";
+#else
+  const std::string steps;
+#endif
+  Run r = run_binary("--quick --threads 2 --d-k 4,256,1024" + steps + " --out '" + dir.string() +
+                         "' --doc '" + (root / "SATURATION.md").string() + "'",
                      "quick");
   REQUIRE(r.code == 0);
   for (const char* f : {"REPORT.md", "sweep.csv", "gradient_ratio.csv", "expectations.csv",
