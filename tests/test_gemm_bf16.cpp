@@ -137,6 +137,38 @@ TEST_CASE("bf16 gemm: the portable path is the product of the rounded operands w
   }
 }
 
+TEST_CASE("bf16 gemm: the rounded path is the product of the rounded operands within float32's bound", "[bf16]") {
+  Generator g(5);
+  for (const Case& c : kCases) {
+    const Operands o = make_operands(c, g);
+    const std::vector<float> C = product(c, o, Bf16Path::rounded);
+    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta << " tb=" << c.tb);
+    CHECK(worst_ratio_to_bound(c, o, C, true) <= 1.0);
+    if (c.K >= 16) CHECK(worst_ratio_to_bound(c, o, C, false) > 10.0);  // bf16's, not float32's
+  }
+}
+
+TEST_CASE("bf16: the vectorised rounding of a matrix is to_bf16's, NaN and ties included", "[bf16]") {
+  // a 3 x 5 block of a row-major 3 x 7 matrix: ties both ways, NaNs, infinities, subnormals
+  const std::vector<std::uint32_t> bits = {
+      0x3F808000, 0x3F818000, 0x3F80FFFF, 0x7F800001, 0xFFC00001, 0, 0,
+      0x7F800000, 0xFF800000, 0x7F7FFFFF, 0x00000001, 0x80008000, 0, 0,
+      0x40490FDB, 0xC0490FDB, 0x3F7FFFFF, 0x00400000, 0x7FBFFFFF, 0, 0};
+  std::vector<float> X(bits.size()), out(15);
+  for (std::size_t i = 0; i < bits.size(); ++i) X[i] = from_bits(bits[i]);
+  round_to_bf16(3, 5, X.data(), 7, out.data());
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t c = 0; c < 5; ++c) {
+      const float want = from_bf16(to_bf16(X[r * 7 + c])), got = out[r * 5 + c];
+      INFO("bits " << std::hex << bits[r * 7 + c]);
+      if (std::isnan(want)) {
+        CHECK(std::isnan(got));
+      } else {
+        CHECK(std::memcmp(&want, &got, sizeof want) == 0);
+      }
+    }
+}
+
 TEST_CASE("bf16 gemm: the VDPBF16PS path equals the portable path", "[bf16]") {
   if (!cpu_has_avx512_bf16()) {
     WARN("skipped: this CPU has no AVX512_BF16; only the portable path was tested");

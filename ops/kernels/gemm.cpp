@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <type_traits>
+#include <vector>
 
 #include <cblas.h>
 
@@ -54,8 +55,21 @@ void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T al
              const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
              std::size_t ldc, Triangle structure = Triangle::none) {
   if constexpr (std::is_same_v<T, float>) {
-    if (matmul_precision() == MatmulPrecision::bf16)  // computes a triangle's zeros too
-      return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (matmul_precision() == MatmulPrecision::bf16) {
+      if (bf16_products_are_fast())  // computes a triangle's zeros too
+        return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      // where VDPBF16PS is no faster (gemm_bf16.hpp): the float32 product below, on copies of
+      // the operands rounded to bf16
+      thread_local std::vector<float> a, b;
+      const std::size_t a_rows = ta ? K : M, a_cols = ta ? M : K;
+      const std::size_t b_rows = tb ? N : K, b_cols = tb ? K : N;
+      // grown, never shrunk: a resize that grows zero-fills first, a cost of its own
+      if (a.size() < a_rows * a_cols) a.resize(a_rows * a_cols);
+      if (b.size() < b_rows * b_cols) b.resize(b_rows * b_cols);
+      round_to_bf16(a_rows, a_cols, A, lda, a.data());
+      round_to_bf16(b_rows, b_cols, B, ldb, b.data());
+      A = a.data(), lda = a_cols, B = b.data(), ldb = b_cols;
+    }
   }
   if (M == 1 && structure == Triangle::none) {
     // beta 0 means C is not read: clear it, so no NaN left in it can survive a 0 * NaN

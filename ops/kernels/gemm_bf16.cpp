@@ -7,7 +7,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ops/kernels/gemm.hpp"
 #include "ops/kernels/parallel.hpp"
+#include "ops/kernels/precision.hpp"
 
 namespace tapegrad::kernels {
 
@@ -34,10 +36,38 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+namespace {
+bool cpu_is_amd() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+}  // namespace
+
 Bf16Path resolve_bf16_path(Bf16Path requested) {
   if (requested != Bf16Path::automatic) return requested;
-  static const bool fast = cpu_has_avx512_bf16();
-  return fast ? Bf16Path::avx512_bf16 : Bf16Path::portable;
+  static const bool fast = cpu_has_avx512_bf16() && cpu_is_amd();
+  return fast ? Bf16Path::avx512_bf16 : Bf16Path::rounded;
+}
+
+bool bf16_products_are_fast() { return resolve_bf16_path(Bf16Path::automatic) == Bf16Path::avx512_bf16; }
+
+// The bits of to_bf16 kept in a float32, branch-free so that the loop vectorises.
+void round_to_bf16(const float* src, float* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, src + i, sizeof u);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    const std::uint32_t nan = (u | 0x00400000u) & 0xffff0000u;  // a quiet NaN stays one
+    const std::uint32_t out = (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
+    std::memcpy(dst + i, &out, sizeof out);
+  }
+}
+
+void round_to_bf16(std::size_t rows, std::size_t cols, const float* X, std::size_t ld, float* out) {
+  for (std::size_t r = 0; r < rows; ++r) round_to_bf16(X + r * ld, out + r * cols, cols);
 }
 
 namespace {
@@ -235,6 +265,18 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
   if (path == Bf16Path::avx512_bf16 && !cpu_has_avx512_bf16())
     throw std::runtime_error("gemm_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
   if (M == 0 || N == 0) return;
+  if (path == Bf16Path::rounded) {
+    // the float32 product of rounded copies: what a float32 matmul under bf16 precision
+    // computes where this is the automatic path (kernels::gemm_strided rounds the same way)
+    const std::size_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const std::size_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    std::vector<float> a(a_rows * a_cols), b(b_rows * b_cols);
+    round_to_bf16(a_rows, a_cols, A, lda, a.data());
+    round_to_bf16(b_rows, b_cols, B, ldb, b.data());
+    MatmulPrecisionGuard f32(MatmulPrecision::f32);
+    return gemm_strided<float>(trans_a, trans_b, M, N, K, alpha, a.data(), a_cols, b.data(),
+                               b_cols, beta, C, ldc);
+  }
   const Packed P =
       pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, path == Bf16Path::avx512_bf16);
   const std::size_t row_tiles = P.rows / kRows, col_tiles = P.cols / kCols;

@@ -8,6 +8,11 @@
 //   compiled for that instruction set alone and chosen at run time, so one build runs on
 //   every x86-64 CPU;
 // - portable: plain float32 arithmetic on the same rounded operands.
+// A third, `rounded`, rounds copies of the operands and multiplies them with the float32
+// product (kernels::gemm_strided: OpenBLAS's sgemm or tapegrad's small-K kernel): the same
+// products, summed in that product's order, so within float32's accumulation bound of the
+// other two rather than equal to them. It runs at float32's rate, which is where bf16
+// products go on CPUs whose VDPBF16PS is no faster than their float32 FMAs.
 // A product of two bf16 numbers is exact in float32 (8 + 8 significant bits), so each step
 // is one float32 addition in both paths, adding the odd k of a pair before the even one as
 // the instruction does. They differ only where the instruction flushes subnormal numbers to
@@ -23,12 +28,24 @@ std::uint16_t to_bf16(float x);
 float from_bf16(std::uint16_t b);
 inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
 
-enum class Bf16Path { automatic, portable, avx512_bf16 };
+enum class Bf16Path { automatic, portable, avx512_bf16, rounded };
 
 // Whether this CPU executes VDPBF16PS (cpuid's AVX512_BF16 with AVX512F).
 bool cpu_has_avx512_bf16();
-// The path `automatic` takes here: avx512_bf16 where the CPU has it, portable elsewhere.
+// The path `automatic` takes here: avx512_bf16 on an AMD CPU that has the instruction, where
+// it does twice the multiply-adds of a 512-bit FMA per cycle (measured: 2.0x sgemm at
+// 1024^3); `rounded` elsewhere: on Intel's cores with two 512-bit FMA units VDPBF16PS
+// issues at half their rate (measured on a Xeon with AVX512_BF16: 0.57x sgemm), and a CPU
+// without it would otherwise take the portable path, several times slower than float32.
 Bf16Path resolve_bf16_path(Bf16Path requested);
+// Whether bf16 products run faster than float32 ones here (automatic resolves to avx512_bf16).
+bool bf16_products_are_fast();
+
+// dst[i] = round_to_bf16(src[i]) for i < n, as a float32 (dst may be src).
+void round_to_bf16(const float* src, float* dst, std::size_t n);
+// The rows x cols matrix X (leading dimension ld) rounded the same way into `out`, compact
+// (leading dimension cols).
+void round_to_bf16(std::size_t rows, std::size_t cols, const float* X, std::size_t ld, float* out);
 
 // C (M x N) = alpha * bf16(op(A)) @ bf16(op(B)) + beta * C, op(X) = X or X^T, row-major with
 // leading dimensions (lda, ldb: of A and B as stored); with beta 0, C is overwritten, never

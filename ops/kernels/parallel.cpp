@@ -1,7 +1,7 @@
 #include "ops/kernels/parallel.hpp"
 
 #include "ops/kernels/precision.hpp"
-#include "ops/kernels/gemm_bf16.hpp"  // cpu_has_avx512_bf16
+#include "ops/kernels/gemm_bf16.hpp"  // bf16_products_are_fast
 
 #include <algorithm>
 #include <atomic>
@@ -112,15 +112,18 @@ void set_num_threads(int threads) {
 int num_threads() { return g_threads; }
 
 MatmulPrecision matmul_precision() { return tl_matmul_precision; }
-// bf16 on a CPU without AVX512_BF16 takes the portable path: the same sums, slower than
-// float32. Said once per process, when first asked for.
+// bf16 where VDPBF16PS is no faster than float32 (or missing) rounds the operands and
+// multiplies in float32 (gemm_bf16.hpp): bf16's numbers, the rounding pass costing a little
+// more than float32 alone. Said once per process, when first asked for.
 void set_matmul_precision(MatmulPrecision precision) {
   static std::once_flag warned;
-  if (precision == MatmulPrecision::bf16 && !cpu_has_avx512_bf16())
+  if (precision == MatmulPrecision::bf16 && !bf16_products_are_fast())
     std::call_once(warned, [] {
-      std::fprintf(stderr, "tapegrad: warning: bf16 matrix products: this CPU has no "
-                           "AVX512_BF16, so they take the portable path (the same results, "
-                           "slower than float32)\n");
+      std::fprintf(stderr, "tapegrad: warning: bf16 matrix products: no faster bf16 "
+                           "instruction on this CPU (%s), so the operands are rounded to bf16 "
+                           "and multiplied in float32: bf16's results, no faster than float32\n",
+                   cpu_has_avx512_bf16() ? "its VDPBF16PS runs at half its float32 FMA rate"
+                                         : "it has no AVX512_BF16");
     });
   tl_matmul_precision = precision;
 }
