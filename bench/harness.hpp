@@ -77,6 +77,10 @@ constexpr std::size_t kGemmPeakN = 1024;  // the "one large gemm" ceiling
 //   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, gqa_fwdbwd_f32_S3, toygpt_step, llama_step,
 //   decode_ctx{256,1024}, flash_fwdbwd_f32_T{2048,8192,32768},
 //   chain1000, bmm_S{1..4}, gemm_peak_{f32,f64}.
+// The workloads that also run with every float32 matrix product in bf16 (W_bf16).
+inline constexpr const char* kBf16Workloads[] = {"toygpt_step", "llama_step", "moe_step",
+                                                 "flash_fwdbwd_f32_T2048", "decode_ctx1024"};
+
 inline std::vector<std::string> workload_names() {
   std::vector<std::string> w;
   for (const char* pass : {"fwd", "fwdbwd"})
@@ -88,7 +92,7 @@ inline std::vector<std::string> workload_names() {
   w.push_back("llama_step");
   w.push_back("moe_step");  // llama_step's model with 4 experts of half its hidden size, top 2
   // tapegrad only: the same steps with every matrix product in bf16 (float32 elsewhere)
-  for (const char* step : {"toygpt_step", "llama_step", "moe_step"}) w.push_back(std::string(step) + "_bf16");
+  for (const char* step : kBf16Workloads) w.push_back(std::string(step) + "_bf16");
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
   for (std::size_t T : kFlashLengths) w.push_back("flash_fwdbwd_f32_T" + std::to_string(T));
   // tapegrad only: attention rows with ALiBi or the logit soft-cap (50) on every attention

@@ -778,10 +778,10 @@ bool dump_reference(const Args& a) {
   return true;
 }
 
-// "toygpt_step_bf16" -> "toygpt_step" (likewise llama_step and moe_step); "" otherwise.
-std::string bf16_step_base(const std::string& workload) {
-  for (const char* step : {"toygpt_step", "llama_step", "moe_step"})
-    if (workload == std::string(step) + "_bf16") return step;
+// "toygpt_step_bf16" -> "toygpt_step" (likewise every bench::kBf16Workloads); "" otherwise.
+std::string bf16_base(const std::string& workload) {
+  for (const char* base : bench::kBf16Workloads)
+    if (workload == std::string(base) + "_bf16") return base;
   return "";
 }
 
@@ -812,15 +812,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   kernels::set_num_threads(a.threads);
-  // W_bf16: training step W with its matrix products on the bf16 gemm (ops/precision.hpp),
-  // from W's reference. Its start-up check is W's in float32 (bf16's rounding is far outside
+  // W_bf16: workload W (a training step, flash fwd+bwd, a decode step) with its float32
+  // matrix products in bf16 (ops/precision.hpp), from W's reference. Its start-up check is W's in float32 (bf16's rounding is far outside
   // the check's 1e-4), so a bf16 run skips it.
   // W_alibi, W_softcap: W with the modifier on every attention; no reference has it, so
   // such a run skips the start-up check too.
   take_modifier(a.workload);
   if (g_modifier != Modifier::none) a.skip_check = true;
   std::optional<MatmulPrecisionGuard> bf16;
-  if (const std::string step = bf16_step_base(a.workload); !step.empty()) {
+  if (const std::string step = bf16_base(a.workload); !step.empty()) {
     a.workload = step;
     a.skip_check = true;
     bf16.emplace(MatmulPrecision::bf16);
