@@ -1,8 +1,8 @@
 // The bf16 matrix product (ops/kernels/gemm_bf16.*): float32 -> bf16 rounding on hand-built
 // bit patterns (ties to even, NaN payloads, overflow), then the product against a long
 // double loop over the bf16-rounded operands within float32's accumulation bound, for odd
-// sizes, transposes, strides and beta; the fast (VDPBF16PS) and portable paths against each
-// other; 1 and 2 threads.
+// sizes, transposes, strides and beta, on the portable and rounded paths; the fast
+// (VDPBF16PS) and portable paths against each other; 1 and 2 threads.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -124,28 +124,19 @@ TEST_CASE("bf16: float32 rounds to nearest, ties to even, on hand-built bit patt
   CHECK(round_to_bf16(3.14159265f) == 3.140625f);
 }
 
-TEST_CASE("bf16 gemm: the portable path is the product of the rounded operands within float32's bound", "[bf16]") {
+TEST_CASE("bf16 gemm: the portable and rounded paths are the product of the rounded operands within float32's bound", "[bf16]") {
   Generator g(3);
-  for (const Case& c : kCases) {
-    const Operands o = make_operands(c, g);
-    const std::vector<float> C = product(c, o, Bf16Path::portable);
-    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta << " tb=" << c.tb);
-    CHECK(worst_ratio_to_bound(c, o, C, true) <= 1.0);
-    // Not a float32 product: against the unrounded operands the error is bf16's (about
-    // 2^-9 relative per operand), far above float32's bound once K is more than a few.
-    if (c.K >= 16) CHECK(worst_ratio_to_bound(c, o, C, false) > 10.0);
-  }
-}
-
-TEST_CASE("bf16 gemm: the rounded path is the product of the rounded operands within float32's bound", "[bf16]") {
-  Generator g(5);
-  for (const Case& c : kCases) {
-    const Operands o = make_operands(c, g);
-    const std::vector<float> C = product(c, o, Bf16Path::rounded);
-    INFO("M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta << " tb=" << c.tb);
-    CHECK(worst_ratio_to_bound(c, o, C, true) <= 1.0);
-    if (c.K >= 16) CHECK(worst_ratio_to_bound(c, o, C, false) > 10.0);  // bf16's, not float32's
-  }
+  for (Bf16Path path : {Bf16Path::portable, Bf16Path::rounded})
+    for (const Case& c : kCases) {
+      const Operands o = make_operands(c, g);
+      const std::vector<float> C = product(c, o, path);
+      INFO("path " << int(path) << " M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta
+                   << " tb=" << c.tb);
+      CHECK(worst_ratio_to_bound(c, o, C, true) <= 1.0);
+      // Not a float32 product: against the unrounded operands the error is bf16's (about
+      // 2^-9 relative per operand), far above float32's bound once K is more than a few.
+      if (c.K >= 16) CHECK(worst_ratio_to_bound(c, o, C, false) > 10.0);
+    }
 }
 
 TEST_CASE("bf16: the vectorised rounding of a matrix is to_bf16's, NaN and ties included", "[bf16]") {
