@@ -15,7 +15,8 @@
 // allocates (examples/common/memory_budget.hpp).
 // --patterns DIR also writes the attention patterns of the prompt and the new tokens, one SVG
 // heat map per layer (examples/common/attention_svg.hpp).
-// Exit codes: 0 done, 2 usage error or out of memory (one line on stderr, nothing on stdout).
+// Exit codes: 0 done, 1 a file that could not be written, 2 usage error or out of memory (one
+// line on stderr, nothing on stdout).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -335,5 +336,8 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
     return 2;
+  } catch (const std::exception& e) {  // a heat map that cannot be written, after the text
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 1;
   }
 }
