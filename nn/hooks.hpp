@@ -79,6 +79,17 @@ class Hooks {
   ActivationCache<T> cache_;
 };
 
+// The point `leaf` of block `layer`: block_point(1, "attn.pattern") is
+// "blocks.1.attn.pattern"; block_points gives it for each of `layers` blocks, in order.
+inline std::string block_point(std::size_t layer, const std::string& leaf) {
+  return "blocks." + std::to_string(layer) + "." + leaf;
+}
+inline std::vector<std::string> block_points(std::size_t layers, const std::string& leaf) {
+  std::vector<std::string> names;
+  for (std::size_t l = 0; l < layers; ++l) names.push_back(block_point(l, leaf));
+  return names;
+}
+
 // A module's handle on the run's hooks (none when `hooks` is null) and its place in the
 // model: the point "attn.q" of the block whose prefix is "blocks.2." is "blocks.2.attn.q".
 template <class T>

@@ -21,10 +21,6 @@ Tensor<T> with_head_slice(const Tensor<T>& x, std::size_t head, const char* op, 
   return Tensor<T>(std::move(a));
 }
 
-std::string point(std::size_t layer, const char* leaf) {
-  return "blocks." + std::to_string(layer) + "." + leaf;
-}
-
 void check_same_shape(const char* op, const Indices& a, const Indices& b,
                       const char* a_name = "clean tokens", const char* b_name = "corrupted tokens") {
   if (a.shape() != b.shape())
@@ -66,8 +62,7 @@ std::vector<std::vector<double>> patch_residual_by_position(Transformer<T>& mode
   check_same_shape("patch_residual_by_position", clean, corrupted);
   NoGradGuard no_grad;
   const std::size_t layers = model.blocks().size(), B = clean.shape()[0], Tn = clean.shape()[1];
-  std::vector<std::string> names;
-  for (std::size_t l = 0; l < layers; ++l) names.push_back(point(l, "resid_pre"));
+  const std::vector<std::string> names = block_points(layers, "resid_pre");
   const CachedRun<T> run = run_with_cache(model, clean, names);
   std::vector<std::vector<double>> out(layers, std::vector<double>(Tn));
   for (std::size_t l = 0; l < layers; ++l)
@@ -93,8 +88,7 @@ std::vector<std::vector<double>> patch_heads(Transformer<T>& model, const Indice
   check_same_shape("patch_heads", clean, corrupted);
   NoGradGuard no_grad;
   const std::size_t layers = model.blocks().size(), heads = model.config().heads;
-  std::vector<std::string> names;
-  for (std::size_t l = 0; l < layers; ++l) names.push_back(point(l, "attn.z"));
+  const std::vector<std::string> names = block_points(layers, "attn.z");
   const CachedRun<T> run = run_with_cache(model, clean, names);
   std::vector<std::vector<double>> out(layers, std::vector<double>(heads));
   for (std::size_t l = 0; l < layers; ++l)
@@ -184,9 +178,9 @@ LogitAttribution direct_logit_attribution(Transformer<T>& model, const Indices& 
   const std::size_t layers = model.blocks().size(), H = c.heads, D = c.d_model;
   const std::size_t Tn = tokens.shape()[1];
   const bool positions = model.has_parameter("pos_emb.weight");
-  std::vector<std::string> names = {"embed", point(layers - 1, "resid_post"), "ln_final.out"};
+  std::vector<std::string> names = {"embed", block_point(layers - 1, "resid_post"), "ln_final.out"};
   if (positions) names.push_back("pos_embed");
-  for (std::size_t l = 0; l < layers; ++l) names.push_back(point(l, "attn.z"));
+  for (std::size_t l = 0; l < layers; ++l) names.push_back(block_point(l, "attn.z"));
   const CachedRun<T> run = run_with_cache(model, tokens, names);
   const Readout<T> readout{model};
   // each activation looked up once, not once per position
@@ -195,7 +189,7 @@ LogitAttribution direct_logit_attribution(Transformer<T>& model, const Indices& 
   const T* ln_out = run.cache["ln_final.out"].value().data();
   const T* pos = positions ? run.cache["pos_embed"].value().data() : nullptr;
   std::vector<const Array<T>*> z_of;
-  for (std::size_t l = 0; l < layers; ++l) z_of.push_back(&run.cache[point(l, "attn.z")].value());
+  for (std::size_t l = 0; l < layers; ++l) z_of.push_back(&run.cache[block_point(l, "attn.z")].value());
   LogitAttribution a;
   a.heads.assign(layers, std::vector<double>(H, 0.0));
   std::size_t counted = 0;

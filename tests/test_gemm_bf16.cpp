@@ -145,9 +145,10 @@ TEST_CASE("bf16: the vectorised rounding of a matrix is to_bf16's, NaN and ties 
       0x3F808000, 0x3F818000, 0x3F80FFFF, 0x7F800001, 0xFFC00001, 0, 0,
       0x7F800000, 0xFF800000, 0x7F7FFFFF, 0x00000001, 0x80008000, 0, 0,
       0x40490FDB, 0xC0490FDB, 0x3F7FFFFF, 0x00400000, 0x7FBFFFFF, 0, 0};
-  std::vector<float> X(bits.size()), out(15);
+  std::vector<float> X(bits.size()), out, unused;
   for (std::size_t i = 0; i < bits.size(); ++i) X[i] = from_bits(bits[i]);
-  round_to_bf16(3, 5, X.data(), 7, out.data());
+  // op(A) of a 3 x 1 x 5 product: A is 3 x 5 with leading dimension 7
+  round_operands(false, false, 3, 1, 5, X.data(), 7, X.data(), 1, out, unused);
   for (std::size_t r = 0; r < 3; ++r)
     for (std::size_t c = 0; c < 5; ++c) {
       const float want = from_bf16(to_bf16(X[r * 7 + c])), got = out[r * 5 + c];

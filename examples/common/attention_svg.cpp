@@ -15,8 +15,7 @@ std::vector<std::string> attention_pattern_svgs(Transformer<float>& model,
   if (T == 0 || labels.size() != T)
     throw std::invalid_argument("attention_pattern_svgs: " + std::to_string(T) + " tokens and " +
                                 std::to_string(labels.size()) + " labels");
-  std::vector<std::string> names;
-  for (std::size_t l = 0; l < layers; ++l) names.push_back("blocks." + std::to_string(l) + ".attn.pattern");
+  const std::vector<std::string> names = block_points(layers, "attn.pattern");
   Indices row = Indices::from_shape({std::size_t(1), T});
   std::copy(tokens.begin(), tokens.end(), row.begin());
   CachedRun<float> run;

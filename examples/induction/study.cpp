@@ -19,9 +19,7 @@ namespace {
 // The held-out sequences are the same for every run; training streams differ by seed.
 constexpr std::uint64_t kEvalSeed = 0x1d0c7105ULL;
 
-std::string pattern_point(std::size_t layer) {
-  return "blocks." + std::to_string(layer) + ".attn.pattern";
-}
+std::string pattern_point(std::size_t layer) { return block_point(layer, "attn.pattern"); }
 
 // -log softmax(logits)[target] at position t of row b; logits (B, T, V).
 double token_loss(const Array<float>& logits, const Indices& targets, std::size_t b, std::size_t t) {
@@ -78,7 +76,7 @@ std::vector<AblatedHead> ablate_each_head(Transformer<float>& model, const Seque
   for (std::size_t l = 0; l < o.layers; ++l)
     for (std::size_t h = 0; h < o.heads; ++h) {
       Hooks<float> hooks;
-      hooks.add("blocks." + std::to_string(l) + ".attn.z", zero_head<float>(h));
+      hooks.add(block_point(l, "attn.z"), zero_head<float>(h));
       AblatedHead r{l, h, 0, 0};
       half_losses(model.run_with_hooks(held_out.tokens, hooks).value(), held_out, r.loss_first,
                   r.loss_repeat);

@@ -48,7 +48,7 @@ std::vector<AblationRow> ablate_each_head(TinyGPT<float>& model,
   rows.front().intact = true;
   for (std::size_t l = 0; l < model.config().layers; ++l)
     for (std::size_t h = 0; h < model.config().heads; ++h) {
-      const std::string point = "blocks." + std::to_string(l) + ".attn.z";
+      const std::string point = block_point(l, "attn.z");
       AblationRow r = evaluate_margin([&](const Indices& tokens) {
         Hooks<float> hooks;
         hooks.add(point, zero_head<float>(h));

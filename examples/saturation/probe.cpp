@@ -77,11 +77,8 @@ AttentionProbe probe_statistics(const std::vector<ProbeLayer>& layers, std::size
 // asking for the scores' gradient would move the first run to the composed path.
 AttentionProbe probe_attention(TinyGPT<float>& model, const tasks::Batch& batch,
                                std::size_t first_row) {
-  std::vector<std::string> patterns, scores;
-  for (std::size_t l = 0; l < model.blocks().size(); ++l) {
-    patterns.push_back("blocks." + std::to_string(l) + ".attn.pattern");
-    scores.push_back("blocks." + std::to_string(l) + ".attn.scores");
-  }
+  const std::vector<std::string> patterns = block_points(model.blocks().size(), "attn.pattern"),
+                                 scores = block_points(model.blocks().size(), "attn.scores");
   model.zero_grad();
   const CachedRun<float> weights = run_with_cache(model, batch.tokens, patterns, true);
   cross_entropy(weights.logits, batch.targets, tasks::kIgnore).backward();

@@ -69,9 +69,7 @@ EvalPoint evaluate_at(TinyGPT<float>& model, const SequenceTask& task,
   e.accuracy = r.exact_accuracy;
   // The weights of the last eval batch, read at each layer's attn.pattern: enough rows for
   // a stable mean.
-  std::vector<std::string> patterns;
-  for (std::size_t l = 0; l < model.blocks().size(); ++l)
-    patterns.push_back("blocks." + std::to_string(l) + ".attn.pattern");
+  const std::vector<std::string> patterns = block_points(model.blocks().size(), "attn.pattern");
   CachedRun<float> last;
   {
     NoGradGuard no_grad;

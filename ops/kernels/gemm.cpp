@@ -61,14 +61,8 @@ void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T al
       // where VDPBF16PS is no faster (gemm_bf16.hpp): the float32 product below, on copies of
       // the operands rounded to bf16
       thread_local std::vector<float> a, b;
-      const std::size_t a_rows = ta ? K : M, a_cols = ta ? M : K;
-      const std::size_t b_rows = tb ? N : K, b_cols = tb ? K : N;
-      // grown, never shrunk: a resize that grows zero-fills first, a cost of its own
-      if (a.size() < a_rows * a_cols) a.resize(a_rows * a_cols);
-      if (b.size() < b_rows * b_cols) b.resize(b_rows * b_cols);
-      round_to_bf16(a_rows, a_cols, A, lda, a.data());
-      round_to_bf16(b_rows, b_cols, B, ldb, b.data());
-      A = a.data(), lda = a_cols, B = b.data(), ldb = b_cols;
+      const RoundedOperands r = round_operands(ta, tb, M, N, K, A, lda, B, ldb, a, b);
+      A = r.A, lda = r.lda, B = r.B, ldb = r.ldb;
     }
   }
   if (M == 1 && structure == Triangle::none) {

@@ -66,8 +66,19 @@ void round_to_bf16(const float* src, float* dst, std::size_t n) {
   }
 }
 
-void round_to_bf16(std::size_t rows, std::size_t cols, const float* X, std::size_t ld, float* out) {
-  for (std::size_t r = 0; r < rows; ++r) round_to_bf16(X + r * ld, out + r * cols, cols);
+RoundedOperands round_operands(bool trans_a, bool trans_b, std::size_t M, std::size_t N,
+                               std::size_t K, const float* A, std::size_t lda, const float* B,
+                               std::size_t ldb, std::vector<float>& a, std::vector<float>& b) {
+  // a resize that grows zero-fills first, a cost of its own: buffers are kept between calls
+  const auto round_matrix = [](std::size_t rows, std::size_t cols, const float* X, std::size_t ld,
+                               std::vector<float>& out) {
+    if (out.size() < rows * cols) out.resize(rows * cols);
+    for (std::size_t r = 0; r < rows; ++r) round_to_bf16(X + r * ld, out.data() + r * cols, cols);
+    return cols;
+  };
+  const std::size_t a_ld = round_matrix(trans_a ? K : M, trans_a ? M : K, A, lda, a);
+  const std::size_t b_ld = round_matrix(trans_b ? N : K, trans_b ? K : N, B, ldb, b);
+  return {a.data(), a_ld, b.data(), b_ld};
 }
 
 namespace {
@@ -268,14 +279,11 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
   if (path == Bf16Path::rounded) {
     // the float32 product of rounded copies: what a float32 matmul under bf16 precision
     // computes where this is the automatic path (kernels::gemm_strided rounds the same way)
-    const std::size_t a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
-    const std::size_t b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    std::vector<float> a(a_rows * a_cols), b(b_rows * b_cols);
-    round_to_bf16(a_rows, a_cols, A, lda, a.data());
-    round_to_bf16(b_rows, b_cols, B, ldb, b.data());
+    thread_local std::vector<float> a, b;
+    const RoundedOperands r = round_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, a, b);
     MatmulPrecisionGuard f32(MatmulPrecision::f32);
-    return gemm_strided<float>(trans_a, trans_b, M, N, K, alpha, a.data(), a_cols, b.data(),
-                               b_cols, beta, C, ldc);
+    return gemm_strided<float>(trans_a, trans_b, M, N, K, alpha, r.A, r.lda, r.B, r.ldb, beta, C,
+                               ldc);
   }
   const Packed P =
       pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, path == Bf16Path::avx512_bf16);

@@ -19,6 +19,7 @@
 // zero (inputs and results below 2^-126 in magnitude).
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace tapegrad::kernels {
 
@@ -43,9 +44,18 @@ bool bf16_products_are_fast();
 
 // dst[i] = round_to_bf16(src[i]) for i < n, as a float32 (dst may be src).
 void round_to_bf16(const float* src, float* dst, std::size_t n);
-// The rows x cols matrix X (leading dimension ld) rounded the same way into `out`, compact
-// (leading dimension cols).
-void round_to_bf16(std::size_t rows, std::size_t cols, const float* X, std::size_t ld, float* out);
+// The operands of op(A) @ op(B) (as stored: A is M x K, or K x M when transposed, B K x N
+// or N x K) rounded the same way into compact copies in `a` and `b` (grown as needed, never
+// shrunk): the rounded path's operands, with their leading dimensions.
+struct RoundedOperands {
+  const float* A;
+  std::size_t lda;
+  const float* B;
+  std::size_t ldb;
+};
+RoundedOperands round_operands(bool trans_a, bool trans_b, std::size_t M, std::size_t N,
+                               std::size_t K, const float* A, std::size_t lda, const float* B,
+                               std::size_t ldb, std::vector<float>& a, std::vector<float>& b);
 
 // C (M x N) = alpha * bf16(op(A)) @ bf16(op(B)) + beta * C, op(X) = X or X^T, row-major with
 // leading dimensions (lda, ldb: of A and B as stored); with beta 0, C is overwritten, never
