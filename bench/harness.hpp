@@ -94,6 +94,7 @@ inline std::vector<std::string> workload_names() {
   // tapegrad only: the same steps with every matrix product in bf16 (float32 elsewhere)
   for (const char* step : kBf16Workloads) w.push_back(std::string(step) + "_bf16");
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
+  w.push_back("decode_ctx1024_kvbf16");  // tapegrad only: the KV cache stored in bf16
   for (std::size_t T : kFlashLengths) w.push_back("flash_fwdbwd_f32_T" + std::to_string(T));
   // tapegrad only: attention rows with ALiBi or the logit soft-cap (50) on every attention
   for (const char* modifier : {"_alibi", "_softcap"}) {

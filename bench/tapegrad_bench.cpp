@@ -36,6 +36,8 @@ volatile double g_sink = 0;  // keeps results observable so no step is optimised
 // workload with every attention's spec carrying it. Set once in main, before the workload.
 enum class Modifier { none, alibi, softcap };
 Modifier g_modifier = Modifier::none;
+// decode_ctx1024_kvbf16: the decode workload with its KV cache stored in bf16
+KVDtype g_kv_dtype = KVDtype::model;
 constexpr double kBenchSoftcap = 50;  // Gemma 2's attention cap
 
 void apply_modifier(AttentionSpec& spec) {
@@ -436,7 +438,7 @@ Result run_decode(const Args& a, std::size_t context) {
   NoGradGuard no_grad;
   Transformer<float> model = llama_model(g, bench::llama_train_weights(g, bench::llama_parameters(g)));
   const std::vector<std::int64_t> tokens = bench::decode_tokens(g);
-  KVCacheSet<float> prefilled(model.config(), 1, g.context);
+  KVCacheSet<float> prefilled(model.config(), 1, g.context, g_kv_dtype);
   model.forward(token_row(tokens, g.context - 1), prefilled);
   KVCacheSet<float> caches = prefilled;
   Indices tok = token_row({tokens.back()}, 1);
@@ -818,6 +820,10 @@ int main(int argc, char** argv) {
   // W_alibi, W_softcap: W with the modifier on every attention; no reference has it, so
   // such a run skips the start-up check too.
   take_modifier(a.workload);
+  if (a.workload == "decode_ctx1024_kvbf16") {
+    a.workload = "decode_ctx1024";
+    g_kv_dtype = KVDtype::bf16;
+  }
   if (g_modifier != Modifier::none) a.skip_check = true;
   std::optional<MatmulPrecisionGuard> bf16;
   if (const std::string step = bf16_base(a.workload); !step.empty()) {

@@ -70,6 +70,7 @@ struct Settings {
   std::optional<double> max_memory;
   std::optional<std::string> patterns;  // folder for the attention heat maps
   std::string precision = "f32";
+  std::string kv_dtype = "f32";
 };
 
 // What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
@@ -209,6 +210,7 @@ GenerateOptions options_from(const Settings& s, const Codec& codec, const TinyGP
   o.sampling.top_p = s.top_p;
   o.use_cache = !s.no_cache;
   o.prefill_chunk = s.prefill_chunk;
+  o.kv_dtype = kv_dtype_from_name(s.kv_dtype);
   o.at_context = examples::kAtContext;
   examples::require_prompt_fits(codec.prompt.size(), model.config());
   return o;
@@ -225,10 +227,11 @@ examples::MemoryNeed generation_memory(const TransformerConfig& c, const Generat
     cached = past_context_ok(c) ? std::min(c.window, held) : held;
     chunk = std::min(o.prefill_chunk ? o.prefill_chunk : c.context, held);
   }
-  return examples::inference_memory(c, 1, std::max<std::size_t>(chunk, 1), cached);
+  return examples::inference_memory(c, 1, std::max<std::size_t>(chunk, 1), cached,
+                                    kv_value_bytes<float>(o.kv_dtype));
 }
 
-void print_summary(const GenerateResult& r, const TransformerConfig& c, bool cached) {
+void print_summary(const GenerateResult& r, const TransformerConfig& c, const GenerateOptions& o) {
   const double prefill = r.prefill_seconds > 0 ? double(r.prompt_tokens) / r.prefill_seconds : 0;
   // the first new token comes from the prefill's logits: decode runs the others
   const std::size_t steps = r.tokens.size() > 1 ? r.tokens.size() - 1 : 0;
@@ -236,8 +239,8 @@ void print_summary(const GenerateResult& r, const TransformerConfig& c, bool cac
   std::fprintf(stderr, "%s: prompt %zu tokens, %zu new tokens, prefill %.0f tokens/s, decode "
                "%.0f tokens/s, KV cache %zu bytes (%llu bytes per token)%s\n", kProgram,
                r.prompt_tokens, r.tokens.size(), prefill, decode, r.cache_bytes,
-               (unsigned long long)kv_cache_bytes_per_token(c, sizeof(float)),
-               cached ? "" : ", --no-cache: recomputed every step");
+               (unsigned long long)kv_cache_bytes_per_token(c, kv_value_bytes<float>(o.kv_dtype)),
+               o.use_cache ? "" : ", --no-cache: recomputed every step");
 }
 
 // --patterns DIR: the attention patterns of the prompt and the new tokens (the last
@@ -289,7 +292,7 @@ int run(const Settings& s) {
   if (codec.finish) std::fputs(codec.finish().c_str(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
-  print_summary(r, l.model.config(), o.use_cache);
+  print_summary(r, l.model.config(), o);
   if (s.patterns) write_patterns(*s.patterns, l.model, codec, r.tokens);
   return 0;
 }
@@ -324,6 +327,9 @@ int main(int argc, char** argv) {
                  "also write the attention patterns of the prompt and the new tokens to this "
                  "folder, one SVG heat map per layer (heads side by side)");
   examples::add_precision_option(app, s.precision);
+  app.add_option("--kv-dtype", s.kv_dtype, "what the KV cache stores: f32, or bf16 (keys and "
+                 "values rounded to bfloat16: half the memory per token)")
+      ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
   examples::add_max_memory_option(app, s.max_memory);
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))

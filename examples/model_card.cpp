@@ -82,6 +82,9 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
   std::printf("\nKV cache per token = 2 x %zu layers x %zu kv_heads x %zu head_dim x %zu bytes = %s\n",
               c.layers, c.resolved_kv_heads(), c.resolved_head_dim(), cache_bytes,
               bytes_text(kv_cache_bytes_per_token(c, cache_bytes)).c_str());
+  std::printf("generate's KV cache per token: %s with --kv-dtype f32, %s with --kv-dtype bf16\n",
+              bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::model))).c_str(),
+              bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::bf16))).c_str());
   if (c.window > 0)
     std::printf("with window %zu the cache holds at most %zu positions: %s per sequence\n", c.window,
                 c.window, bytes_text(kv_cache_bytes_per_token(c, cache_bytes) * c.window).c_str());

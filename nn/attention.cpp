@@ -183,8 +183,7 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
   if (x.shape()[1] == 1 && !grad_enabled()) {
     // decode: the token's own key joins the cache, then one query reads the ring in place
     cache->append(k, v);
-    return output(attention_decode(q, cache->key_store(), cache->value_store(), cache->ring(),
-                                   spec_));
+    return output(cache->decode(q, spec_));
   }
   // chunk: keys = the held ones, oldest first, then the chunk's own: consecutive positions
   // ending at the chunk's last query, exactly the layout of attention()'s bottom-right mask

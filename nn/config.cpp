@@ -439,6 +439,12 @@ std::uint64_t kv_cache_bytes_per_token(const TransformerConfig& c, std::size_t b
          bytes_per_value;
 }
 
+KVDtype kv_dtype_from_name(const std::string& name) {
+  if (name == "f32") return KVDtype::model;
+  if (name == "bf16") return KVDtype::bf16;
+  fail("KVCache", "the cache's dtype is f32 (the model's type) or bf16, got '{}'", name);
+}
+
 std::string to_string(MlpKind k) { return Choices<MlpKind>::names().at(std::size_t(k)); }
 std::string to_string(PositionKind k) { return Choices<PositionKind>::names().at(std::size_t(k)); }
 std::string to_string(NormKind k) { return Choices<NormKind>::names().at(std::size_t(k)); }

@@ -228,6 +228,17 @@ ParameterCounts count_parameters(const TransformerConfig& c);
 // 2 x layers x kv_heads x head_dim x bytes_per_value: what the KV cache grows by per token.
 std::uint64_t kv_cache_bytes_per_token(const TransformerConfig& c, std::size_t bytes_per_value);
 
+// What a cache stores: the model's type (float or double), or bf16 (float32 models only).
+enum class KVDtype { model, bf16 };
+// "f32" (the model's type) or "bf16", as --kv-dtype and Python spell them; ShapeError
+// "KVCache: ..." for another name.
+KVDtype kv_dtype_from_name(const std::string& name);
+// Bytes per stored number in a T model's cache.
+template <class T>
+constexpr std::size_t kv_value_bytes(KVDtype dtype) {
+  return dtype == KVDtype::bf16 ? 2 : sizeof(T);
+}
+
 std::string to_string(MlpKind k);
 std::string to_string(PositionKind k);
 std::string to_string(NormKind k);

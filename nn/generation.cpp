@@ -109,7 +109,7 @@ GenerateResult generate(Transformer<T>& model, const std::vector<std::int64_t>& 
   // one allocation for every position this run will hold (a window model: a ring)
   std::size_t positions = prompt.size() + (budget ? budget - 1 : 0);
   if (bounded(c)) positions = std::min(positions, c.context);
-  KVCacheSet<T> caches(c, 1, positions);
+  KVCacheSet<T> caches(c, 1, positions, o.kv_dtype);
   r.cache_bytes = caches.bytes();
   const std::size_t chunk = o.prefill_chunk ? o.prefill_chunk : c.context;
   const std::size_t first = bounded(c) && prompt.size() > c.context ? prompt.size() - c.context : 0;

@@ -29,6 +29,7 @@ struct GenerateOptions {
   SamplingOptions sampling;
   bool use_cache = true;        // false: recompute the whole sequence per token (quadratic)
   std::size_t prefill_chunk = 0;  // prompt positions per prefill call (0: the context)
+  KVDtype kv_dtype = KVDtype::model;  // bf16: half the cache's memory (float32 models)
 };
 
 struct GenerateResult {

@@ -9,6 +9,10 @@
 // and position p lives in slot p % capacity: a ring buffer, flat in memory however long the
 // generation runs. A full-attention cache refuses to grow past its capacity.
 //
+// The cache stores the model's own type, or (float32 models, KVDtype::bf16) bf16 numbers:
+// keys and values rounded to nearest even as they are appended, half the memory per token,
+// read back widened to float32 by the decode kernel and by keys() / values().
+//
 // The cache is an argument, not a mode the model is switched into: MultiHeadAttention::forward
 // and Transformer::forward take one, training passes none, so no state left over from one
 // generation can change what the next forward computes.
@@ -17,7 +21,7 @@
 #include <vector>
 
 #include "autograd/tensor.hpp"
-#include "nn/config.hpp"
+#include "nn/config.hpp"  // KVDtype
 #include "ops/attention_decode.hpp"  // KVRing
 
 namespace tapegrad {
@@ -26,8 +30,9 @@ template <class T>
 class KVCache {
  public:
   // Storage for `positions` positions of batch B (window 0: full attention), zero-filled.
+  // ShapeError "KVCache: ..." for a zero size, or bf16 storage for a double model.
   KVCache(std::size_t batch, std::size_t kv_heads, std::size_t head_dim, std::size_t v_head_dim,
-          std::size_t positions, std::size_t window = 0);
+          std::size_t positions, std::size_t window = 0, KVDtype dtype = KVDtype::model);
 
   std::size_t length() const { return length_; }  // positions appended: the next one's position
   std::size_t capacity() const { return capacity_; }
@@ -35,27 +40,38 @@ class KVCache {
   std::size_t window() const { return window_; }
   std::size_t first_position() const { return length_ - count(); }  // oldest held
   KVRing ring() const { return {capacity_, count(), first_position() % capacity_}; }
-  std::size_t bytes() const { return (k_.size() + v_.size()) * sizeof(T); }
+  KVDtype dtype() const { return dtype_; }
+  std::size_t bytes() const;
 
   // Appends k (B, Tn, kv_heads*head_dim) and v (B, Tn, kv_heads*v_head_dim), the positions
-  // length() .. length() + Tn - 1 (a window cache keeps the last `capacity` of them).
+  // length() .. length() + Tn - 1 (a window cache keeps the last `capacity` of them), rounded
+  // to bf16 by a bf16 cache.
   // ShapeError "KVCache: ..." on a shape mismatch or when a full-attention cache would
   // overflow (a full-attention query needs every key before it).
   void append(const Tensor<T>& k, const Tensor<T>& v);
   // The held keys / values (B, count, width), oldest first: a contiguous run of positions,
   // which is what attention()'s bottom-right mask expects of its keys. A copy.
-  Tensor<T> keys() const { return linear(k_); }
-  Tensor<T> values() const { return linear(v_); }
-  // The storage itself, slot order (see ring()), for the decode kernel.
-  const Tensor<T>& key_store() const { return k_; }
-  const Tensor<T>& value_store() const { return v_; }
+  Tensor<T> keys() const;
+  Tensor<T> values() const;
+  // One query per batch item, q (B, 1, heads*head_dim), the newest held position's, against
+  // the held keys and values read in place: attention_decode (ops/attention_decode.hpp).
+  Tensor<T> decode(const Tensor<T>& q, const AttentionSpec& spec) const;
+  // The storage itself, slot order (see ring()): a cache of the model's type only
+  // (ShapeError for a bf16 cache, whose storage is not a Tensor<T>).
+  const Tensor<T>& key_store() const;
+  const Tensor<T>& value_store() const;
   void reset() { length_ = 0; }
 
  private:
-  Tensor<T> linear(const Tensor<T>& store) const;
+  template <class Stored>
+  Tensor<T> linear(const Stored* store, std::size_t width) const;
+  template <class Stored>
+  void write(const Tensor<T>& rows, Stored* store, std::size_t width) const;
 
-  std::size_t capacity_, window_, length_ = 0;
-  Tensor<T> k_, v_;
+  std::size_t batch_, capacity_, window_, length_ = 0, k_width_, v_width_;
+  KVDtype dtype_;
+  Tensor<T> k_, v_;                      // KVDtype::model
+  std::vector<std::uint16_t> k16_, v16_;  // KVDtype::bf16: the bits of bf16 numbers
 };
 
 // One cache per layer of a Transformer, sized from its configuration: kv_heads heads of
@@ -63,7 +79,8 @@ class KVCache {
 template <class T>
 class KVCacheSet {
  public:
-  KVCacheSet(const TransformerConfig& config, std::size_t batch, std::size_t positions);
+  KVCacheSet(const TransformerConfig& config, std::size_t batch, std::size_t positions,
+             KVDtype dtype = KVDtype::model);
   std::size_t length() const { return layers_.front().length(); }
   std::size_t bytes() const;
   std::size_t size() const { return layers_.size(); }

@@ -5,6 +5,7 @@
 // as attention(), checked by the same check_attention_spec, and is tested equal to it.
 // Inference only: it records nothing on the tape.
 #include <cstddef>
+#include <cstdint>
 
 #include "autograd/tensor.hpp"
 #include "ops/attention_spec.hpp"
@@ -28,5 +29,15 @@ struct KVRing {
 template <class T>
 Tensor<T> attention_decode(const Tensor<T>& q, const Tensor<T>& k_store, const Tensor<T>& v_store,
                            const KVRing& ring, const AttentionSpec& spec);
+
+// Stores of bf16 numbers (their bits, as kernels::to_bf16 rounds them) of the shapes above,
+// read widened to float32: the same result as float32 stores holding the same rounded values.
+struct Bf16Store {
+  const std::uint16_t* data = nullptr;
+  Shape shape;
+};
+Tensor<float> attention_decode(const Tensor<float>& q, const Bf16Store& k_store,
+                               const Bf16Store& v_store, const KVRing& ring,
+                               const AttentionSpec& spec);
 
 }  // namespace tapegrad

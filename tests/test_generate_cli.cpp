@@ -19,6 +19,7 @@
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
+#include "nn/generation.hpp"
 #include "ops/precision.hpp"
 #include "run_program.hpp"
 
@@ -155,6 +156,30 @@ TEST_CASE("generate cli: --precision bf16 is the full forward's greedy text unde
   CHECK(r.out == bf16);
 }
 
+TEST_CASE("generate cli: --kv-dtype bf16 halves the cache and decodes as the library's bf16 cache", "[cli][generate][bf16]") {
+  const fs::path dir = scratch("kv_bf16");
+  TinyGPT<float> model(text_config(32, 0));
+  write_checkpoint(dir / "model.npz", model, "text", kLetters);
+  const TextTask text = TextTask::vocabulary_only(TextCoder::characters(kLetters), 32);
+  GenerateOptions o;
+  o.max_new_tokens = 20;
+  o.sampling.temperature = 0;
+  o.kv_dtype = KVDtype::bf16;
+  Generator gen(0);
+  const std::string want = "hello" + text.decode(generate(model, text.encode("hello"), o, gen).tokens) + "\n";
+  const std::string m = "--model '" + (dir / "model.npz").string() + "' --prompt hello "
+                        "--temperature 0 --max-new-tokens 20";
+  const ProgramRun f32 = run(m, dir), bf16 = run(m + " --kv-dtype bf16", dir);
+  INFO(bf16.err);
+  REQUIRE(bf16.code == 0);
+  CHECK(bf16.out == want);
+  // 24 positions held: 2 x 2 layers x 2 heads x 8 x (4 or 2) bytes per position
+  const std::uint64_t per_token = kv_cache_bytes_per_token(model.config(), 4);
+  REQUIRE(per_token == 256);
+  CHECK(f32.err.find("KV cache 6144 bytes (256 bytes per token)") != std::string::npos);
+  CHECK(bf16.err.find("KV cache 3072 bytes (128 bytes per token)") != std::string::npos);
+}
+
 TEST_CASE("generate cli: full attention slides past the context, a window model goes on", "[cli][generate]") {
   const fs::path dir = scratch("context");
   TinyGPT<float> full(text_config(16, 0)), windowed(text_config(16, 4));
@@ -259,6 +284,7 @@ TEST_CASE("generate cli: misuse exits 2 with one line and writes nothing", "[cli
       {text + " --prompt 'hello hello hello hello'", "tokens do not fit the model's context of 16"},
       {text + " --bogus", "bogus"},
       {text + " --precision f16", "--precision"},
+      {text + " --kv-dtype f16", "--kv-dtype"},
       {text + " --prompt hello --patterns '" + (dir / "sort.npz" / "maps").string() + "'",
        "cannot create --patterns directory"},
   };

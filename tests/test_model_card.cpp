@@ -35,6 +35,9 @@ TEST_CASE("model_card: the specification's 8B table, row by row", "[model_card]"
     INFO(row);
     CHECK(r.out.find(row) != std::string::npos);
   }
+  // what generate's cache would take, float32 and bf16
+  CHECK(r.out.find("generate's KV cache per token: 256 KiB with --kv-dtype f32, 128 KiB with "
+                   "--kv-dtype bf16") != std::string::npos);
   const tapegrad::test::ProgramRun mha = card(k8B_but_kv + " --kv-heads 32", "8b_mha");
   CHECK(mha.out.find("= 512 KiB") != std::string::npos);
 }

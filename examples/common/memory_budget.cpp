@@ -109,14 +109,14 @@ MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::s
 }
 
 MemoryNeed inference_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
-                            std::size_t cached_positions) {
+                            std::size_t cached_positions, std::size_t cache_value_bytes) {
   const double positions = double(batch) * double(tokens);
   const double keys = double(std::max(tokens, cached_positions));
   MemoryNeed need;
   need.add("parameters", parameter_count(c) * kFloat);
   if (cached_positions > 0)
-    need.add("KV cache", double(batch) * double(cached_positions) * 2 * double(c.layers) *
-                             double(c.resolved_kv_heads()) * double(c.resolved_head_dim()) * kFloat);
+    need.add("KV cache", double(batch) * double(cached_positions) *
+                             double(kv_cache_bytes_per_token(c, cache_value_bytes)));
   need.add("activations", activation_bytes(c, positions, keys, false));
   need.add("program", kProgramBytes);
   return need;

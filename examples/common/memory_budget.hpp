@@ -49,9 +49,10 @@ MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::s
                            std::size_t eval_batch);
 
 // Running `c` forward without gradients on `batch` sequences of `tokens` positions, with a
-// KV cache of `cached_positions` (0: none): parameters, cache and activations.
+// KV cache of `cached_positions` (0: none) of `cache_value_bytes` each (2: bf16): parameters,
+// cache and activations.
 MemoryNeed inference_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
-                            std::size_t cached_positions);
+                            std::size_t cached_positions, std::size_t cache_value_bytes = 4);
 
 // The memory this process may use: min(MemAvailable, cgroup memory.max); nothing when
 // neither can be read.

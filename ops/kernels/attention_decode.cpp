@@ -1,6 +1,8 @@
 #include "ops/kernels/attention_decode.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "platform/simd.hpp"
@@ -110,12 +112,47 @@ void run_values(const T* w, std::size_t ld, std::size_t G, const T* v, std::size
     }
 }
 
+// Rows of bf16 bits are widened to float32 a block at a time into a buffer that stays in L1,
+// then read by the same loops as float32 rows: memory is read at half the bytes.
+constexpr std::size_t kWidenRows = 64;
+
+inline float widen(std::uint16_t bits) {
+  const std::uint32_t u = std::uint32_t(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// f(rows, ld, first, len) over rows [0, len) of a run: in place when they hold T ...
+template <class T, class F>
+void over_rows(const T* rows, std::size_t ld, std::size_t len, std::size_t, F&& f) {
+  f(rows, ld, std::size_t(0), len);
+}
+
+// ... and widened, kWidenRows at a time, when they hold bf16 bits (`width` columns each).
+template <class F>
+void over_rows(const std::uint16_t* rows, std::size_t ld, std::size_t len, std::size_t width,
+               F&& f) {
+  thread_local std::vector<float> block;
+  block.resize(kWidenRows * width);
+  for (std::size_t j = 0; j < len; j += kWidenRows) {
+    const std::size_t n = std::min(kWidenRows, len - j);
+    for (std::size_t r = 0; r < n; ++r) {
+      const std::uint16_t* src = rows + (j + r) * ld;
+      float* dst = block.data() + r * width;
+#pragma omp simd
+      for (std::size_t c = 0; c < width; ++c) dst[c] = widen(src[c]);
+    }
+    f(static_cast<const float*>(block.data()), width, j, n);
+  }
+}
+
 // One kv head of one batch item: its `group` query heads are adjacent columns of q's row,
 // so they form a (group, dh) matrix of leading dimension dh, and their outputs a
 // (group, dv) block of y's row.
-template <class T>
+template <class T, class Stored>
 void decode_kv_head(const DecodeLayout& L, std::size_t b, std::size_t kv, const T* q,
-                    const T* k, const T* v, T scale, T* y) {
+                    const Stored* k, const Stored* v, T scale, T* y) {
   const std::size_t G = L.group();
   Run runs[2];
   const std::size_t n = visible_runs(L, runs);
@@ -123,14 +160,16 @@ void decode_kv_head(const DecodeLayout& L, std::size_t b, std::size_t kv, const 
   T* yg = y + b * L.H * L.dv + kv * G * L.dv;
   std::fill(yg, yg + G * L.dv, T(0));
   if (n == 0) return;
-  const T* kb = k + b * L.capacity * L.k_ld() + kv * L.dh;
-  const T* vb = v + b * L.capacity * L.v_ld() + kv * L.dv;
+  const Stored* kb = k + b * L.capacity * L.k_ld() + kv * L.dh;
+  const Stored* vb = v + b * L.capacity * L.v_ld() + kv * L.dv;
   thread_local std::vector<T> scores;  // (G, n), reused across steps: no allocation per token
   scores.resize(G * n);
   // scores[:, off:off+len] = scale * q_g (G, dh) . k_run (len, dh), row by row
   for (std::size_t r = 0, off = 0; r < 2; off += runs[r++].length)
-    run_scores(qg, G, L.dh, kb + runs[r].slot * L.k_ld(), L.k_ld(), runs[r].length, scale,
-               scores.data() + off, n);
+    over_rows(kb + runs[r].slot * L.k_ld(), L.k_ld(), runs[r].length, L.dh,
+              [&](const T* keys, std::size_t ld, std::size_t first, std::size_t len) {
+                run_scores(qg, G, L.dh, keys, ld, len, scale, scores.data() + off + first, n);
+              });
   // the held keys [lo, count) are scores[g * n + 0 .. n): key j at j - lo
   if (L.modifies_scores())
     for (std::size_t g = 0; g < G; ++g)
@@ -139,14 +178,17 @@ void decode_kv_head(const DecodeLayout& L, std::size_t b, std::size_t kv, const 
   for (std::size_t g = 0; g < G; ++g) softmax_row_inplace(scores.data() + g * n, n);
   // y_g (G, dv) = w (G, n) @ v_runs (n, dv), both runs accumulated
   for (std::size_t r = 0, off = 0; r < 2; off += runs[r++].length)
-    run_values(scores.data() + off, n, G, vb + runs[r].slot * L.v_ld(), L.v_ld(),
-               runs[r].length, L.dv, yg);
+    over_rows(vb + runs[r].slot * L.v_ld(), L.v_ld(), runs[r].length, L.dv,
+              [&](const T* values, std::size_t ld, std::size_t first, std::size_t len) {
+                run_values(scores.data() + off + first, n, G, values, ld, len, L.dv, yg);
+              });
 }
 
 }  // namespace
 
-template <class T>
-void attention_decode(const DecodeLayout& L, const T* q, const T* k, const T* v, T scale, T* y) {
+template <class T, class Stored>
+void attention_decode(const DecodeLayout& L, const T* q, const Stored* k, const Stored* v, T scale,
+                      T* y) {
   const std::size_t pairs = L.B * L.KV;
   const double flops = 4.0 * double(L.B * L.H) * double(L.count()) * double(L.dh);
   // (b, kv) pairs write disjoint blocks of y; a short context is not worth a wake-up
@@ -159,5 +201,7 @@ template void attention_decode(const DecodeLayout&, const float*, const float*, 
                                float, float*);
 template void attention_decode(const DecodeLayout&, const double*, const double*, const double*,
                                double, double*);
+template void attention_decode(const DecodeLayout&, const float*, const std::uint16_t*,
+                               const std::uint16_t*, float, float*);
 
 }  // namespace tapegrad::kernels

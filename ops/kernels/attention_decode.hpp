@@ -9,6 +9,7 @@
 // position order, so the kernel walks the held keys oldest first, as at most two
 // contiguous runs of slots, and the window is applied to positions, never to slots.
 #include <cstddef>
+#include <cstdint>
 
 #include "ops/kernels/attention.hpp"  // HeadLayout
 
@@ -24,7 +25,10 @@ struct DecodeLayout : HeadLayout {
 
 // q (B, H*dh) -> y (B, H*dv): y_bh = softmax(the rule's scores from scale * q_bh . k_j) @ v_j
 // over the visible held keys j of kv head h / group; k (B, capacity, KV*dh), v (B, capacity, KV*dv).
-template <class T>
-void attention_decode(const DecodeLayout& L, const T* q, const T* k, const T* v, T scale, T* y);
+// The stores hold T, or (T = float) the bits of bf16 numbers, widened to float32 as they are
+// read: the same arithmetic on half the bytes.
+template <class T, class Stored>
+void attention_decode(const DecodeLayout& L, const T* q, const Stored* k, const Stored* v, T scale,
+                      T* y);
 
 }  // namespace tapegrad::kernels

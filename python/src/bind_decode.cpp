@@ -115,6 +115,9 @@ void bind_cache(py::module_& nn, py::module_& m, const std::string& suffix) {
       .def_property_readonly("window", &Cache::window)
       .def_property_readonly("first_position", &Cache::first_position)
       .def_property_readonly("bytes", &Cache::bytes)
+      .def_property_readonly("kv_dtype", [](const Cache& c) {
+        return c.dtype() == KVDtype::bf16 ? "bf16" : "f32";
+      }, "what the cache stores: f32 (the model's type) or bf16")
       .def("append", [](Cache& c, const PyTensor& k, const PyTensor& v) {
         c.append(for_cache<T>("KVCache.append", k), for_cache<T>("KVCache.append", v));
       }, py::arg("k"), py::arg("v"), "k (B,Tn,kv_heads*hd), v (B,Tn,kv_heads*dv)")
@@ -122,8 +125,11 @@ void bind_cache(py::module_& nn, py::module_& m, const std::string& suffix) {
       .def("values", [](const Cache& c) { return PyTensor(c.values()); })
       .def("reset", &Cache::reset);
   py::class_<Set>(nn, ("KVCacheSet_" + suffix).c_str(), "one KVCache per layer of a model")
-      .def(py::init<const TransformerConfig&, std::size_t, std::size_t>(), py::arg("config"),
-           py::arg("batch"), py::arg("positions"))
+      .def(py::init([](const TransformerConfig& c, std::size_t batch, std::size_t positions,
+                       const std::string& kv_dtype) {
+             return Set(c, batch, positions, kv_dtype_from_name(kv_dtype));
+           }), py::arg("config"), py::arg("batch"), py::arg("positions"),
+           py::arg("kv_dtype") = "f32", "kv_dtype: f32 (the model's type) or bf16 (float32 models)")
       .def_property_readonly("length", &Set::length)
       .def_property_readonly("bytes", &Set::bytes)
       .def("__len__", &Set::size)
@@ -139,8 +145,7 @@ void bind_cache(py::module_& nn, py::module_& m, const std::string& suffix) {
                                const std::string& bias, double softcap) {
     const AttentionSpec spec = spec_of("attention_decode", heads, kv_heads, head_dim, scale, causal,
                                        window, bias, softcap, true);
-    return PyTensor(attention_decode(for_cache<T>("attention_decode", q), cache.key_store(), cache.value_store(),
-                                     cache.ring(), spec));
+    return PyTensor(cache.decode(for_cache<T>("attention_decode", q), spec));
   }, py::arg("q"), py::arg("cache"), TAPEGRAD_SPEC_ARGS_CAUSAL(true),
   "q (B,1,heads*hd), the newest held position's query -> (B,1,heads*dv) over the cache");
 }

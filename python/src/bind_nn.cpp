@@ -214,10 +214,13 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("forward", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr,
            "tokens (B, T) -> logits (B, T, vocab); with cache, of the new positions only")
       .def("__call__", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr)
-      .def("kv_cache", [](const Model& model, std::size_t batch, std::optional<std::size_t> positions) {
-        return KVCacheSet<T>(model.config(), batch, positions.value_or(model.config().context));
-      }, py::arg("batch") = 1, py::arg("positions") = py::none(),
-      "an empty KVCacheSet for this model (positions: the context by default)")
+      .def("kv_cache", [](const Model& model, std::size_t batch, std::optional<std::size_t> positions,
+                          const std::string& kv_dtype) {
+        return KVCacheSet<T>(model.config(), batch, positions.value_or(model.config().context),
+                             kv_dtype_from_name(kv_dtype));
+      }, py::arg("batch") = 1, py::arg("positions") = py::none(), py::arg("kv_dtype") = "f32",
+      "an empty KVCacheSet for this model (positions: the context by default; kv_dtype: f32, "
+      "the model's type, or bf16, half the memory, float32 models)")
       .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore) {
         const Indices ids = indices_from_numpy(tokens, "loss");
         const Indices tg = indices_from_numpy(targets, "loss");
@@ -296,9 +299,10 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("generate", [](Model& model, const std::vector<std::int64_t>& prompt, std::size_t max_new,
                           double temperature, std::size_t top_k, double top_p, Generator* gen,
                           std::uint64_t seed, bool use_cache, const std::string& at_context,
-                          std::size_t prefill_chunk) {
+                          std::size_t prefill_chunk, const std::string& kv_dtype) {
         GenerateOptions o;
         o.prefill_chunk = prefill_chunk;
+        o.kv_dtype = kv_dtype_from_name(kv_dtype);
         o.max_new_tokens = max_new;
         o.at_context = at_context_of(at_context);
         o.sampling = {temperature, top_k, top_p};
@@ -309,8 +313,9 @@ void bind_transformer(py::module_& m, const char* name) {
       }, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 1.0,
       py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("generator") = nullptr,
       py::arg("seed") = 0, py::arg("use_cache") = true, py::arg("at_context") = "stop",
-      py::arg("prefill_chunk") = 0,
-      "The new tokens after prompt (temperature 0: greedy). Releases the GIL.");
+      py::arg("prefill_chunk") = 0, py::arg("kv_dtype") = "f32",
+      "The new tokens after prompt (temperature 0: greedy; kv_dtype bf16: the KV cache in "
+      "bfloat16, float32 models). Releases the GIL.");
   m.def((std::string("load_checkpoint_") + dtype_name<T>()).c_str(),
         [](const std::string& path, bool allow_nonfinite) {
           py::gil_scoped_release release;

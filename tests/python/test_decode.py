@@ -134,3 +134,34 @@ def test_generate_with_prefill_chunks_equals_one_prefill():
         assert model.generate(prompt, 5, temperature=0, prefill_chunk=chunk) == one
     assert model.generate(prompt, 5, temperature=0, use_cache=False) == one
     assert tg.num_threads() >= 1
+
+
+def bf16(x):
+    """float32 -> bfloat16 -> float32, round to nearest even (finite x)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def test_a_bf16_cache_holds_rounded_keys_in_half_the_bytes(rng):
+    B, H, KV, dh, n = 2, 4, 2, 4, 9
+    model = nn.Transformer(llama(), dtype="float32")
+    wide, narrow = model.kv_cache(batch=B), model.kv_cache(batch=B, kv_dtype="bf16")
+    assert narrow[0].kv_dtype == "bf16" and wide[0].kv_dtype == "f32"
+    assert 2 * narrow.bytes == wide.bytes
+    k = rng.standard_normal((B, n, KV * dh)).astype(np.float32)
+    v = rng.standard_normal((B, n, KV * dh)).astype(np.float32)
+    narrow[0].append(tg.tensor(k), tg.tensor(v))
+    np.testing.assert_array_equal(narrow[0].keys().numpy(), bf16(k))
+    assert np.abs(narrow[0].keys().numpy() - k).max() > 0  # rounded, not stored as given
+    q = rng.standard_normal((B, 1, H * dh)).astype(np.float32)
+    got = tg.attention_decode(tg.tensor(q), narrow[0], heads=H, kv_heads=KV)
+    want, _ = tg.attention(tg.tensor(q), tg.tensor(bf16(k)), tg.tensor(bf16(v)), heads=H,
+                           kv_heads=KV, causal=True)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    prompt = [1, 4, 2, 8, 5, 7, 3]
+    assert len(model.generate(prompt, 5, temperature=0, kv_dtype="bf16")) == 5
+    with pytest.raises(tg.ShapeError, match="bf16 storage is for float32 models"):
+        nn.Transformer(llama(), dtype="float64").kv_cache(kv_dtype="bf16")
+    with pytest.raises(tg.ShapeError, match="'fp8'"):
+        model.kv_cache(kv_dtype="fp8")
