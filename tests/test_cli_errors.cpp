@@ -164,7 +164,8 @@ TEST_CASE("saturation cli: NaN options and negative seeds are usage errors", "[c
   const std::string quick = "--quick --skip-sweep --out '" + (dir / "o").string() + "' ";
   require_usage_errors(TAPEGRAD_SATURATION_BIN, "saturation",
                        {quick + "--lr nan", quick + "--min-lr nan", quick + "--weight-decay nan",
-                        quick + "--seeds 1,-2", quick + "--sweep-seed -1", quick + "--clip inf"},
+                        quick + "--seeds 1,-2", quick + "--sweep-seed -1", quick + "--clip inf",
+                        quick + "--precision f16"},
                        dir);
 }
 #endif

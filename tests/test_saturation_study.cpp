@@ -3,11 +3,15 @@
 // learning-rate sensitivity number, the position checks, and --ablate on a checkpoint.
 #if defined(TAPEGRAD_WITH_SATURATION)
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "autograd/tape.hpp"
 #include "examples/saturation/lr_sweep.hpp"
+#include "examples/saturation/parallel.hpp"
 #include "examples/saturation/position_report.hpp"
 #include "examples/saturation/positions.hpp"
 #include "examples/saturation/probe.hpp"
@@ -178,6 +182,24 @@ TEST_CASE("saturation positions: the identities hold to round-off and the breaks
   PositionResults flat = p;
   for (ResidualRow& r : flat.residual) r.residual_norm = p.input_norm;
   CHECK(position_checks(flat).back().verdict == Check::failed);
+}
+
+TEST_CASE("saturation runs: every worker trains at the caller's matrix-product precision", "[saturation][bf16]") {
+  // the precision is a per-thread setting: a worker thread left at its own default would
+  // train a --precision bf16 study in float32
+  for (MatmulPrecision want : {MatmulPrecision::bf16, MatmulPrecision::f32}) {
+    MatmulPrecisionGuard caller(want);
+    std::vector<MatmulPrecision> seen(6, want == MatmulPrecision::f32 ? MatmulPrecision::bf16
+                                                                      : MatmulPrecision::f32);
+    std::vector<std::thread::id> threads(6);
+    run_parallel(6, 3, {}, [&](std::size_t i) {
+      seen[i] = matmul_precision();
+      threads[i] = std::this_thread::get_id();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the others take jobs
+    });
+    for (MatmulPrecision p : seen) CHECK(p == want);
+    CHECK(std::count(threads.begin(), threads.end(), std::this_thread::get_id()) < 6);
+  }
 }
 
 #if defined(TAPEGRAD_SATURATION_BIN)

@@ -119,6 +119,7 @@ ReportInputs run_study(const StudyOptions& o, int argc, char** argv) {
   ReportInputs in;
   in.quick = o.quick;
   in.threads = threads;
+  in.precision = o.precision;
   in.sweep = o.sweep;
   in.training = o.train;
   in.lr = o.lr;
@@ -237,6 +238,7 @@ int main(int argc, char** argv) {
                              "training the study's largest model on every worker");
     prepare_study_outputs(o);
     set_num_threads(o.threads);
+    examples::use_precision(o.precision);
     if (!o.ablate_checkpoint.empty()) return ablate_checkpoint(o, limits);
     ReportInputs in = run_study(o, argc, argv);
     const std::vector<std::string> files = write_results(o, in);

@@ -28,6 +28,7 @@ struct StudyOptions {
   bool skip_sweep = false, skip_training = false, skip_lr = false, skip_positions = false,
        skip_ablation = false;
   int threads = 0;
+  std::string precision = "f32";  // --precision: the float32 matrix products of every part
 };
 
 // Adds every option to `app`, writing into `o`.

@@ -9,18 +9,23 @@
 #include <thread>
 #include <vector>
 
+#include "ops/precision.hpp"
+
 namespace tapegrad::saturation {
 
 // Calls job(i) for every i in [0, n), `workers` at a time, in the order given by `order`
 // (empty: 0..n-1). The first exception stops the remaining jobs and is rethrown here.
 // `done(i)` runs after each job, serialised (for progress lines and storing results).
+// Every worker multiplies at the caller's matrix-product precision (a per-thread setting).
 inline void run_parallel(std::size_t n, int workers, const std::vector<std::size_t>& order,
                          const std::function<void(std::size_t)>& job,
                          const std::function<void(std::size_t)>& done = {}) {
   std::atomic<std::size_t> next{0};
   std::mutex mutex;
   std::exception_ptr error;
+  const MatmulPrecision precision = matmul_precision();
   auto worker = [&] {
+    MatmulPrecisionGuard same_precision(precision);
     for (;;) {
       const std::size_t k = next.fetch_add(1);
       if (k >= n) return;

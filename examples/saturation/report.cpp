@@ -538,10 +538,11 @@ std::string report_header(const ReportInputs& in) {
   md += buf;
   std::snprintf(buf, sizeof buf,
                 "- Wall time: %s in all (sweep %s, training %s, learning rates %s, ablation %s), "
-                "%d thread%s; CPU time %s%s%s.\n",
+                "%d thread%s%s; CPU time %s%s%s.\n",
                 secs(in.total_seconds).c_str(), secs(in.sweep_seconds).c_str(),
                 secs(in.training_seconds).c_str(), secs(in.lr_seconds).c_str(),
                 secs(in.ablation_seconds).c_str(), in.threads, in.threads == 1 ? "" : "s",
+                in.precision == "bf16" ? ", float32 matrix products in bf16 (--precision bf16)" : "",
                 secs(in.cpu_seconds).c_str(), in.machine_load.empty() ? "" : "; ",
                 in.machine_load.c_str());
   md += buf;

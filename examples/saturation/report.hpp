@@ -35,6 +35,7 @@ struct ReportInputs {
   std::string command;  // how the run was invoked
   bool quick = false;
   int threads = 1;
+  std::string precision = "f32";  // of the float32 matrix products (--precision)
   SweepOptions sweep;
   TrainingOptions training;
   std::vector<SweepPoint> points;  // empty when the sweep was skipped
