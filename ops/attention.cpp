@@ -115,7 +115,7 @@ std::optional<Mask> spec_mask(const AttentionDims& d) {
   return mask_of(d.rule, d.Tq);
 }
 
-// The rule's additive bias (1, H, Tq, Tk), a constant: ALiBi's -slope(h) * (i - j).
+// The rule's additive bias (1, H, Tq, Tk), a constant: rule.bias(h, r, j) of every score.
 template <class T>
 Tensor<T> position_bias(const AttentionDims& d) {
   const kernels::AttentionRule& rule = d.rule;
@@ -134,7 +134,7 @@ Tensor<T> composed_scores(const Tensor<T>& qh, const Tensor<T>& kh, const Attent
   Tensor<T> s = mul(matmul_nt(qh, kh), T(d.scale));
   const double cap = d.rule.softcap;
   if (cap > 0) s = mul(tanh(mul(s, T(1 / cap))), T(cap));
-  if (d.rule.alibi) s = add(s, position_bias<T>(d));
+  if (d.rule.adds_bias()) s = add(s, position_bias<T>(d));
   return s;
 }
 

@@ -1,6 +1,7 @@
 #include "ops/attention_spec.hpp"
 
 #include <cmath>
+#include <iterator>
 #include <string>
 
 namespace tapegrad {
@@ -82,6 +83,24 @@ AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& 
     fail(op, "softcap must be finite and >= 0 (0: off), got {} ({})", spec.softcap, shapes());
   d.rule = attention_rule(spec, d.Tq, d.Tk, d.heads);
   return d;
+}
+
+namespace {
+const char* const kBiasNames[] = {"none", "alibi"};  // in PositionBias's order
+}  // namespace
+
+std::string to_string(PositionBias bias) { return kBiasNames[std::size_t(bias)]; }
+
+std::string position_bias_names() {
+  std::string names;
+  for (const char* n : kBiasNames) names += (names.empty() ? "'" : ", '") + std::string(n) + "'";
+  return names;
+}
+
+PositionBias position_bias_from_name(std::string_view op, const std::string& name) {
+  for (std::size_t i = 0; i < std::size(kBiasNames); ++i)
+    if (name == kBiasNames[i]) return PositionBias(i);
+  fail(op, "bias must be one of {}, got '{}'", position_bias_names(), name);
 }
 
 AttentionSpec causal_spec(std::size_t heads, std::size_t kv_heads, std::size_t window) {

@@ -7,6 +7,8 @@
 // their scores.
 #include <cstddef>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "autograd/errors.hpp"  // Shape, ShapeError
 #include "ops/kernels/attention.hpp"  // HeadLayout
@@ -18,6 +20,13 @@ enum class PositionBias {
   none,
   alibi  // -slope(h) * (i - j), slopes as Hugging Face's build_alibi_tensor; needs causal
 };
+
+// "none", "alibi": the bias's name in Python and in messages, and back (ShapeError naming
+// `op` and the names there are for another).
+std::string to_string(PositionBias bias);
+PositionBias position_bias_from_name(std::string_view op, const std::string& name);
+// Every bias's name, quoted and comma-separated: "'none', 'alibi'".
+std::string position_bias_names();
 
 struct AttentionSpec {
   std::size_t heads = 1;

@@ -292,3 +292,12 @@ TEST_CASE("alibi needs causal attention and the soft-cap a finite c >= 0", "[att
                         {"attention", "softcap must be finite and >= 0", "(1,3,8)"});
   }
 }
+
+TEST_CASE("a bias's name reads back as the same bias, and an unknown one is named", "[attention][errors]") {
+  for (PositionBias b : {PositionBias::none, PositionBias::alibi})
+    CHECK(position_bias_from_name("AttentionSpec", to_string(b)) == b);
+  CHECK(to_string(PositionBias::alibi) == "alibi");
+  CHECK(position_bias_names() == "'none', 'alibi'");
+  require_shape_error([] { position_bias_from_name("AttentionSpec", "Alibi"); },
+                      {"AttentionSpec", "bias must be one of 'none', 'alibi'", "'Alibi'"});
+}

@@ -32,8 +32,10 @@ struct AttentionRule {
   std::size_t lo(std::size_t r) const { return window && hi(r) > window ? hi(r) - window : 0; }
   bool visible(std::size_t r, std::size_t j) const { return lo(r) <= j && j < hi(r); }
 
-  // Whether scores change at all: the kernels test this once, outside their loops.
-  bool modifies_scores() const { return softcap > 0 || alibi; }
+  // Whether scores change at all, and whether a bias is added to them: the kernels test
+  // this once, outside their loops; the composed path builds its bias tensor from bias().
+  bool modifies_scores() const { return softcap > 0 || adds_bias(); }
+  bool adds_bias() const { return alibi; }
 
   // ALiBi's slope of query head h, as Hugging Face's build_alibi_tensor: with n the largest
   // power of two <= H, 2^(-8 (h + 1) / n) for h < n, and the remaining heads

@@ -7,18 +7,6 @@
 
 namespace tapegrad::python {
 
-namespace {
-
-PositionBias bias_of(const char* op, const std::string& name) {
-  if (name == "none") return PositionBias::none;
-  if (name == "alibi") return PositionBias::alibi;
-  fail(op, "bias must be 'none' or 'alibi', got '{}'", name);
-}
-
-const char* name_of(PositionBias bias) { return bias == PositionBias::alibi ? "alibi" : "none"; }
-
-}  // namespace
-
 AttentionSpec spec_of(const char* op, const py::object& heads, std::size_t kv_heads,
                       std::size_t head_dim, std::optional<double> scale, bool causal,
                       std::size_t window, const std::string& bias, double softcap,
@@ -41,15 +29,17 @@ AttentionSpec spec_of(const char* op, const py::object& heads, std::size_t kv_he
   spec.scale = scale;
   spec.causal = causal;
   spec.window = window;
-  spec.bias = bias_of(op, bias);
+  spec.bias = position_bias_from_name(op, bias);
   spec.softcap = softcap;
   return spec;
 }
 
 void bind_attention_spec(py::module_& m) {
+  static const std::string bias_doc = "the positional bias added to the scores: one of " +
+                                      position_bias_names() + " (a bias needs causal attention)";
   py::class_<AttentionSpec>(m, "AttentionSpec",
                             "which attention: heads, grouped K/V heads, scale and the modifiers "
-                            "(causal mask, sliding window, ALiBi bias, logit soft-cap)")
+                            "(causal mask, sliding window, positional bias, logit soft-cap)")
       .def(py::init([](std::size_t heads, std::size_t kv_heads, std::size_t head_dim,
                        std::optional<double> scale, bool causal, std::size_t window,
                        const std::string& bias, double softcap) {
@@ -65,15 +55,16 @@ void bind_attention_spec(py::module_& m) {
       .def_readwrite("scale", &AttentionSpec::scale, "None: 1/sqrt(head_dim)")
       .def_readwrite("causal", &AttentionSpec::causal)
       .def_readwrite("window", &AttentionSpec::window, "0: none; w: keys i-w+1..i")
-      .def_property("bias", [](const AttentionSpec& s) { return std::string(name_of(s.bias)); },
-                    [](AttentionSpec& s, const std::string& b) { s.bias = bias_of("AttentionSpec", b); },
-                    "'none' or 'alibi' (causal only)")
+      .def_property("bias", [](const AttentionSpec& s) { return to_string(s.bias); },
+                    [](AttentionSpec& s, const std::string& b) {
+                      s.bias = position_bias_from_name("AttentionSpec", b);
+                    }, bias_doc.c_str())
       .def_readwrite("softcap", &AttentionSpec::softcap, "c > 0: scores -> c tanh(s / c); 0: off")
       .def("__repr__", [](const AttentionSpec& s) {
         return fmt::format("AttentionSpec(heads={}, kv_heads={}, head_dim={}, scale={}, causal={}, "
                            "window={}, bias='{}', softcap={})", s.heads, s.kv_heads, s.head_dim,
                            s.scale ? fmt::format("{}", *s.scale) : "None",
-                           s.causal ? "True" : "False", s.window, name_of(s.bias), s.softcap);
+                           s.causal ? "True" : "False", s.window, to_string(s.bias), s.softcap);
       });
 }
 
