@@ -214,13 +214,16 @@ void banded_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
           softmax_backward_row(wbh + i * Tk + lo, dwbh + i * Tk + lo, dsr + (lo - klo), hi - lo,
                                scale);
         }
-        // under the soft-cap, d(capped)/d(scaled) = 1 - tanh^2 from the scores recomputed
+        // under the soft-cap, d(capped)/d(scaled) = 1 - (capped / c)^2 from the scores
+        // recomputed and capped again
         if (capped) {
           gemm_strided<T>(false, true, rows, n, L.dh, scale, qbh + r0 * qld, qld,
                           kb + klo * kld, kld, T(0), raw.data(), n);
-          for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t r = 0; r < rows; ++r) {
+            L.cap_scores(raw.data() + r * n, klo, L.lo(r0 + r), L.hi(r0 + r));
             L.scale_grad_by_softcap(raw.data() + r * n, ds.data() + r * n, klo, L.lo(r0 + r),
                                     L.hi(r0 + r));
+          }
         }
         // dq_bh[r0:] = ds @ k_kv[klo:khi]: (rows, n) @ (n, dh)
         if (dqbh)

@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/kernels/rowwise.hpp"  // softcap_inplace
+#include "ops/kernels/rowwise.hpp"  // softcap_inplace, subtract_linear_bias
 
 namespace tapegrad::kernels {
 
@@ -64,24 +64,30 @@ struct AttentionRule {
   template <class T>
   void modify_scores(T* s, std::size_t j0, std::size_t a, std::size_t e, std::size_t r,
                      T m) const {
-    if (e <= a) return;
-    T* x = s + (a - j0);
-    if (softcap > 0) softcap_inplace(x, e - a, T(softcap));
-    if (!alibi) return;
-    // positions are whole numbers, exact in T: (i - j) is the same whatever j's type, and
-    // a signed index lets the loop vectorise
-    const T i = T(q_offset + r);
-    const std::int64_t first = std::int64_t(a), n = std::int64_t(e - a);
-    for (std::int64_t k = 0; k < n; ++k) x[k] -= m * (i - T(first + k));
+    cap_scores(s, j0, a, e);
+    add_bias(s, j0, a, e, r, m);
+  }
+  // Its two steps, for a backward that keeps the capped scores: the soft-cap ...
+  template <class T>
+  void cap_scores(T* s, std::size_t j0, std::size_t a, std::size_t e) const {
+    if (softcap > 0 && a < e) softcap_inplace(s + (a - j0), e - a, T(softcap));
+  }
+  // ... and the bias; the first key a is i - a positions before the query i = q_offset + r
+  // (a <= i: ALiBi is causal).
+  template <class T>
+  void add_bias(T* s, std::size_t j0, std::size_t a, std::size_t e, std::size_t r, T m) const {
+    if (alibi && a < e)
+      subtract_linear_bias(s + (a - j0), e - a, m, T(double(q_offset + r) - double(a)));
   }
 
-  // d(score the softmax sees) / d(scaled score) = 1 - tanh^2(s / c) under the soft-cap, 1
-  // otherwise; `raw` holds the scaled scores s of keys [a, e), ds is multiplied in place.
+  // d(score the softmax sees) / d(scaled score) = 1 - tanh^2(s / c) = 1 - (capped / c)^2
+  // under the soft-cap, 1 otherwise; `capped` holds c * tanh(s / c) of keys [a, e) (the
+  // scores after cap_scores, before the bias), ds is multiplied in place.
   template <class T>
-  void scale_grad_by_softcap(const T* raw, T* ds, std::size_t j0, std::size_t a,
+  void scale_grad_by_softcap(const T* capped, T* ds, std::size_t j0, std::size_t a,
                              std::size_t e) const {
     if (!(softcap > 0) || e <= a) return;
-    softcap_backward_inplace(raw + (a - j0), ds + (a - j0), e - a, T(softcap));
+    softcap_backward_inplace(capped + (a - j0), ds + (a - j0), e - a, T(softcap));
   }
 };
 

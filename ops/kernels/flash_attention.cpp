@@ -71,15 +71,43 @@ void block_scores(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
                   hd.k + j0 * L.k_ld(), L.k_ld(), T(0), s, n);
 }
 
-// The rule's scores on each row's visible keys of the block (the rest is never read).
+// The rule's scores on each row's visible keys of the block (the rest is never read). With
+// `capped`, the soft-capped scores before the bias are kept there too (the backward's).
 template <class T>
 void modify_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::size_t rows,
-                  std::size_t j0, std::size_t n, T* s) {
+                  std::size_t j0, std::size_t n, T* s, std::vector<T>* capped = nullptr) {
   const T m = L.head_slope<T>(hd.h);
+  if (!capped) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const Range vis = visible(L, r0 + r, j0, n);
+      L.modify_scores(s + r * n, j0, j0 + vis.begin, j0 + vis.end, r0 + r, m);
+    }
+    return;
+  }
   for (std::size_t r = 0; r < rows; ++r) {
     const Range vis = visible(L, r0 + r, j0, n);
-    L.modify_scores(s + r * n, j0, j0 + vis.begin, j0 + vis.end, r0 + r, m);
+    L.cap_scores(s + r * n, j0, j0 + vis.begin, j0 + vis.end);
   }
+  capped->assign(s, s + rows * n);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const Range vis = visible(L, r0 + r, j0, n);
+    L.add_bias(s + r * n, j0, j0 + vis.begin, j0 + vis.end, r0 + r, m);
+  }
+}
+
+// Subnormal numbers slow every product that meets them many times over (each takes a
+// microcode assist), and a bias such as ALiBi's makes them common here: the weights of far
+// keys are tiny, and so are their products with the values, with (dp - D), with q and k.
+// Weights, ds and the rescaled output below kTiny, 2^62 times the smallest normal number
+// (2^-64 in float), are therefore stored as 0, so that their products with anything above
+// 2^-62 in magnitude stay normal: a row's weights sum to 1, and what is dropped is below
+// 2^-64 of it per key.
+template <class T>
+constexpr T kTiny = std::numeric_limits<T>::min() * T(4611686018427387904.0);  // 2^62
+
+template <class T>
+T unless_tiny(T x) {
+  return std::abs(x) < kTiny<T> ? T(0) : x;
 }
 
 // ---------------------------------------------------------------- forward
@@ -99,7 +127,7 @@ T online_row(T* s, std::size_t n, Range vis, T& m, T& l) {
   // alpha, l and the output NaN, as plain softmax would
   const T alpha = std::exp(m - m_new);
   std::fill(s, s + vis.begin, T(0));
-  const T sum = exp_shifted_inplace(s + vis.begin, vis.end - vis.begin, m_new);
+  const T sum = exp_shifted_inplace(s + vis.begin, vis.end - vis.begin, m_new, kTiny<T>);
   std::fill(s + vis.end, s + n, T(0));
   l = l * alpha + sum;
   m = m_new;
@@ -136,7 +164,8 @@ void forward_group(const HeadLayout& L, const Head<T>& hd, std::size_t g0, std::
         const std::size_t i = b0 + r;
         const T alpha = online_row(s.data() + r * n, n, visible(L, r0 + r, j0, n), m[i], l[i]);
         if (alpha != T(1))
-          for (std::size_t c = 0; c < L.dv; ++c) acc[i * L.dv + c] *= alpha;
+          for (T* a = acc.data() + i * L.dv; a < acc.data() + (i + 1) * L.dv; ++a)
+            *a = unless_tiny(*a * alpha);
       }
       // acc[b0:] (n_rows, dv) += p (n_rows, n) @ v[j0:j0+n] (n, dv)
       if (L.dv)
@@ -185,15 +214,15 @@ template <class T>
 void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, std::size_t r0,
                  std::size_t rows, std::size_t j0, std::size_t n, T scale, T* p, T* ds) {
   block_scores(L, hd, r0, rows, j0, n, scale, p);
-  thread_local std::vector<T> raw;  // the scaled scores, for the soft-cap's derivative
-  if (L.softcap > 0) raw.assign(p, p + rows * n);
-  if (L.modifies_scores()) modify_block(L, hd, r0, rows, j0, n, p);
+  thread_local std::vector<T> capped;  // the capped scores, for the soft-cap's derivative
+  if (L.modifies_scores())
+    modify_block(L, hd, r0, rows, j0, n, p, L.softcap > 0 ? &capped : nullptr);
   for (std::size_t r = 0; r < rows; ++r) {
     T* pr = p + r * n;
     const T lse = g.lse[r0 + r];
     const Range vis = visible(L, r0 + r, j0, n);
     std::fill(pr, pr + vis.begin, T(0));  // an empty Range is [0, 0): all zeros
-    exp_shifted_inplace(pr + vis.begin, vis.end - vis.begin, lse);
+    exp_shifted_inplace(pr + vis.begin, vis.end - vis.begin, lse, kTiny<T>);
     std::fill(pr + vis.end, pr + n, T(0));
   }
   // dp (rows, n) = dy[r0:] (rows, dv) @ v[j0:j0+n]^T (dv, n)
@@ -204,12 +233,14 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
     std::fill(ds, ds + rows * n, T(0));
   for (std::size_t r = 0; r < rows; ++r) {
     const T D = g.D[r0 + r];
-    for (std::size_t j = 0; j < n; ++j) ds[r * n + j] = p[r * n + j] * (ds[r * n + j] - D);
+    for (std::size_t j = 0; j < n; ++j)
+      ds[r * n + j] = unless_tiny(p[r * n + j] * (ds[r * n + j] - D));
   }
   if (L.softcap > 0)
     for (std::size_t r = 0; r < rows; ++r) {
       const Range vis = visible(L, r0 + r, j0, n);
-      L.scale_grad_by_softcap(raw.data() + r * n, ds + r * n, j0, j0 + vis.begin, j0 + vis.end);
+      L.scale_grad_by_softcap(capped.data() + r * n, ds + r * n, j0, j0 + vis.begin,
+                              j0 + vis.end);
     }
 }
 

@@ -39,7 +39,8 @@ T row_max(const T* row, std::size_t L) {
 
 namespace {
 
-// What exp_shifted writes to out: nothing, exp(row - shift), or exp(row - shift) * scale.
+// What exp_shifted writes to out: nothing, exp(row - shift), or exp(row - shift) * scale;
+// kExp stores values below `floor` as 0.
 enum class ExpOut { kNone, kExp, kScaledExp };
 
 // out[k] = exp(row[k] - shift) (times scale for kScaledExp) for k < L, out may be row; returns
@@ -48,15 +49,15 @@ enum class ExpOut { kNone, kExp, kScaledExp };
 // (it does not vectorise); the tail, shorter than a vector, gets std::exp's own numbers
 // several at a time, through out or (kNone) a buffer on the stack.
 template <ExpOut kOut, class T>
-T exp_shifted(const T* row, std::size_t L, T shift, T scale, T* out) {
+T exp_shifted(const T* row, std::size_t L, T shift, T scale, T* out, T floor = T(0)) {
   using batch = xsimd::batch<T>;
   constexpr std::size_t W = batch::size;
-  const batch sb(shift), cb(scale);
+  const batch sb(shift), cb(scale), fb(floor), zero(T(0));
   batch acc(T(0));
   std::size_t k = 0;
   for (; k + W <= L; k += W) {
     const batch e = xsimd::exp(batch::load_unaligned(row + k) - sb);
-    if constexpr (kOut == ExpOut::kExp) e.store_unaligned(out + k);
+    if constexpr (kOut == ExpOut::kExp) xsimd::select(e < fb, zero, e).store_unaligned(out + k);
     if constexpr (kOut == ExpOut::kScaledExp) (e * cb).store_unaligned(out + k);
     if constexpr (kOut != ExpOut::kScaledExp) acc += e;
   }
@@ -70,13 +71,15 @@ T exp_shifted(const T* row, std::size_t L, T shift, T scale, T* out) {
     for (std::size_t j = 0; j < n; ++j) tail[j] *= scale;
   else
     for (std::size_t j = 0; j < n; ++j) sum += tail[j];
+  if constexpr (kOut == ExpOut::kExp)
+    for (std::size_t j = 0; j < n; ++j) tail[j] = tail[j] < floor ? T(0) : tail[j];
   return sum;
 }
 }  // namespace
 
 template <class T>
-T exp_shifted_inplace(T* row, std::size_t L, T shift) {
-  return exp_shifted<ExpOut::kExp>(row, L, shift, T(1), row);
+T exp_shifted_inplace(T* row, std::size_t L, T shift, T floor) {
+  return exp_shifted<ExpOut::kExp>(row, L, shift, T(1), row, floor);
 }
 
 template <class T>
@@ -160,30 +163,39 @@ void softcap_inplace(T* row, std::size_t L, T cap) {
 }
 
 template <class T>
-void softcap_backward_inplace(const T* raw, T* ds, std::size_t L, T cap) {
-  using batch = xsimd::batch<T>;
-  constexpr std::size_t W = batch::size;
+void softcap_backward_inplace(const T* capped, T* ds, std::size_t L, T cap) {
   const T inv = T(1) / cap;
-  const batch ib(inv), one(T(1));
-  std::size_t k = 0;
-  for (; k + W <= L; k += W) {
-    const batch t = xsimd::tanh(batch::load_unaligned(raw + k) * ib);
-    (batch::load_unaligned(ds + k) * (one - t * t)).store_unaligned(ds + k);
-  }
-  for (; k < L; ++k) {
-    const T t = std::tanh(raw[k] * inv);
+#pragma omp simd
+  for (std::size_t k = 0; k < L; ++k) {
+    const T t = capped[k] * inv;
     ds[k] *= T(1) - t * t;
   }
 }
 
+template <class T>
+void subtract_linear_bias(T* row, std::size_t L, T slope, T distance) {
+  using batch = xsimd::batch<T>;
+  constexpr std::size_t W = batch::size;
+  alignas(64) T ramp[W];
+  for (std::size_t k = 0; k < W; ++k) ramp[k] = distance - T(k);
+  batch d = batch::load_aligned(ramp);
+  const batch m(slope), step(static_cast<T>(W));
+  std::size_t k = 0;
+  for (; k + W <= L; k += W, d -= step)
+    xsimd::fnma(m, d, batch::load_unaligned(row + k)).store_unaligned(row + k);
+  for (; k < L; ++k) row[k] = std::fma(-slope, distance - T(k), row[k]);
+}
+
+template void subtract_linear_bias(float*, std::size_t, float, float);
+template void subtract_linear_bias(double*, std::size_t, double, double);
 template void softcap_inplace(float*, std::size_t, float);
 template void softcap_inplace(double*, std::size_t, double);
 template void softcap_backward_inplace(const float*, float*, std::size_t, float);
 template void softcap_backward_inplace(const double*, double*, std::size_t, double);
 template float row_max(const float*, std::size_t);
 template double row_max(const double*, std::size_t);
-template float exp_shifted_inplace(float*, std::size_t, float);
-template double exp_shifted_inplace(double*, std::size_t, double);
+template float exp_shifted_inplace(float*, std::size_t, float, float);
+template double exp_shifted_inplace(double*, std::size_t, double, double);
 template void softmax_row_inplace(float*, std::size_t);
 template void softmax_rows_inplace(float*, std::size_t, std::size_t, const std::size_t*);
 template void softmax_rows_inplace(double*, std::size_t, std::size_t, const std::size_t*);

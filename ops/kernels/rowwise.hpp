@@ -27,10 +27,10 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
 template <class T>
 T row_max(const T* row, std::size_t L);
 
-// row[k] <- exp(row[k] - shift) for k < L; returns their sum (the vector part's, then the
-// tail's from left to right).
+// row[k] <- exp(row[k] - shift) for k < L, stored as 0 where below `floor` (0: none); returns
+// their sum before the floor (the vector part's, then the tail's from left to right).
 template <class T>
-T exp_shifted_inplace(T* row, std::size_t L, T shift);
+T exp_shifted_inplace(T* row, std::size_t L, T shift, T floor = T(0));
 
 // log(sum(exp(row))) over L >= 1 elements, computed as m + log(sum(exp(row - m))) with m the
 // row max, so that no exponent is positive and nothing overflows. The row is only read.
@@ -51,8 +51,15 @@ void softmax_backward_row(const T* y, const T* dy, T* dx, std::size_t L, T scale
 template <class T>
 void softcap_inplace(T* row, std::size_t L, T cap);
 
-// Its backward: ds[k] *= 1 - tanh^2(raw[k] / cap), raw the scores before the cap.
+// row[k] -= slope * (distance - k) for k < L: a bias linear in the key's position, the key
+// at row[0] `distance` positions before the query (ALiBi). The distances are whole numbers,
+// exact in T below 2^24 (float).
 template <class T>
-void softcap_backward_inplace(const T* raw, T* ds, std::size_t L, T cap);
+void subtract_linear_bias(T* row, std::size_t L, T slope, T distance);
+
+// Its backward from its output: ds[k] *= 1 - (capped[k] / cap)^2, which is 1 - tanh^2 of
+// the score before the cap.
+template <class T>
+void softcap_backward_inplace(const T* capped, T* ds, std::size_t L, T cap);
 
 }  // namespace tapegrad::kernels
