@@ -26,13 +26,13 @@ KVDtype checked_dtype(KVDtype dtype) {
 
 // A row element as the cache stores it, and back.
 template <class T>
-void store(T x, T& slot) { slot = x; }
+void to_stored(T x, T& slot) { slot = x; }
 template <class T>
-void store(T x, std::uint16_t& slot) { slot = to_bf16(float(x)); }
+void to_stored(T x, std::uint16_t& slot) { slot = to_bf16(float(x)); }
 template <class T>
-T load(T x) { return x; }
+T from_stored(T x) { return x; }
 template <class T>
-T load(std::uint16_t x) { return T(from_bf16(x)); }
+T from_stored(std::uint16_t x) { return T(from_bf16(x)); }
 
 }  // namespace
 
@@ -70,7 +70,7 @@ void KVCache<T>::write(const Tensor<T>& rows, Stored* store_data, std::size_t wi
     for (std::size_t t = 0; t < Tn; ++t) {
       const T* src = rows.data() + (b * Tn + t) * width;
       Stored* dst = store_data + (b * capacity_ + (length_ + t) % capacity_) * width;
-      for (std::size_t c = 0; c < width; ++c) store(src[c], dst[c]);
+      for (std::size_t c = 0; c < width; ++c) to_stored(src[c], dst[c]);
     }
 }
 
@@ -105,7 +105,7 @@ Tensor<T> KVCache<T>::linear(const Stored* store_data, std::size_t width) const 
     for (std::size_t j = 0; j < n; ++j) {
       const Stored* src = store_data + (b * capacity_ + (first + j) % capacity_) * width;
       T* dst = o + (b * n + j) * width;
-      for (std::size_t c = 0; c < width; ++c) dst[c] = load<T>(src[c]);
+      for (std::size_t c = 0; c < width; ++c) dst[c] = from_stored<T>(src[c]);
     }
   return out;
 }
@@ -131,19 +131,11 @@ Tensor<T> KVCache<T>::decode(const Tensor<T>& q, const AttentionSpec& spec) cons
 }
 
 template <class T>
-const Tensor<T>& KVCache<T>::key_store() const {
+const Tensor<T>& KVCache<T>::wide_store(const Tensor<T>& wide, const char* name) const {
   if (dtype_ != KVDtype::model)
-    fail("KVCache", "key_store() is a Tensor of the model's type; this cache stores bf16 "
-         "(read it through decode(), keys() or values())");
-  return k_;
-}
-
-template <class T>
-const Tensor<T>& KVCache<T>::value_store() const {
-  if (dtype_ != KVDtype::model)
-    fail("KVCache", "value_store() is a Tensor of the model's type; this cache stores bf16 "
-         "(read it through decode(), keys() or values())");
-  return v_;
+    fail("KVCache", "{}() is a Tensor of the model's type; this cache stores bf16 (read it "
+         "through decode(), keys() or values())", name);
+  return wide;
 }
 
 template <class T>

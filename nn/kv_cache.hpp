@@ -58,11 +58,12 @@ class KVCache {
   Tensor<T> decode(const Tensor<T>& q, const AttentionSpec& spec) const;
   // The storage itself, slot order (see ring()): a cache of the model's type only
   // (ShapeError for a bf16 cache, whose storage is not a Tensor<T>).
-  const Tensor<T>& key_store() const;
-  const Tensor<T>& value_store() const;
+  const Tensor<T>& key_store() const { return wide_store(k_, "key_store"); }
+  const Tensor<T>& value_store() const { return wide_store(v_, "value_store"); }
   void reset() { length_ = 0; }
 
  private:
+  const Tensor<T>& wide_store(const Tensor<T>& wide, const char* name) const;
   template <class Stored>
   Tensor<T> linear(const Stored* store, std::size_t width) const;
   template <class Stored>

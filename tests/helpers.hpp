@@ -3,6 +3,7 @@
 // failure, and a check that a bad call throws ShapeError naming the op and its shapes.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -101,6 +102,13 @@ void require_gradcheck(const TensorFunction<T>& f, const std::vector<Tensor<T>>&
 // `call` throws ShapeError (a std::invalid_argument) whose message contains every one
 // of `parts` (the op's name and the shapes involved).
 // Token ids (B, T), each uniform in [0, vocab), drawn from Generator(seed).
+// The float whose IEEE-754 bits are u (hand-built ties and edge cases of a rounding).
+inline float from_bits(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
 inline Indices random_tokens(std::size_t B, std::size_t T, std::size_t vocab, std::uint64_t seed) {
   Generator gen(seed);
   Indices t = Indices::from_shape({B, T});

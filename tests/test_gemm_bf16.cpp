@@ -27,12 +27,6 @@ using namespace tapegrad::test;
 
 namespace {
 
-float from_bits(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 std::vector<float> random_values(std::size_t n, Generator& g) {
   std::vector<float> v(n);
   for (float& x : v) x = float(g.uniform(-1.0, 1.0));

@@ -23,12 +23,6 @@ using namespace tapegrad::test;
 
 namespace {
 
-float from_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 Tensor<float> rounded(const Tensor<float>& x) {
   Tensor<float> out = Tensor<float>::zeros(x.shape());
   for (std::size_t i = 0; i < x.size(); ++i) out.value().data()[i] = kernels::round_to_bf16(x.data()[i]);
