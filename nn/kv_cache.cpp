@@ -50,14 +50,14 @@ KVCache<T>::KVCache(std::size_t batch, std::size_t kv_heads, std::size_t head_di
     k_ = Tensor<T>::zeros({batch_, capacity_, k_width_});
     v_ = Tensor<T>::zeros({batch_, capacity_, v_width_});
   } else {
-    k16_.assign(batch_ * capacity_ * k_width_, 0);
-    v16_.assign(batch_ * capacity_ * v_width_, 0);
+    k16_ = std::make_shared<std::vector<std::uint16_t>>(batch_ * capacity_ * k_width_, 0);
+    v16_ = std::make_shared<std::vector<std::uint16_t>>(batch_ * capacity_ * v_width_, 0);
   }
 }
 
 template <class T>
 std::size_t KVCache<T>::bytes() const {
-  if (dtype_ == KVDtype::bf16) return (k16_.size() + v16_.size()) * sizeof(std::uint16_t);
+  if (dtype_ == KVDtype::bf16) return (k16_->size() + v16_->size()) * sizeof(std::uint16_t);
   return (k_.size() + v_.size()) * sizeof(T);
 }
 
@@ -88,8 +88,8 @@ void KVCache<T>::append(const Tensor<T>& k, const Tensor<T>& v) {
     write(k, k_.value().data(), k_width_);
     write(v, v_.value().data(), v_width_);
   } else {
-    write(k, k16_.data(), k_width_);
-    write(v, v16_.data(), v_width_);
+    write(k, k16_->data(), k_width_);
+    write(v, v16_->data(), v_width_);
   }
   length_ += Tn;
 }
@@ -112,20 +112,20 @@ Tensor<T> KVCache<T>::linear(const Stored* store_data, std::size_t width) const 
 
 template <class T>
 Tensor<T> KVCache<T>::keys() const {
-  return dtype_ == KVDtype::model ? linear(k_.data(), k_width_) : linear(k16_.data(), k_width_);
+  return dtype_ == KVDtype::model ? linear(k_.data(), k_width_) : linear(k16_->data(), k_width_);
 }
 
 template <class T>
 Tensor<T> KVCache<T>::values() const {
-  return dtype_ == KVDtype::model ? linear(v_.data(), v_width_) : linear(v16_.data(), v_width_);
+  return dtype_ == KVDtype::model ? linear(v_.data(), v_width_) : linear(v16_->data(), v_width_);
 }
 
 template <class T>
 Tensor<T> KVCache<T>::decode(const Tensor<T>& q, const AttentionSpec& spec) const {
   if constexpr (std::is_same_v<T, float>) {
     if (dtype_ == KVDtype::bf16)
-      return attention_decode(q, Bf16Store{k16_.data(), {batch_, capacity_, k_width_}},
-                              Bf16Store{v16_.data(), {batch_, capacity_, v_width_}}, ring(), spec);
+      return attention_decode(q, Bf16Store{k16_->data(), {batch_, capacity_, k_width_}},
+                              Bf16Store{v16_->data(), {batch_, capacity_, v_width_}}, ring(), spec);
   }
   return attention_decode(q, k_, v_, ring(), spec);
 }

@@ -18,6 +18,7 @@
 // generation can change what the next forward computes.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "autograd/tensor.hpp"
@@ -72,7 +73,8 @@ class KVCache {
   std::size_t batch_, capacity_, window_, length_ = 0, k_width_, v_width_;
   KVDtype dtype_;
   Tensor<T> k_, v_;                      // KVDtype::model
-  std::vector<std::uint16_t> k16_, v16_;  // KVDtype::bf16: the bits of bf16 numbers
+  // KVDtype::bf16: the bits of bf16 numbers, shared by copies as a Tensor's storage is
+  std::shared_ptr<std::vector<std::uint16_t>> k16_, v16_;
 };
 
 // One cache per layer of a Transformer, sized from its configuration: kv_heads heads of
