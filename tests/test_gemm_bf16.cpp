@@ -118,9 +118,14 @@ TEST_CASE("bf16: float32 rounds to nearest, ties to even, on hand-built bit patt
   CHECK(round_to_bf16(3.14159265f) == 3.140625f);
 }
 
-TEST_CASE("bf16 gemm: the portable and rounded paths are the product of the rounded operands within float32's bound", "[bf16]") {
+TEST_CASE("bf16 gemm: the portable, rounded and AMX paths are the product of the rounded operands within float32's bound", "[bf16]") {
   Generator g(3);
-  for (Bf16Path path : {Bf16Path::portable, Bf16Path::rounded})
+  std::vector<Bf16Path> paths = {Bf16Path::portable, Bf16Path::rounded};
+  if (cpu_has_amx_bf16())
+    paths.push_back(Bf16Path::amx);
+  else
+    WARN("skipped: this CPU (or this process) has no AMX-BF16; the amx path was not tested");
+  for (Bf16Path path : paths)
     for (const Case& c : kCases) {
       const Operands o = make_operands(c, g);
       const std::vector<float> C = product(c, o, path);
@@ -153,6 +158,18 @@ TEST_CASE("bf16: the vectorised rounding of a matrix is to_bf16's, NaN and ties 
         CHECK(std::memcmp(&want, &got, sizeof want) == 0);
       }
     }
+}
+
+TEST_CASE("bf16 gemm: asking for AMX where it is missing is an error, not an illegal instruction", "[bf16]") {
+  if (cpu_has_amx_bf16()) {
+    CHECK(resolve_bf16_path(Bf16Path::automatic) == Bf16Path::amx);
+    CHECK(bf16_products_are_fast());
+    return;
+  }
+  Generator g(1);
+  const Operands o = make_operands(kCases[0], g);
+  CHECK_THROWS_WITH(product(kCases[0], o, Bf16Path::amx), Catch::Contains("AMX-BF16"));
+  CHECK(resolve_bf16_path(Bf16Path::automatic) != Bf16Path::amx);
 }
 
 TEST_CASE("bf16 gemm: the VDPBF16PS path equals the portable path", "[bf16]") {

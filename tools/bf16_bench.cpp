@@ -2,8 +2,9 @@
 // (kernels::gemm, OpenBLAS) in GFLOP/s, and the machine's VDPBF16PS and 512-bit FMA peaks
 // per core, measured with independent chains of the instruction.
 //   bf16_bench [--threads N] [--repeat R]
-// A row per shape: M N K, sgemm GFLOP/s, bf16 GFLOP/s (fast path where the CPU has it), the
-// ratio, and bf16's share of the VDPBF16PS peak times the threads.
+// A row per shape: M N K, sgemm GFLOP/s, bf16 GFLOP/s (the VDPBF16PS path where the CPU has
+// it, else the portable one), the ratio, bf16's share of the VDPBF16PS peak times the
+// threads, and the AMX path's GFLOP/s and ratio to sgemm where the process may use AMX.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -81,13 +82,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_num_threads(threads);
-  const bool fast = cpu_has_avx512_bf16();
+  const bool fast = cpu_has_avx512_bf16(), amx = cpu_has_amx_bf16();
   const double peak = fast ? vdpbf16ps_peak(3) : 0;
-  std::printf("cpu AVX512_BF16: %s  threads %d  bf16 precision's own path here: %s\n",
-              fast ? "yes (the VDPBF16PS kernel is timed)" : "no (the portable path is timed)", threads,
-              bf16_products_are_fast() ? "VDPBF16PS" : "rounded operands, float32 product");
+  const Bf16Path own = resolve_bf16_path(Bf16Path::automatic);
+  std::printf("cpu AVX512_BF16: %s  AMX-BF16: %s  threads %d  bf16 precision's own path here: %s\n",
+              fast ? "yes (the VDPBF16PS kernel is timed)" : "no (the portable path is timed)",
+              amx ? "yes (timed)" : "no", threads,
+              own == Bf16Path::amx           ? "AMX"
+              : own == Bf16Path::avx512_bf16 ? "VDPBF16PS"
+                                             : "rounded operands, float32 product");
   if (fast) std::printf("peak per core: VDPBF16PS %.0f GFLOP/s, FMA-512 %.0f GFLOP/s\n", peak, fma512_peak(3));
-  std::printf("%6s %6s %6s %12s %12s %7s %9s\n", "M", "N", "K", "sgemm GF/s", "bf16 GF/s", "ratio", "% peak");
+  std::printf("%6s %6s %6s %12s %12s %7s %9s %10s %9s\n", "M", "N", "K", "sgemm GF/s", "bf16 GF/s",
+              "ratio", "% peak", "amx GF/s", "amx/sgemm");
   const std::size_t shapes[][3] = {{1024, 1024, 1024}, {512, 256, 64}, {512, 64, 256},
                                    {2048, 256, 256}, {2048, 1024, 256}, {256, 2048, 1024}};
   for (const auto& s : shapes) {
@@ -103,7 +109,13 @@ int main(int argc, char** argv) {
     const double bf16 = best_seconds(repeat, [&] {
       gemm_bf16(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N, path);
     });
-    std::printf("%6zu %6zu %6zu %12.1f %12.1f %7.2f %8.1f%%\n", M, N, K, flops / f32 / 1e9,
-                flops / bf16 / 1e9, f32 / bf16, fast ? 100 * flops / bf16 / 1e9 / (peak * threads) : 0.0);
+    const double tiles = amx ? best_seconds(repeat, [&] {
+      gemm_bf16(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N,
+                Bf16Path::amx);
+    }) : 0.0;
+    std::printf("%6zu %6zu %6zu %12.1f %12.1f %7.2f %8.1f%% %10.1f %9.2f\n", M, N, K,
+                flops / f32 / 1e9, flops / bf16 / 1e9, f32 / bf16,
+                fast ? 100 * flops / bf16 / 1e9 / (peak * threads) : 0.0,
+                amx ? flops / tiles / 1e9 : 0.0, amx ? f32 / tiles : 0.0);
   }
 }

@@ -1,6 +1,11 @@
 #include "ops/kernels/gemm_bf16.hpp"
 
 #include <immintrin.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -36,6 +41,29 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+bool cpu_has_amx_bf16() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool usable = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool tile = d & (1u << 24), bf16 = d & (1u << 22);
+    // the packing rounds with AVX512_BF16's VCVTNE2PS2BF16, which every AMX CPU has
+    if (!tile || !bf16 || !cpu_has_avx512_bf16()) return false;
+    __cpuid(1, a, b, c, d);
+    if (!(c & (1u << 27))) return false;  // OSXSAVE: xgetbv may be used
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;  // the tiles' state is saved
+    // Linux hands the tiles' 8 KiB of state only to a process that asks for it
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
 namespace {
 bool cpu_is_amd() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,11 +76,16 @@ bool cpu_is_amd() {
 
 Bf16Path resolve_bf16_path(Bf16Path requested) {
   if (requested != Bf16Path::automatic) return requested;
-  static const bool fast = cpu_has_avx512_bf16() && cpu_is_amd();
-  return fast ? Bf16Path::avx512_bf16 : Bf16Path::rounded;
+  static const Bf16Path chosen = cpu_has_amx_bf16()                           ? Bf16Path::amx
+                                 : cpu_has_avx512_bf16() && cpu_is_amd() ? Bf16Path::avx512_bf16
+                                                                          : Bf16Path::rounded;
+  return chosen;
 }
 
-bool bf16_products_are_fast() { return resolve_bf16_path(Bf16Path::automatic) == Bf16Path::avx512_bf16; }
+bool bf16_products_are_fast() {
+  const Bf16Path path = resolve_bf16_path(Bf16Path::automatic);
+  return path == Bf16Path::amx || path == Bf16Path::avx512_bf16;
+}
 
 // The bits of to_bf16 kept in a float32, branch-free so that the loop vectorises.
 void round_to_bf16(const float* src, float* dst, std::size_t n) {
@@ -172,10 +205,11 @@ std::size_t pack_transposed_column(const float* B, std::size_t ldb, std::size_t 
 }
 
 Packed pack(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
-            const float* A, std::size_t lda, const float* B, std::size_t ldb, bool fast) {
+            const float* A, std::size_t lda, const float* B, std::size_t ldb, bool fast,
+            std::size_t row_multiple = kRows, std::size_t pair_multiple = 1) {
   Packed P;
-  P.pairs = (K + 1) / 2;
-  P.rows = round_up(M, kRows);
+  P.pairs = round_up((K + 1) / 2, pair_multiple);
+  P.rows = round_up(M, row_multiple);
   P.cols = round_up(N, kCols);
   const auto a_at = [&](std::size_t m, std::size_t k) {
     return k < K ? (trans_a ? A[k * lda + m] : A[m * lda + k]) : 0.0f;
@@ -265,7 +299,72 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_avx512_bf16(const Packed
     _mm512_storeu_ps(tile + r * kCols + kPanel, acc[r][1]);
   }
 }
+
+// AMX: C blocks of kAmxRows x kCols as four 16 x 16 tiles of float32 sums, fed per 16 pairs
+// by two tiles of A (16 rows x 16 pairs each) and two of B (16 pairs x one panel each).
+constexpr std::size_t kAmxRows = 32, kAmxPairs = 16;
+
+struct TileConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+// Tiles 0-3 the sums, 4-5 A, 6-7 B: 16 rows of 64 bytes each. Loaded by every task (another
+// library on this thread may have configured the tiles otherwise since).
+__attribute__((target("amx-tile"))) void amx_configure() {
+  alignas(64) TileConfig config;
+  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
+  // the intrinsic's memory operand covers only the first 8 bytes of the configuration, so
+  // GCC would drop the stores to the rest without this
+  __asm__ volatile("" : : "r"(&config) : "memory");
+  _tile_loadconfig(&config);
+}
+
+// The kAmxRows x kCols block at (row r0, panel j0) into tile (kAmxRows x kCols floats).
+__attribute__((target("amx-tile,amx-bf16"))) void block_amx(const Packed& P, std::size_t r0,
+                                                            std::size_t j0, float* tile) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const std::uint32_t* a = P.a.data() + r0 * P.pairs;
+  const std::uint32_t* b = P.b.data() + j0 * P.pairs * kPanel;
+  const std::size_t a_stride = P.pairs * sizeof(std::uint32_t), b_stride = kPanel * sizeof(std::uint32_t);
+  for (std::size_t p = 0; p < P.pairs; p += kAmxPairs) {
+    _tile_loadd(4, a + p, a_stride);
+    _tile_loadd(5, a + 16 * P.pairs + p, a_stride);
+    _tile_loadd(6, b + p * kPanel, b_stride);
+    _tile_loadd(7, b + (P.pairs + p) * kPanel, b_stride);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  constexpr std::size_t ld = kCols * sizeof(float);
+  _tile_stored(0, tile, ld);
+  _tile_stored(1, tile + kPanel, ld);
+  _tile_stored(2, tile + 16 * kCols, ld);
+  _tile_stored(3, tile + 16 * kCols + kPanel, ld);
+}
+
+__attribute__((target("amx-tile"))) void amx_release() { _tile_release(); }
 #endif
+
+// C[r0 : r0 + rows, c0 : c0 + kCols] (clipped to M x N) = alpha * tile + beta * C.
+void store_tile(const float* tile, std::size_t r0, std::size_t rows, std::size_t c0,
+                std::size_t M, std::size_t N, float alpha, float beta, float* C,
+                std::size_t ldc) {
+  const std::size_t width = std::min(N, c0 + kCols) - c0;
+  for (std::size_t r = r0; r < std::min(M, r0 + rows); ++r) {
+    const float* t = tile + (r - r0) * kCols;
+    float* out = C + r * ldc + c0;
+    if (beta == 0.0f)
+      for (std::size_t c = 0; c < width; ++c) out[c] = alpha * t[c];
+    else
+      for (std::size_t c = 0; c < width; ++c) out[c] = alpha * t[c] + beta * out[c];
+  }
+}
 
 }  // namespace
 
@@ -275,6 +374,9 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
   path = resolve_bf16_path(path);
   if (path == Bf16Path::avx512_bf16 && !cpu_has_avx512_bf16())
     throw std::runtime_error("gemm_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
+  if (path == Bf16Path::amx && !cpu_has_amx_bf16())
+    throw std::runtime_error("gemm_bf16: the amx path needs a CPU with AMX-BF16 that this "
+                             "process may use");
   if (M == 0 || N == 0) return;
   if (path == Bf16Path::rounded) {
     // the float32 product of rounded copies: what a float32 matmul under bf16 precision
@@ -285,6 +387,24 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
     return gemm_strided<float>(trans_a, trans_b, M, N, K, alpha, r.A, r.lda, r.B, r.ldb, beta, C,
                                ldc);
   }
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+#if defined(__x86_64__)
+  if (path == Bf16Path::amx) {
+    const Packed P = pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, true, kAmxRows, kAmxPairs);
+    const std::size_t col_tiles = P.cols / kCols;
+    // a task is a band of kAmxRows rows across every column: one tile configuration each
+    parallel_for_if_worth(P.rows / kAmxRows, flops, [&](std::size_t band) {
+      alignas(64) float tile[kAmxRows * kCols];
+      amx_configure();
+      for (std::size_t j = 0; j < col_tiles; ++j) {
+        block_amx(P, band * kAmxRows, j * (kCols / kPanel), tile);
+        store_tile(tile, band * kAmxRows, kAmxRows, j * kCols, M, N, alpha, beta, C, ldc);
+      }
+      amx_release();
+    });
+    return;
+  }
+#endif
   const Packed P =
       pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, path == Bf16Path::avx512_bf16);
   const std::size_t row_tiles = P.rows / kRows, col_tiles = P.cols / kCols;
@@ -297,17 +417,9 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
     else
 #endif
       tile_portable(P, r0, j0, tile);
-    const std::size_t c0 = j0 * kPanel, width = std::min(N, c0 + kCols) - c0;
-    for (std::size_t r = r0; r < std::min(M, r0 + kRows); ++r) {
-      const float* t = tile + (r - r0) * kCols;
-      float* out = C + r * ldc + c0;
-      if (beta == 0.0f)
-        for (std::size_t c = 0; c < width; ++c) out[c] = alpha * t[c];
-      else
-        for (std::size_t c = 0; c < width; ++c) out[c] = alpha * t[c] + beta * out[c];
-    }
+    store_tile(tile, r0, kRows, j0 * kPanel, M, N, alpha, beta, C, ldc);
   };
-  parallel_for_if_worth(row_tiles * col_tiles, 2.0 * double(M) * double(N) * double(K), run_tile);
+  parallel_for_if_worth(row_tiles * col_tiles, flops, run_tile);
 }
 
 }  // namespace tapegrad::kernels

@@ -8,7 +8,11 @@
 //   compiled for that instruction set alone and chosen at run time, so one build runs on
 //   every x86-64 CPU;
 // - portable: plain float32 arithmetic on the same rounded operands.
-// A third, `rounded`, rounds copies of the operands and multiplies them with the float32
+// - amx: Intel's AMX tiles (TDPBF16PS: a 16 x 16 block of float32 sums from 16 x 32 bf16
+//   operands per instruction), on the same packed pairs; the same products, each pair's two
+//   added in the instruction's order, so within float32's accumulation bound of the other
+//   paths rather than equal to them.
+// A fourth, `rounded`, rounds copies of the operands and multiplies them with the float32
 // product (kernels::gemm_strided: OpenBLAS's sgemm or tapegrad's small-K kernel): the same
 // products, summed in that product's order, so within float32's accumulation bound of the
 // other two rather than equal to them. It runs at float32's rate, which is where bf16
@@ -29,17 +33,22 @@ std::uint16_t to_bf16(float x);
 float from_bf16(std::uint16_t b);
 inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
 
-enum class Bf16Path { automatic, portable, avx512_bf16, rounded };
+enum class Bf16Path { automatic, portable, avx512_bf16, rounded, amx };
 
 // Whether this CPU executes VDPBF16PS (cpuid's AVX512_BF16 with AVX512F).
 bool cpu_has_avx512_bf16();
-// The path `automatic` takes here: avx512_bf16 on an AMD CPU that has the instruction, where
-// it does twice the multiply-adds of a 512-bit FMA per cycle (measured: 2.0x sgemm at
-// 1024^3); `rounded` elsewhere: on Intel's cores with two 512-bit FMA units VDPBF16PS
-// issues at half their rate (measured on a Xeon with AVX512_BF16: 0.57x sgemm), and a CPU
-// without it would otherwise take the portable path, several times slower than float32.
+// Whether this process may use AMX's bf16 tiles: the CPU has AMX-TILE and AMX-BF16, the
+// operating system saves their state, and Linux granted the process its use (asked once).
+bool cpu_has_amx_bf16();
+// The path `automatic` takes here: amx where the process may use it (measured on a Xeon:
+// 2.8x OpenBLAS's sgemm at 1024^3, one core); else avx512_bf16 on an AMD CPU that has
+// VDPBF16PS, where it does twice the multiply-adds of a 512-bit FMA per cycle (measured:
+// 2.0x sgemm at 1024^3); `rounded` elsewhere: on Intel's cores with two 512-bit FMA units
+// VDPBF16PS issues at half their rate (0.57x sgemm), and a CPU without it would otherwise
+// take the portable path, several times slower than float32.
 Bf16Path resolve_bf16_path(Bf16Path requested);
-// Whether bf16 products run faster than float32 ones here (automatic resolves to avx512_bf16).
+// Whether bf16 products run faster than float32 ones here (automatic resolves to amx or
+// avx512_bf16).
 bool bf16_products_are_fast();
 
 // dst[i] = round_to_bf16(src[i]) for i < n, as a float32 (dst may be src).
