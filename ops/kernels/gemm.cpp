@@ -56,10 +56,10 @@ void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T al
              std::size_t ldc, Triangle structure = Triangle::none) {
   if constexpr (std::is_same_v<T, float>) {
     if (matmul_precision() == MatmulPrecision::bf16) {
-      if (bf16_products_are_fast())  // computes a triangle's zeros too
+      if (bf16_kernel_pays(M, N))  // computes a triangle's zeros too
         return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-      // where VDPBF16PS is no faster (gemm_bf16.hpp): the float32 product below, on copies of
-      // the operands rounded to bf16
+      // where the bf16 kernels are no faster (gemm_bf16.hpp): the float32 product below, on
+      // copies of the operands rounded to bf16
       thread_local std::vector<float> a, b;
       const RoundedOperands r = round_operands(ta, tb, M, N, K, A, lda, B, ldb, a, b);
       A = r.A, lda = r.lda, B = r.B, ldb = r.ldb;

@@ -87,6 +87,11 @@ bool bf16_products_are_fast() {
   return path == Bf16Path::amx || path == Bf16Path::avx512_bf16;
 }
 
+bool bf16_kernel_pays(std::size_t M, std::size_t N) {
+  const Bf16Path path = resolve_bf16_path(Bf16Path::automatic);
+  return path == Bf16Path::avx512_bf16 || (path == Bf16Path::amx && M >= 16 && N >= 16);
+}
+
 // The bits of to_bf16 kept in a float32, branch-free so that the loop vectorises.
 void round_to_bf16(const float* src, float* dst, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {

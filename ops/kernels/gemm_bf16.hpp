@@ -50,6 +50,11 @@ Bf16Path resolve_bf16_path(Bf16Path requested);
 // Whether bf16 products run faster than float32 ones here (automatic resolves to amx or
 // avx512_bf16).
 bool bf16_products_are_fast();
+// Whether the automatic path's kernel is worth packing both operands for an M x N product
+// (bf16_products_are_fast, and for AMX both at least one tile of 16): a decode step's
+// one-row products cost 2.7 times as much on the tiles as rounded copies multiplied in
+// float32 (measured, decode_ctx1024_bf16).
+bool bf16_kernel_pays(std::size_t M, std::size_t N);
 
 // dst[i] = round_to_bf16(src[i]) for i < n, as a float32 (dst may be src).
 void round_to_bf16(const float* src, float* dst, std::size_t n);
