@@ -68,15 +68,10 @@ TEST_CASE("kv cache bf16: decode equals a float32 cache of the rounded keys and 
   // GQA, a ring that wraps (window 37 of 150 positions), ALiBi, and enough keys for the
   // widening's blocks of 64 rows and their tail
   const std::size_t B = 2, H = 4, KV = 2, dh = 24, N = 150;
-  AttentionSpec spec;
-  spec.heads = H;
-  spec.kv_heads = KV;
-  spec.causal = true;
-  spec.window = 37;
-  spec.bias = PositionBias::alibi;
   for (std::size_t window : {std::size_t(0), std::size_t(37), std::size_t(100)}) {
     INFO("window " << window);
-    spec.window = window;
+    AttentionSpec spec = make_spec(H, KV, true, window);
+    spec.bias = PositionBias::alibi;
     Generator gen(31 + window);
     const Tensor<float> q = Tensor<float>::randn({B, N, H * dh}, gen);
     const Tensor<float> k = Tensor<float>::randn({B, N, KV * dh}, gen);

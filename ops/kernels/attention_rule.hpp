@@ -13,7 +13,6 @@
 // drop out afterwards, whatever their score.
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 
 #include "ops/kernels/rowwise.hpp"  // softcap_inplace, subtract_linear_bias
 
