@@ -94,6 +94,9 @@ const std::vector<Case> kCases = {
     // the fast path's packing of transposed operands: 16 rows of A at a time with a remainder
     // and an odd K, rows of B longer than 32 with a remainder
     {true, false, 40, 20, 67, 3}, {false, true, 5, 18, 70, 2},    {true, true, 48, 33, 99, 1},
+    // AMX's whole 32 x 32 blocks, written straight to C, beside its edges
+    {false, false, 70, 80, 300, 0}, {true, false, 64, 96, 129, 2}, {false, true, 96, 64, 77, 1},
+    {true, true, 65, 33, 40, 0},
 };
 
 }  // namespace
@@ -195,9 +198,14 @@ TEST_CASE("bf16 gemm: the VDPBF16PS path equals the portable path", "[bf16]") {
 
 TEST_CASE("bf16 gemm: beta, NaN inputs and threads", "[bf16]") {
   Generator g(7);
-  const Case c{false, false, 19, 45, 70, 0};
+  const Case c{false, false, 70, 45, 70, 0};  // whole blocks of 32 x 32 and edges
   const Operands o = make_operands(c, g);
   const std::vector<float> once = product(c, o, Bf16Path::automatic);
+
+  std::vector<float> half(once.size(), std::numeric_limits<float>::quiet_NaN());
+  gemm_bf16(false, false, c.M, c.N, c.K, 0.5f, o.A.data(), o.lda, o.B.data(), o.ldb, 0.0f,
+            half.data(), c.N);
+  for (std::size_t i = 0; i < once.size(); ++i) REQUIRE(half[i] == 0.5f * once[i]);
 
   std::vector<float> twice = once;  // C = product + 1 * C: twice the product
   gemm_bf16(false, false, c.M, c.N, c.K, 1.0f, o.A.data(), o.lda, o.B.data(), o.ldb, 1.0f,

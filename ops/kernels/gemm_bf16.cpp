@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ops/kernels/gemm.hpp"
+#include "ops/kernels/gemm_bf16_amx.hpp"
 #include "ops/kernels/parallel.hpp"
 #include "ops/kernels/precision.hpp"
 
@@ -210,11 +211,10 @@ std::size_t pack_transposed_column(const float* B, std::size_t ldb, std::size_t 
 }
 
 Packed pack(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
-            const float* A, std::size_t lda, const float* B, std::size_t ldb, bool fast,
-            std::size_t row_multiple = kRows, std::size_t pair_multiple = 1) {
+            const float* A, std::size_t lda, const float* B, std::size_t ldb, bool fast) {
   Packed P;
-  P.pairs = round_up((K + 1) / 2, pair_multiple);
-  P.rows = round_up(M, row_multiple);
+  P.pairs = (K + 1) / 2;
+  P.rows = round_up(M, kRows);
   P.cols = round_up(N, kCols);
   const auto a_at = [&](std::size_t m, std::size_t k) {
     return k < K ? (trans_a ? A[k * lda + m] : A[m * lda + k]) : 0.0f;
@@ -305,58 +305,10 @@ __attribute__((target("avx512f,avx512bf16"))) void tile_avx512_bf16(const Packed
   }
 }
 
-// AMX: C blocks of kAmxRows x kCols as four 16 x 16 tiles of float32 sums, fed per 16 pairs
-// by two tiles of A (16 rows x 16 pairs each) and two of B (16 pairs x one panel each).
-constexpr std::size_t kAmxRows = 32, kAmxPairs = 16;
-
-struct TileConfig {
-  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
-// Tiles 0-3 the sums, 4-5 A, 6-7 B: 16 rows of 64 bytes each. Loaded by every task (another
-// library on this thread may have configured the tiles otherwise since).
-__attribute__((target("amx-tile"))) void amx_configure() {
-  alignas(64) TileConfig config;
-  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
-  // the intrinsic's memory operand covers only the first 8 bytes of the configuration, so
-  // GCC would drop the stores to the rest without this
-  __asm__ volatile("" : : "r"(&config) : "memory");
-  _tile_loadconfig(&config);
-}
-
-// The kAmxRows x kCols block at (row r0, panel j0) into tile (kAmxRows x kCols floats).
-__attribute__((target("amx-tile,amx-bf16"))) void block_amx(const Packed& P, std::size_t r0,
-                                                            std::size_t j0, float* tile) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  const std::uint32_t* a = P.a.data() + r0 * P.pairs;
-  const std::uint32_t* b = P.b.data() + j0 * P.pairs * kPanel;
-  const std::size_t a_stride = P.pairs * sizeof(std::uint32_t), b_stride = kPanel * sizeof(std::uint32_t);
-  for (std::size_t p = 0; p < P.pairs; p += kAmxPairs) {
-    _tile_loadd(4, a + p, a_stride);
-    _tile_loadd(5, a + 16 * P.pairs + p, a_stride);
-    _tile_loadd(6, b + p * kPanel, b_stride);
-    _tile_loadd(7, b + (P.pairs + p) * kPanel, b_stride);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  constexpr std::size_t ld = kCols * sizeof(float);
-  _tile_stored(0, tile, ld);
-  _tile_stored(1, tile + kPanel, ld);
-  _tile_stored(2, tile + 16 * kCols, ld);
-  _tile_stored(3, tile + 16 * kCols + kPanel, ld);
-}
-
-__attribute__((target("amx-tile"))) void amx_release() { _tile_release(); }
 #endif
 
-// C[r0 : r0 + rows, c0 : c0 + kCols] (clipped to M x N) = alpha * tile + beta * C.
+}  // namespace
+
 void store_tile(const float* tile, std::size_t r0, std::size_t rows, std::size_t c0,
                 std::size_t M, std::size_t N, float alpha, float beta, float* C,
                 std::size_t ldc) {
@@ -370,8 +322,6 @@ void store_tile(const float* tile, std::size_t r0, std::size_t rows, std::size_t
       for (std::size_t c = 0; c < width; ++c) out[c] = alpha * t[c] + beta * out[c];
   }
 }
-
-}  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
                float alpha, const float* A, std::size_t lda, const float* B, std::size_t ldb,
@@ -392,24 +342,9 @@ void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::si
     return gemm_strided<float>(trans_a, trans_b, M, N, K, alpha, r.A, r.lda, r.B, r.ldb, beta, C,
                                ldc);
   }
+  if (path == Bf16Path::amx)
+    return gemm_bf16_amx(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   const double flops = 2.0 * double(M) * double(N) * double(K);
-#if defined(__x86_64__)
-  if (path == Bf16Path::amx) {
-    const Packed P = pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, true, kAmxRows, kAmxPairs);
-    const std::size_t col_tiles = P.cols / kCols;
-    // a task is a band of kAmxRows rows across every column: one tile configuration each
-    parallel_for_if_worth(P.rows / kAmxRows, flops, [&](std::size_t band) {
-      alignas(64) float tile[kAmxRows * kCols];
-      amx_configure();
-      for (std::size_t j = 0; j < col_tiles; ++j) {
-        block_amx(P, band * kAmxRows, j * (kCols / kPanel), tile);
-        store_tile(tile, band * kAmxRows, kAmxRows, j * kCols, M, N, alpha, beta, C, ldc);
-      }
-      amx_release();
-    });
-    return;
-  }
-#endif
   const Packed P =
       pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, path == Bf16Path::avx512_bf16);
   const std::size_t row_tiles = P.rows / kRows, col_tiles = P.cols / kCols;

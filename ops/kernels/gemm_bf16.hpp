@@ -41,7 +41,7 @@ bool cpu_has_avx512_bf16();
 // operating system saves their state, and Linux granted the process its use (asked once).
 bool cpu_has_amx_bf16();
 // The path `automatic` takes here: amx where the process may use it (measured on a Xeon:
-// 2.8x OpenBLAS's sgemm at 1024^3, one core); else avx512_bf16 on an AMD CPU that has
+// 3.9x OpenBLAS's sgemm at 1024^3, one core); else avx512_bf16 on an AMD CPU that has
 // VDPBF16PS, where it does twice the multiply-adds of a 512-bit FMA per cycle (measured:
 // 2.0x sgemm at 1024^3); `rounded` elsewhere: on Intel's cores with two 512-bit FMA units
 // VDPBF16PS issues at half their rate (0.57x sgemm), and a CPU without it would otherwise
