@@ -1,8 +1,9 @@
 // The bf16 matrix product (ops/kernels/gemm_bf16.*): float32 -> bf16 rounding on hand-built
 // bit patterns (ties to even, NaN payloads, overflow), then the product against a long
 // double loop over the bf16-rounded operands within float32's accumulation bound, for odd
-// sizes, transposes, strides and beta, on the portable and rounded paths; the fast
-// (VDPBF16PS) and portable paths against each other; 1 and 2 threads.
+// sizes, transposes, strides and beta, on the portable, rounded and AMX paths; the fast
+// (VDPBF16PS) and portable paths against each other; 1 and 2 threads; the one-row product
+// (gemv_bf16) on both of its paths.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -223,6 +224,40 @@ TEST_CASE("bf16 gemm: beta, NaN inputs and threads", "[bf16]") {
   const std::vector<float> C = product(c, with_nan, Bf16Path::automatic);
   for (std::size_t m = 0; m < c.M; ++m)
     for (std::size_t n = 0; n < c.N; ++n) REQUIRE(std::isnan(C[m * c.N + n]) == (m == 3));
+}
+
+TEST_CASE("bf16 gemv: one row against a matrix, both paths, within float32's bound", "[bf16]") {
+  Generator g(9);
+  std::vector<Bf16Path> paths = {Bf16Path::portable};
+  if (cpu_has_avx512_bf16())
+    paths.push_back(Bf16Path::avx512_bf16);
+  else
+    WARN("skipped: this CPU has no AVX512_BF16; the VDPBF16PS gemv was not tested");
+  for (Bf16Path path : paths)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (const auto& [N, K, pad] : std::vector<std::tuple<std::size_t, std::size_t, std::size_t>>{
+                 {1, 1, 0}, {17, 31, 2}, {64, 33, 0}, {70, 100, 1}, {3, 257, 3}}) {
+          const Case c{ta, tb, 1, N, K, pad};
+          const Operands o = make_operands(c, g);
+          std::vector<float> C(N, std::numeric_limits<float>::quiet_NaN());
+          gemv_bf16(ta, tb, N, K, 1.0f, o.A.data(), o.lda, o.B.data(), o.ldb, 0.0f, C.data(), path);
+          INFO("path " << int(path) << " N=" << N << " K=" << K << " ta=" << ta << " tb=" << tb);
+          CHECK(worst_ratio_to_bound(c, o, C, true) <= 1.0);
+          if (K >= 16 && N >= 16) CHECK(worst_ratio_to_bound(c, o, C, false) > 10.0);  // not float32's
+          std::vector<float> twice = C;  // alpha and beta: 0.5 * product + 1 * C
+          gemv_bf16(ta, tb, N, K, 0.5f, o.A.data(), o.lda, o.B.data(), o.ldb, 1.0f, twice.data(), path);
+          for (std::size_t n = 0; n < N; ++n) REQUIRE(twice[n] == C[n] + 0.5f * C[n]);
+          // a NaN in the row reaches every output, one in B's column n only output n
+          Operands nan_b = o;
+          nan_b.B[tb ? (N - 1) * o.ldb : N - 1] = std::numeric_limits<float>::quiet_NaN();
+          gemv_bf16(ta, tb, N, K, 1.0f, o.A.data(), o.lda, nan_b.B.data(), o.ldb, 0.0f, C.data(), path);
+          for (std::size_t n = 0; n < N; ++n) REQUIRE(std::isnan(C[n]) == (n == N - 1));
+          Operands nan_a = o;
+          nan_a.A[0] = std::numeric_limits<float>::quiet_NaN();
+          gemv_bf16(ta, tb, N, K, 1.0f, nan_a.A.data(), o.lda, o.B.data(), o.ldb, 0.0f, C.data(), path);
+          for (std::size_t n = 0; n < N; ++n) REQUIRE(std::isnan(C[n]));
+        }
 }
 
 TEST_CASE("bf16 precision: matmul forward and backward run the bf16 product, float64 never does", "[bf16]") {

@@ -58,6 +58,8 @@ void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T al
     if (matmul_precision() == MatmulPrecision::bf16) {
       if (bf16_kernel_pays(M, N))  // computes a triangle's zeros too
         return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      if (M == 1 && structure == Triangle::none)
+        return gemv_bf16(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C);
       // where the bf16 kernels are no faster (gemm_bf16.hpp): the float32 product below, on
       // copies of the operands rounded to bf16
       thread_local std::vector<float> a, b;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ops/kernels/bf16_pairs.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/gemm_bf16_amx.hpp"
 #include "ops/kernels/parallel.hpp"
@@ -93,16 +94,118 @@ bool bf16_kernel_pays(std::size_t M, std::size_t N) {
   return path == Bf16Path::avx512_bf16 || (path == Bf16Path::amx && M >= 16 && N >= 16);
 }
 
-// The bits of to_bf16 kept in a float32, branch-free so that the loop vectorises.
+namespace {
+// The bits of to_bf16 kept in a float32, branch-free so that the loops using it vectorise.
+inline float rounded(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const std::uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const std::uint32_t nan = (u | 0x00400000u) & 0xffff0000u;  // a quiet NaN stays one
+  const std::uint32_t out = (u & 0x7fffffffu) > 0x7f800000u ? nan : nearest;
+  float y;
+  std::memcpy(&y, &out, sizeof y);
+  return y;
+}
+}  // namespace
+
 void round_to_bf16(const float* src, float* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t u;
-    std::memcpy(&u, src + i, sizeof u);
-    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    const std::uint32_t nan = (u | 0x00400000u) & 0xffff0000u;  // a quiet NaN stays one
-    const std::uint32_t out = (u & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
-    std::memcpy(dst + i, &out, sizeof out);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = rounded(src[i]);
+}
+
+namespace {
+// y (N) = x (K, rounded already) @ op(B), B's numbers rounded as they are read: four rows of B
+// per pass over y, or a dot product per row of a transposed B in 16 partial sums.
+void gemv_rounded(bool trans_b, std::size_t N, std::size_t K, const float* x, const float* B,
+                  std::size_t ldb, float* y) {
+  if (!trans_b) {
+    std::fill(y, y + N, 0.0f);
+    std::size_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+      const float* row = B + k * ldb;
+      for (std::size_t n = 0; n < N; ++n)
+        y[n] = y[n] + x[k] * rounded(row[n]) + x[k + 1] * rounded(row[ldb + n]) +
+               x[k + 2] * rounded(row[2 * ldb + n]) + x[k + 3] * rounded(row[3 * ldb + n]);
+    }
+    for (; k < K; ++k)
+      for (std::size_t n = 0; n < N; ++n) y[n] += x[k] * rounded(B[k * ldb + n]);
+    return;
   }
+  constexpr std::size_t kLanes = 16;
+  for (std::size_t n = 0; n < N; ++n) {
+    const float* row = B + n * ldb;
+    float part[kLanes] = {};
+    for (std::size_t k = 0; k < K; ++k) part[k % kLanes] += x[k] * rounded(row[k]);
+    float sum = 0.0f;
+    for (float p : part) sum += p;
+    y[n] = sum;
+  }
+}
+
+#if defined(__x86_64__)
+// gemv_rounded on VDPBF16PS: x's pairs against B's, rounded as they are loaded (subnormal
+// numbers become zero), in the instruction's order. 64 columns of y per pass down B's rows,
+// or four rows of a transposed B per pass along x.
+TAPEGRAD_BF16_PAIRS_TARGET void gemv_pairs(bool trans_b, std::size_t N, std::size_t K,
+                                           const std::uint32_t* x_pairs, const float* B,
+                                           std::size_t ldb, float* y) {
+  using namespace bf16_pairs;
+  constexpr std::size_t kWays = 4;
+  const auto left = [](std::size_t have, std::size_t from) { return from >= have ? 0 : have - from; };
+  if (!trans_b) {
+    for (std::size_t n0 = 0; n0 < N; n0 += 16 * kWays) {
+      __m512 sum[kWays] = {};
+      for (std::size_t k = 0; k < K; k += 2) {
+        const __m512bh xk = (__m512bh)_mm512_set1_epi32(int(x_pairs[k / 2]));
+        const float* even = B + k * ldb + n0;
+        const float* odd = k + 1 < K ? even + ldb : nullptr;
+        for (std::size_t j = 0; j < kWays; ++j) {
+          const std::size_t at = 16 * j;
+          const __m512i b = column_pairs(even + at, odd ? odd + at : nullptr, left(N, n0 + at));
+          sum[j] = _mm512_dpbf16_ps(sum[j], xk, (__m512bh)b);
+        }
+      }
+      for (std::size_t j = 0; j < kWays; ++j)
+        _mm512_mask_storeu_ps(y + n0 + 16 * j, first(left(N, n0 + 16 * j)), sum[j]);
+    }
+    return;
+  }
+  for (std::size_t n0 = 0; n0 < N; n0 += kWays) {
+    const std::size_t rows = std::min(kWays, N - n0);
+    __m512 sum[kWays] = {};
+    for (std::size_t k = 0; k < K; k += 32) {
+      const __m512bh xk = (__m512bh)_mm512_loadu_si512(x_pairs + k / 2);
+      for (std::size_t r = 0; r < rows; ++r)
+        sum[r] = _mm512_dpbf16_ps(sum[r], xk, (__m512bh)row_pairs(B + (n0 + r) * ldb + k, K - k));
+    }
+    for (std::size_t r = 0; r < rows; ++r) y[n0 + r] = _mm512_reduce_add_ps(sum[r]);
+  }
+}
+#endif
+}  // namespace
+
+void gemv_bf16(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float alpha,
+               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
+               float* C, Bf16Path path) {
+  const bool pairs = path == Bf16Path::automatic ? cpu_has_avx512_bf16()
+                                                 : path == Bf16Path::avx512_bf16 || path == Bf16Path::amx;
+  if (pairs && !cpu_has_avx512_bf16())
+    throw std::runtime_error("gemv_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
+  // x: (1, K) @ op(B): (K, N) -> (1, N)
+  thread_local std::vector<float> x, y;
+  x.resize(K);
+  y.resize(N);
+  for (std::size_t k = 0; k < K; ++k) x[k] = rounded(trans_a ? A[k * lda] : A[k]);
+#if defined(__x86_64__)
+  if (pairs) {
+    thread_local std::vector<std::uint32_t> x_pairs;
+    x_pairs.assign((K + 31) / 32 * 16, 0);  // whole registers of 16 pairs, zeros past K
+    for (std::size_t k = 0; k < K; ++k)
+      x_pairs[k / 2] |= std::uint32_t(to_bf16(x[k])) << (k % 2 ? 16 : 0);
+    gemv_pairs(trans_b, N, K, x_pairs.data(), B, ldb, y.data());
+  } else
+#endif
+    gemv_rounded(trans_b, N, K, x.data(), B, ldb, y.data());
+  for (std::size_t n = 0; n < N; ++n) C[n] = alpha * y[n] + (beta == 0.0f ? 0.0f : beta * C[n]);
 }
 
 RoundedOperands round_operands(bool trans_a, bool trans_b, std::size_t M, std::size_t N,

@@ -71,6 +71,17 @@ RoundedOperands round_operands(bool trans_a, bool trans_b, std::size_t M, std::s
                                std::size_t K, const float* A, std::size_t lda, const float* B,
                                std::size_t ldb, std::vector<float>& a, std::vector<float>& b);
 
+// The one-row product (a decode step's): C (1 x N) = alpha * bf16(op(A)) @ bf16(op(B)) +
+// beta * C, rounding B's numbers as it reads them, so it reads B once as float32's product
+// does instead of writing a rounded copy first. op(A)'s row is A's first row, or A's first
+// column (stride lda) when A is transposed; with beta 0, C is not read. Two paths: VDPBF16PS
+// on pairs where the CPU has it (avx512_bf16 or amx asked, or automatic), float32 sums of
+// the rounded numbers otherwise (portable or rounded asked); within float32's accumulation
+// bound of each other.
+void gemv_bf16(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float alpha,
+               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
+               float* C, Bf16Path path = Bf16Path::automatic);
+
 // C (M x N) = alpha * bf16(op(A)) @ bf16(op(B)) + beta * C, op(X) = X or X^T, row-major with
 // leading dimensions (lda, ldb: of A and B as stored); with beta 0, C is overwritten, never
 // read. Asking for avx512_bf16 on a CPU without it throws std::runtime_error.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/kernels/bf16_pairs.hpp"
 #include "ops/kernels/parallel.hpp"
 
 // GCC 12 warns of the register the unpack intrinsics leave undefined on purpose, once
@@ -37,32 +38,11 @@ struct Operand {
   bool trans;
 };
 
-#define TAPEGRAD_PACK_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define TAPEGRAD_PACK_TARGET TAPEGRAD_BF16_PAIRS_TARGET
 #define TAPEGRAD_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
 
-__mmask16 first(std::size_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
-
-// 16 pairs from the n (<= 32) floats at `row`, zeros beyond: rounded to nearest even by
-// VCVTNE2PS2BF16 (subnormal inputs become zero).
-TAPEGRAD_PACK_TARGET __m512i row_pairs(const float* row, std::size_t n) {
-  if (n == 0) return _mm512_setzero_si512();
-  const __m512 lo = _mm512_maskz_loadu_ps(first(n), row);
-  const __m512 hi = _mm512_maskz_loadu_ps(first(n > 16 ? n - 16 : 0), row + 16);
-  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
-
-// 16 pairs (even[i], odd[i]) from the first n (<= 16) floats of two rows, zeros beyond; a
-// null `odd` (an odd K's last pair) reads as zeros.
-TAPEGRAD_PACK_TARGET __m512i column_pairs(const float* even, const float* odd, std::size_t n) {
-  alignas(64) static const std::uint16_t interleave[32] = {
-      0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  if (n == 0 || even == nullptr) return _mm512_setzero_si512();
-  const __m512 e = _mm512_maskz_loadu_ps(first(n), even);
-  const __m512 o = odd ? _mm512_maskz_loadu_ps(first(n), odd) : _mm512_setzero_ps();
-  return _mm512_permutexvar_epi16(_mm512_load_si512(interleave),
-                                  (__m512i)_mm512_cvtne2ps_pbh(o, e));
-}
+using bf16_pairs::column_pairs;
+using bf16_pairs::row_pairs;
 
 // v[i][j] <- v[j][i] for a 16 x 16 block of 32-bit words: within each 128-bit lane a 4 x 4
 // transpose of four rows, then of the lanes of four registers.
