@@ -90,8 +90,12 @@ void gemm_strided(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std:
         C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  // a triangle is stated for the whole product's rows and columns, so it is not split
-  if (num_threads() <= 1 || 2.0 * M * N * K < kParallelFlops || structure != Triangle::none) {
+  // a triangle is stated for the whole product's rows and columns, so it is not split; the
+  // bf16 kernels split their own work (each block here would pack all of the other operand)
+  const bool splits_itself = std::is_same_v<T, float> &&
+                             matmul_precision() == MatmulPrecision::bf16 && bf16_kernel_pays(M, N);
+  if (num_threads() <= 1 || 2.0 * M * N * K < kParallelFlops || structure != Triangle::none ||
+      splits_itself) {
     product(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, structure);
     return;
   }

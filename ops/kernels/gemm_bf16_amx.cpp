@@ -24,6 +24,9 @@ namespace {
 // tiles of A and 6-7 two panels of B, 16 pairs deep. A task is a band of 32 rows of C
 // across every column: it packs its own rows of A and configures the tiles once.
 constexpr std::size_t kBand = 32, kPanel = 16, kDepth = 16, kBlockCols = 2 * kPanel;
+// The tiles run a product of this many flops in some 80 us on one core: smaller ones lose
+// more to waking the pool twice (packing, then the bands) than a second core saves.
+constexpr double kParallelFlops = 5.0e7;
 
 std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
 // How many of `have` items remain from `from` on, at most `most`.
@@ -181,7 +184,7 @@ void gemm_bf16_amx(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std
   std::uint32_t* const panels_b = packed_b.data();
   parallel_for_if_worth(panels, flops, [&](std::size_t j) {
     pack_panel(b, K, N, pairs, j, panels_b + j * pairs * kPanel);
-  });
+  }, kParallelFlops);
   // with beta 0, full blocks go straight to C (scaled there by alpha); the rest through a copy
   const bool in_place = beta == 0.0f;
   parallel_for_if_worth(bands, flops, [&](std::size_t band) {
@@ -206,7 +209,7 @@ void gemm_bf16_amx(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std
       }
     }
     release_tiles();
-  });
+  }, kParallelFlops);
 }
 #else
 void gemm_bf16_amx(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*,
