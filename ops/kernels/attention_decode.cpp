@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "platform/simd.hpp"
+#include "ops/kernels/gemm_bf16.hpp"  // from_bf16
 #include "ops/kernels/parallel.hpp"
 #include "ops/kernels/rowwise.hpp"
 
@@ -116,13 +116,6 @@ void run_values(const T* w, std::size_t ld, std::size_t G, const T* v, std::size
 // then read by the same loops as float32 rows: memory is read at half the bytes.
 constexpr std::size_t kWidenRows = 64;
 
-inline float widen(std::uint16_t bits) {
-  const std::uint32_t u = std::uint32_t(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 // f(rows, ld, first, len) over rows [0, len) of a run: in place when they hold T ...
 template <class T, class F>
 void over_rows(const T* rows, std::size_t ld, std::size_t len, std::size_t, F&& f) {
@@ -141,7 +134,7 @@ void over_rows(const std::uint16_t* rows, std::size_t ld, std::size_t len, std::
       const std::uint16_t* src = rows + (j + r) * ld;
       float* dst = block.data() + r * width;
 #pragma omp simd
-      for (std::size_t c = 0; c < width; ++c) dst[c] = widen(src[c]);
+      for (std::size_t c = 0; c < width; ++c) dst[c] = from_bf16(src[c]);
     }
     f(static_cast<const float*>(block.data()), width, j, n);
   }

@@ -28,13 +28,6 @@ std::uint16_t to_bf16(float x) {
   return std::uint16_t(u >> 16);
 }
 
-float from_bf16(std::uint16_t b) {
-  const std::uint32_t u = std::uint32_t(b) << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 bool cpu_has_avx512_bf16() {
 #if defined(__x86_64__) || defined(__i386__)
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");

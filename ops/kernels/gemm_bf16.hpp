@@ -23,6 +23,7 @@
 // zero (inputs and results below 2^-126 in magnitude).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace tapegrad::kernels {
@@ -30,7 +31,13 @@ namespace tapegrad::kernels {
 // float32 -> bf16: the upper 16 bits after rounding to nearest even; infinities stay, a NaN
 // stays a (quiet) NaN, a finite number above bf16's largest rounds to infinity.
 std::uint16_t to_bf16(float x);
-float from_bf16(std::uint16_t b);
+// Exact: bf16 is float32's upper half. Inline, so that loops widening rows vectorise.
+inline float from_bf16(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
 inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
 
 enum class Bf16Path { automatic, portable, avx512_bf16, rounded, amx };
