@@ -159,7 +159,13 @@ void softcap_inplace(T* row, std::size_t L, T cap) {
   std::size_t k = 0;
   for (; k + W <= L; k += W)
     (cb * xsimd::tanh(batch::load_unaligned(row + k) * ib)).store_unaligned(row + k);
-  for (; k < L; ++k) row[k] = cap * std::tanh(row[k] * inv);
+  if (k == L) return;
+  // the tail through one more vector (std::tanh per number cost as much as the vectors of a
+  // 64-key block), so every number of the row takes the same tanh
+  alignas(64) T tail[W] = {};
+  std::copy(row + k, row + L, tail);
+  (cb * xsimd::tanh(batch::load_aligned(tail) * ib)).store_aligned(tail);
+  std::copy(tail, tail + (L - k), row + k);
 }
 
 template <class T>

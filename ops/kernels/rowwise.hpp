@@ -47,7 +47,7 @@ template <class T>
 void softmax_backward_row(const T* y, const T* dy, T* dx, std::size_t L, T scale);
 
 // row[k] <- cap * tanh(row[k] / cap) for k < L (cap > 0): the logit soft-cap. xsimd's tanh
-// over whole vectors, std::tanh over the tail.
+// over whole vectors, the tail padded to one more.
 template <class T>
 void softcap_inplace(T* row, std::size_t L, T cap);
 
