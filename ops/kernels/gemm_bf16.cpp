@@ -1,6 +1,8 @@
 #include "ops/kernels/gemm_bf16.hpp"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #if defined(__linux__) && defined(__x86_64__)
 #include <cpuid.h>
 #include <sys/syscall.h>

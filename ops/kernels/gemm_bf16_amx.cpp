@@ -1,6 +1,8 @@
 #include "ops/kernels/gemm_bf16_amx.hpp"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstdint>
