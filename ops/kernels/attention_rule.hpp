@@ -66,10 +66,12 @@ struct AttentionRule {
     cap_scores(s, j0, a, e);
     add_bias(s, j0, a, e, r, m);
   }
-  // Its two steps, for a backward that keeps the capped scores: the soft-cap ...
+  // Its two steps, for a backward that keeps the capped scores: the soft-cap (with `kept`,
+  // the capped scores are stored there too, at the same offsets as in s) ...
   template <class T>
-  void cap_scores(T* s, std::size_t j0, std::size_t a, std::size_t e) const {
-    if (softcap > 0 && a < e) softcap_inplace(s + (a - j0), e - a, T(softcap));
+  void cap_scores(T* s, std::size_t j0, std::size_t a, std::size_t e, T* kept = nullptr) const {
+    if (softcap > 0 && a < e)
+      softcap_inplace(s + (a - j0), e - a, T(softcap), kept ? kept + (a - j0) : nullptr);
   }
   // ... and the bias; the first key a is i - a positions before the query i = q_offset + r
   // (a <= i: ALiBi is causal).

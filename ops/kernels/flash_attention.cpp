@@ -76,11 +76,12 @@ void block_scores(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
 template <class T>
 void modify_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::size_t rows,
                   std::size_t j0, std::size_t n, T* s, std::vector<T>* capped = nullptr) {
+  if (capped) capped->resize(rows * n);  // only each row's visible keys are written and read
   for (std::size_t r = 0; r < rows; ++r) {
     const Range vis = visible(L, r0 + r, j0, n);
-    L.cap_scores(s + r * n, j0, j0 + vis.begin, j0 + vis.end);
+    L.cap_scores(s + r * n, j0, j0 + vis.begin, j0 + vis.end,
+                 capped ? capped->data() + r * n : nullptr);
   }
-  if (capped) capped->assign(s, s + rows * n);
   if (!L.adds_bias()) return;
   const T m = L.head_slope<T>(hd.h);
   for (std::size_t r = 0; r < rows; ++r) {

@@ -151,14 +151,17 @@ void softmax_backward_row(const T* y, const T* dy, T* dx, std::size_t L, T scale
 }
 
 template <class T>
-void softcap_inplace(T* row, std::size_t L, T cap) {
+void softcap_inplace(T* row, std::size_t L, T cap, T* kept) {
   using batch = xsimd::batch<T>;
   constexpr std::size_t W = batch::size;
   const T inv = T(1) / cap;
   const batch cb(cap), ib(inv);
   std::size_t k = 0;
-  for (; k + W <= L; k += W)
-    (cb * xsimd::tanh(batch::load_unaligned(row + k) * ib)).store_unaligned(row + k);
+  for (; k + W <= L; k += W) {
+    const batch capped = cb * xsimd::tanh(batch::load_unaligned(row + k) * ib);
+    capped.store_unaligned(row + k);
+    if (kept) capped.store_unaligned(kept + k);
+  }
   if (k == L) return;
   // the tail through one more vector (std::tanh per number cost as much as the vectors of a
   // 64-key block), so every number of the row takes the same tanh
@@ -166,6 +169,7 @@ void softcap_inplace(T* row, std::size_t L, T cap) {
   std::copy(row + k, row + L, tail);
   (cb * xsimd::tanh(batch::load_aligned(tail) * ib)).store_aligned(tail);
   std::copy(tail, tail + (L - k), row + k);
+  if (kept) std::copy(tail, tail + (L - k), kept + k);
 }
 
 template <class T>
@@ -194,8 +198,8 @@ void subtract_linear_bias(T* row, std::size_t L, T slope, T distance) {
 
 template void subtract_linear_bias(float*, std::size_t, float, float);
 template void subtract_linear_bias(double*, std::size_t, double, double);
-template void softcap_inplace(float*, std::size_t, float);
-template void softcap_inplace(double*, std::size_t, double);
+template void softcap_inplace(float*, std::size_t, float, float*);
+template void softcap_inplace(double*, std::size_t, double, double*);
 template void softcap_backward_inplace(const float*, float*, std::size_t, float);
 template void softcap_backward_inplace(const double*, double*, std::size_t, double);
 template float row_max(const float*, std::size_t);

@@ -46,10 +46,11 @@ void softmax_row_from_lse(const T* row, std::size_t L, T lse, T scale, T* out);
 template <class T>
 void softmax_backward_row(const T* y, const T* dy, T* dx, std::size_t L, T scale);
 
-// row[k] <- cap * tanh(row[k] / cap) for k < L (cap > 0): the logit soft-cap. xsimd's tanh
-// over whole vectors, the tail padded to one more.
+// row[k] <- cap * tanh(row[k] / cap) for k < L (cap > 0): the logit soft-cap; with `kept`,
+// stored there too in the same pass (the copy a backward keeps). xsimd's tanh over whole
+// vectors, the tail padded to one more.
 template <class T>
-void softcap_inplace(T* row, std::size_t L, T cap);
+void softcap_inplace(T* row, std::size_t L, T cap, T* kept = nullptr);
 
 // row[k] -= slope * (distance - k) for k < L: a bias linear in the key's position, the key
 // at row[0] `distance` positions before the query (ALiBi). The distances are whole numbers,
