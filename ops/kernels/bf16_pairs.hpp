@@ -13,12 +13,16 @@ namespace tapegrad::kernels::bf16_pairs {
 
 #define TAPEGRAD_BF16_PAIRS_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
+// How many of `have` items are left from `from` on (0 past the end): the n the loads below
+// take, which clip it themselves.
+inline std::size_t left(std::size_t have, std::size_t from) { return from >= have ? 0 : have - from; }
+
 // The first n (<= 16 counts; more is all) lanes.
 inline __mmask16 first(std::size_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
 }
 
-// 16 pairs from the n (<= 32) floats at `row`, zeros beyond.
+// 16 pairs from the first n floats at `row` (at most 32 are read), zeros beyond.
 TAPEGRAD_BF16_PAIRS_TARGET inline __m512i row_pairs(const float* row, std::size_t n) {
   if (n == 0) return _mm512_setzero_si512();
   const __m512 lo = _mm512_maskz_loadu_ps(first(n), row);
@@ -26,8 +30,8 @@ TAPEGRAD_BF16_PAIRS_TARGET inline __m512i row_pairs(const float* row, std::size_
   return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
-// 16 pairs (even[i], odd[i]) from the first n (<= 16) floats of two rows, zeros beyond; a
-// null row (past K) reads as zeros.
+// 16 pairs (even[i], odd[i]) from the first n floats of two rows (at most 16 are read),
+// zeros beyond; a null row (past K) reads as zeros.
 TAPEGRAD_BF16_PAIRS_TARGET inline __m512i column_pairs(const float* even, const float* odd,
                                                         std::size_t n) {
   alignas(64) static const std::uint16_t interleave[32] = {

@@ -145,7 +145,6 @@ TAPEGRAD_BF16_PAIRS_TARGET void gemv_pairs(bool trans_b, std::size_t N, std::siz
                                            std::size_t ldb, float* y) {
   using namespace bf16_pairs;
   constexpr std::size_t kWays = 4;
-  const auto left = [](std::size_t have, std::size_t from) { return from >= have ? 0 : have - from; };
   if (!trans_b) {
     for (std::size_t n0 = 0; n0 < N; n0 += 16 * kWays) {
       __m512 sum[kWays] = {};
@@ -186,20 +185,24 @@ void gemv_bf16(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float a
   if (pairs && !cpu_has_avx512_bf16())
     throw std::runtime_error("gemv_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
   // x: (1, K) @ op(B): (K, N) -> (1, N)
-  thread_local std::vector<float> x, y;
-  x.resize(K);
+  const auto x_at = [&](std::size_t k) { return trans_a ? A[k * lda] : A[k]; };
+  thread_local std::vector<float> y;
   y.resize(N);
-  for (std::size_t k = 0; k < K; ++k) x[k] = rounded(trans_a ? A[k * lda] : A[k]);
 #if defined(__x86_64__)
   if (pairs) {
     thread_local std::vector<std::uint32_t> x_pairs;
     x_pairs.assign((K + 31) / 32 * 16, 0);  // whole registers of 16 pairs, zeros past K
     for (std::size_t k = 0; k < K; ++k)
-      x_pairs[k / 2] |= std::uint32_t(to_bf16(x[k])) << (k % 2 ? 16 : 0);
+      x_pairs[k / 2] |= std::uint32_t(to_bf16(x_at(k))) << (k % 2 ? 16 : 0);
     gemv_pairs(trans_b, N, K, x_pairs.data(), B, ldb, y.data());
   } else
 #endif
+  {
+    thread_local std::vector<float> x;
+    x.resize(K);
+    for (std::size_t k = 0; k < K; ++k) x[k] = rounded(x_at(k));
     gemv_rounded(trans_b, N, K, x.data(), B, ldb, y.data());
+  }
   for (std::size_t n = 0; n < N; ++n) C[n] = alpha * y[n] + (beta == 0.0f ? 0.0f : beta * C[n]);
 }
 
@@ -241,35 +244,22 @@ struct Packed {
 
 #if defined(__x86_64__)
 // The fast path's packing of a row of K floats as (K + 1) / 2 pairs (an odd K's last pair
-// padded with a zero), 16 pairs at a time with VCVTNE2PS2BF16 (the same rounding as
-// to_bf16, except that subnormal inputs become zero); the last few through masked loads
-// and a masked store. Returns the number of pairs packed: all of them.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) std::size_t pack_row_pairs_fast(
-    const float* row, std::size_t K, std::uint32_t* out) {
-  std::size_t p = 0;
-  for (; 2 * p + 32 <= K; p += 16)
-    _mm512_storeu_si512(out + p, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * p + 16),
-                                                              _mm512_loadu_ps(row + 2 * p)));
-  if (2 * p < K) {
-    const std::size_t left = K - 2 * p, pairs = (left + 1) / 2;  // 1..31 floats, 1..16 pairs
-    const auto mask = [](std::size_t n) { return __mmask16(n >= 16 ? 0xFFFFu : (1u << n) - 1); };
-    const __m512 lo = _mm512_maskz_loadu_ps(mask(left), row + 2 * p);
-    const __m512 hi = _mm512_maskz_loadu_ps(mask(left > 16 ? left - 16 : 0), row + 2 * p + 16);
-    _mm512_mask_storeu_epi32(out + p, mask(pairs), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    p += pairs;
-  }
-  return p;
+// padded with a zero), 16 pairs at a time (bf16_pairs::row_pairs); the last few through a
+// masked store. Returns the number of pairs packed: all of them.
+TAPEGRAD_BF16_PAIRS_TARGET std::size_t pack_row_pairs_fast(const float* row, std::size_t K,
+                                                          std::uint32_t* out) {
+  const std::size_t pairs = (K + 1) / 2;
+  for (std::size_t p = 0; p < pairs; p += 16)
+    _mm512_mask_storeu_epi32(out + p, bf16_pairs::first(pairs - p),
+                             bf16_pairs::row_pairs(row + 2 * p, K - 2 * p));
+  return pairs;
 }
 
 // Rows 2p and 2p + 1 of B, 16 columns from `even`/`odd`, as 16 pairs: the two rows' bf16
 // interleaved (low half the even row).
-__attribute__((target("avx512f,avx512bw,avx512bf16,avx2"))) void pack_column_pairs_fast(
-    const float* even, const float* odd, std::uint32_t* out) {
-  const __m256i e = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(even));
-  const __m256i o = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(odd));
-  const __m256i lo = _mm256_unpacklo_epi16(e, o), hi = _mm256_unpackhi_epi16(e, o);
-  _mm256_storeu_si256((__m256i*)out, _mm256_permute2x128_si256(lo, hi, 0x20));
-  _mm256_storeu_si256((__m256i*)(out + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+TAPEGRAD_BF16_PAIRS_TARGET void pack_column_pairs_fast(const float* even, const float* odd,
+                                                       std::uint32_t* out) {
+  _mm512_storeu_si512(out, bf16_pairs::column_pairs(even, odd, 16));
 }
 #endif
 

@@ -31,10 +31,6 @@ constexpr std::size_t kBand = 32, kPanel = 16, kDepth = 16, kBlockCols = 2 * kPa
 constexpr double kParallelFlops = 5.0e7;
 
 std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
-// How many of `have` items remain from `from` on, at most `most`.
-std::size_t remaining(std::size_t have, std::size_t from, std::size_t most) {
-  return from >= have ? 0 : std::min(have - from, most);
-}
 
 // op(X) as stored: X[row * ld + col], or X[col * ld + row] when transposed.
 struct Operand {
@@ -43,15 +39,15 @@ struct Operand {
   bool trans;
 };
 
-#define TAPEGRAD_PACK_TARGET TAPEGRAD_BF16_PAIRS_TARGET
 #define TAPEGRAD_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
 
 using bf16_pairs::column_pairs;
+using bf16_pairs::left;
 using bf16_pairs::row_pairs;
 
 // v[i][j] <- v[j][i] for a 16 x 16 block of 32-bit words: within each 128-bit lane a 4 x 4
 // transpose of four rows, then of the lanes of four registers.
-TAPEGRAD_PACK_TARGET void transpose16(__m512i v[16]) {
+TAPEGRAD_BF16_PAIRS_TARGET void transpose16(__m512i v[16]) {
   __m512i t[16], u[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
@@ -76,19 +72,19 @@ TAPEGRAD_PACK_TARGET void transpose16(__m512i v[16]) {
 }
 
 // Rows r0 .. r0 + 31 of op(A) (M x K; zeros beyond M and K) as 32 rows of `pairs` pairs.
-TAPEGRAD_PACK_TARGET void pack_band(const Operand& A, std::size_t M, std::size_t K,
+TAPEGRAD_BF16_PAIRS_TARGET void pack_band(const Operand& A, std::size_t M, std::size_t K,
                                     std::size_t pairs, std::size_t r0, std::uint32_t* out) {
   if (!A.trans) {
     for (std::size_t i = 0; i < kBand; ++i)
       for (std::size_t p0 = 0; p0 < pairs; p0 += 16) {
-        const std::size_t n = r0 + i < M ? remaining(K, 2 * p0, 32) : 0;
+        const std::size_t n = r0 + i < M ? left(K, 2 * p0) : 0;
         _mm512_storeu_si512(out + i * pairs + p0, row_pairs(A.data + (r0 + i) * A.ld + 2 * p0, n));
       }
     return;
   }
   __m512i v[16];
   for (std::size_t g = 0; g < kBand; g += 16) {
-    const std::size_t m0 = r0 + g, width = remaining(M, m0, 16);
+    const std::size_t m0 = r0 + g, width = left(M, m0);
     for (std::size_t p0 = 0; p0 < pairs; p0 += 16) {
       for (std::size_t i = 0; i < 16; ++i) {  // v[i]: pair p0 + i of the 16 rows
         const std::size_t k = 2 * (p0 + i);
@@ -103,9 +99,9 @@ TAPEGRAD_PACK_TARGET void pack_band(const Operand& A, std::size_t M, std::size_t
 
 // Columns 16 panel .. 16 panel + 15 of op(B) (K x N; zeros beyond K and N) as `pairs` rows
 // of 16 pairs.
-TAPEGRAD_PACK_TARGET void pack_panel(const Operand& B, std::size_t K, std::size_t N,
+TAPEGRAD_BF16_PAIRS_TARGET void pack_panel(const Operand& B, std::size_t K, std::size_t N,
                                      std::size_t pairs, std::size_t panel, std::uint32_t* out) {
-  const std::size_t n0 = panel * kPanel, width = remaining(N, n0, 16);
+  const std::size_t n0 = panel * kPanel, width = left(N, n0);
   if (!B.trans) {
     for (std::size_t p = 0; p < pairs; ++p) {
       const std::size_t k = 2 * p;
@@ -117,7 +113,7 @@ TAPEGRAD_PACK_TARGET void pack_panel(const Operand& B, std::size_t K, std::size_
   }
   __m512i v[16];
   for (std::size_t p0 = 0; p0 < pairs; p0 += 16) {
-    const std::size_t n = remaining(K, 2 * p0, 32);
+    const std::size_t n = left(K, 2 * p0);
     for (std::size_t i = 0; i < 16; ++i)  // v[i]: column n0 + i's 16 pairs
       v[i] = row_pairs(B.data + (n0 + i) * B.ld + 2 * p0, i < width ? n : 0);
     transpose16(v);
