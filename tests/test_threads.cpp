@@ -1,8 +1,9 @@
 // One thread or two: the kernels split work over heads and batch items (OpenMP) and
 // OpenBLAS may split a product, so the order of floating-point additions can change with
 // the thread count, but never more than round-off. Multi-head attention forward and
-// backward (fused kernels and the plain composition) and a whole TinyGPT AdamW step are run
-// with kernels::set_num_threads(1) and (2) and compared element by element.
+// backward (fused kernels and the plain composition), the norms and RoPE, and a whole
+// TinyGPT AdamW step are run with kernels::set_num_threads(1) and (2) and compared element
+// by element.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,8 @@
 #include "nn/optim.hpp"
 #include "nn/tinygpt.hpp"
 #include "ops/attention.hpp"
+#include "ops/norm.hpp"
+#include "ops/rope.hpp"
 #include "ops/kernels/gemm.hpp"
 
 using namespace tapegrad;
@@ -100,7 +103,42 @@ std::vector<Array<float>> tinygpt_results() {
   return out;
 }
 
+// The outputs and input gradients of the row-wise ops, for sum(out * R), on (B, T, D) with
+// B * T * D above the size from which the kernels split rows (and, for the gains'
+// gradients, columns) between the threads.
+template <class T>
+std::vector<Array<T>> rowwise_results() {
+  const std::size_t B = 3, Tn = 128, heads = 6, dh = 32, D = heads * dh;
+  std::vector<Array<T>> out;
+  const auto run = [&](const char* name, auto op, std::vector<Tensor<T>> inputs) {
+    INFO(name);
+    Tensor<T> z = op(inputs);
+    sum(mul(z, random<T>(z.shape(), 9, false))).backward();
+    out.push_back(z.value());
+    for (const Tensor<T>& t : inputs) out.push_back(t.grad());
+  };
+  run("layer_norm", [](auto& in) { return layer_norm(in[0], in[1], in[2]); },
+      {random<T>({B, Tn, D}, 1), random<T>({D}, 2), random<T>({D}, 3)});
+  run("rms_norm", [](auto& in) { return rms_norm(in[0], in[1]); },
+      {random<T>({B, Tn, D}, 4), random<T>({D}, 5)});
+  RopeSpec interleaved;
+  interleaved.style = RopeStyle::interleaved;
+  run("rope_heads", [](auto& in) { return rope_heads(in[0], 6, 3, RopeSpec{}); },
+      {random<T>({B, Tn, D}, 6)});
+  run("rope", [&](auto& in) { return rope(in[0], 5, interleaved); },
+      {random<T>({B, heads, Tn, dh}, 7)});
+  return out;
+}
+
 }  // namespace
+
+TEMPLATE_TEST_CASE("threads: norms and RoPE give the same bits with 1 and 2 threads", "[threads]", float, double) {
+  // Rows are independent and a gain's gradient is summed over rows in row order whatever
+  // the split, so not even round-off may differ.
+  const auto one = with_threads(1, rowwise_results<TestType>);
+  const auto two = with_threads(2, rowwise_results<TestType>);
+  CHECK(max_difference(one, two) == 0.0);
+}
 
 TEMPLATE_TEST_CASE("threads: multi-head attention forward and backward agree with 1 and 2 threads", "[threads]", float, double) {
   using T = TestType;

@@ -40,9 +40,7 @@ V gelu_derivative(const V& x, const V& t) {
 // threads when n is large enough to outweigh waking them.
 template <class T, class Run>
 void over_blocks(std::size_t n, const Run& run) {
-  constexpr std::size_t kParallelElements = std::size_t(1) << 16;
-  if (num_threads() <= 1 || n < kParallelElements) run(std::size_t(0), n);
-  else parallel_blocks(n, xsimd::batch<T>::size, run);
+  parallel_blocks_if_worth(n, xsimd::batch<T>::size, n, run);
 }
 
 }  // namespace

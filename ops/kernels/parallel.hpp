@@ -38,4 +38,18 @@ void parallel_for_if_worth(std::size_t n, double flops, F&& body, double worth =
   }
 }
 
+// parallel_blocks(n, granule, body) when touching `elements` numbers is worth waking the pool
+// (a wake-up is worth some 6e4 numbers read and written), body(0, n) otherwise. For the
+// elementwise and row-wise kernels, whose cost is memory traffic rather than flops.
+template <class F>
+void parallel_blocks_if_worth(std::size_t n, std::size_t granule, std::size_t elements,
+                              F&& body) {
+  constexpr std::size_t kWorthElements = std::size_t(1) << 16;
+  if (elements < kWorthElements || num_threads() <= 1) {
+    body(std::size_t(0), n);
+  } else {
+    parallel_blocks(n, granule, body);
+  }
+}
+
 }  // namespace tapegrad::kernels

@@ -1,5 +1,7 @@
 #include "ops/kernels/rope.hpp"
 
+#include "ops/kernels/parallel.hpp"
+
 namespace tapegrad::kernels {
 
 namespace {
@@ -11,14 +13,15 @@ void rotate(const RopeLayout& L, const double* cos, const double* sin, const T* 
             T sign) {
   const std::size_t h = L.head_dim / 2;
   const std::size_t stride = L.interleaved ? 2 : 1, partner = L.interleaved ? 1 : h;
-  for (std::size_t o = 0; o < L.outer; ++o) {
-    for (std::size_t t = 0; t < L.length; ++t) {
+  const std::size_t positions = L.outer * L.length, row_size = L.groups * L.head_dim;
+  const auto rotate_positions = [&](std::size_t first, std::size_t last) {
+    for (std::size_t p = first; p < last; ++p) {
+      const std::size_t t = p % L.length;
       const double* c = cos + t * h;
       const double* s = sin + t * h;
-      const std::size_t row = (o * L.length + t) * L.groups * L.head_dim;
       for (std::size_t g = 0; g < L.groups; ++g) {
-        const T* x = in + row + g * L.head_dim;
-        T* y = out + row + g * L.head_dim;
+        const T* x = in + p * row_size + g * L.head_dim;
+        T* y = out + p * row_size + g * L.head_dim;
         for (std::size_t i = 0; i < h; ++i) {
           const std::size_t a = i * stride, b = a + partner;
           const T ci = static_cast<T>(c[i]), si = sign * static_cast<T>(s[i]);
@@ -28,7 +31,8 @@ void rotate(const RopeLayout& L, const double* cos, const double* sin, const T* 
         }
       }
     }
-  }
+  };
+  parallel_blocks_if_worth(positions, 1, positions * row_size, rotate_positions);
 }
 }  // namespace
 
