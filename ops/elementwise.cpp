@@ -1,21 +1,84 @@
 #include "ops/elementwise.hpp"
 
-#include <cmath>
-
-#include <xtensor/xmath.hpp>
-#include <xtensor/xoperation.hpp>
-
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
 #include "ops/kernels/activation.hpp"
+#include "ops/kernels/elementwise.hpp"
 
 namespace tapegrad {
 
+// The loops are ops/kernels/elementwise.cpp's: as xtensor expressions, each formula below
+// instantiated xtensor's broadcasting assignment for itself, in float and double.
 namespace {
+using kernels::Binary;
+using kernels::Unary;
+
+template <class S>
+kernels::Extents extents(const S& shape) {
+  return {shape.data(), shape.size()};
+}
+constexpr kernels::Extents kScalarShape{nullptr, 0};
+
+// a op b into a new array of `shape`, the broadcast of a's and b's shapes (the caller's
+// broadcast_shapes checked them, or they are a gradient's and an input's)
+template <class T, class S>
+Array<T> binary_value(Binary op, const Array<T>& a, const Array<T>& b, const S& shape) {
+  Array<T> z = Array<T>::from_shape(shape);
+  kernels::binary(op, a.data(), extents(a.shape()), b.data(), extents(b.shape()), z.data(),
+                  extents(z.shape()));
+  return z;
+}
+
+// a op b with one operand a constant: the array's shape
 template <class T>
-void check_broadcast(const char* op, const Tensor<T>& a, const Tensor<T>& b) {
-  broadcast_shapes(op, a.shape(), b.shape());
+Array<T> binary_value(Binary op, const Array<T>& a, T b) {
+  Array<T> z = Array<T>::from_shape(a.shape());
+  kernels::binary(op, a.data(), extents(a.shape()), &b, kScalarShape, z.data(),
+                  extents(z.shape()));
+  return z;
+}
+template <class T>
+Array<T> binary_value(Binary op, T a, const Array<T>& b) {
+  Array<T> z = Array<T>::from_shape(b.shape());
+  kernels::binary(op, &a, kScalarShape, b.data(), extents(b.shape()), z.data(),
+                  extents(z.shape()));
+  return z;
+}
+
+template <class T>
+Array<T> binary_forward(Binary op, const char* name, const Tensor<T>& a, const Tensor<T>& b) {
+  return binary_value(op, a.value(), b.value(), broadcast_shapes(name, a.shape(), b.shape()));
+}
+
+// db = -dz * z / b over z's shape, before sum_to folds it to b's
+template <class T>
+Array<T> quotient_grad(const Array<T>& dz, const Array<T>& z, const Array<T>& b) {
+  Array<T> db = Array<T>::from_shape(z.shape());
+  kernels::quotient_grad(dz.data(), z.data(), extents(z.shape()), b.data(), extents(b.shape()),
+                         db.data());
+  return db;
+}
+
+template <class T>
+Array<T> unary_value(Unary op, const Array<T>& x) {
+  Array<T> z = Array<T>::from_shape(x.shape());
+  kernels::unary(op, x.data(), z.data(), x.size());
+  return z;
+}
+
+template <class T>
+Array<T> negated(const Array<T>& x) {
+  return unary_value(Unary::neg, x);
+}
+
+// dz * op'(x), from `saved`: the op's input or output, whichever its formula reads
+// (kernels::unary_backward says which)
+template <class T>
+Array<T> unary_grad(Unary op, const Array<T>& dz, const Array<T>& saved) {
+  Array<T> dx = Array<T>::from_shape(dz.shape());
+  kernels::unary_backward(op, saved.data(), dz.data(), dx.data(), dz.size());
+  return dx;
 }
 }  // namespace
 
@@ -24,8 +87,8 @@ void check_broadcast(const char* op, const Tensor<T>& a, const Tensor<T>& b) {
 // z = a + b
 template <class T>
 Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
-  check_broadcast("add", a, b);
-  return record<T>("add", {a, b}, a.value() + b.value(), [](BackwardContext<T>& c) {
+  Array<T> z = binary_forward(Binary::add, "add", a, b);
+  return record<T>("add", {a, b}, std::move(z), [](BackwardContext<T>& c) {
     // backward: da = dz, db = dz
     c.accumulate(0, c.grad());
     c.accumulate(1, c.take_grad());
@@ -33,68 +96,75 @@ Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
 }
 template <class T>
 Tensor<T> add(const Tensor<T>& a, Scalar<T> b) {
-  return record<T>("add_scalar", {a}, a.value() + b,
+  return record<T>("add_scalar", {a}, binary_value(Binary::add, a.value(), b),
                    [](BackwardContext<T>& c) { c.accumulate(0, c.take_grad()); });
 }
 
 // z = a - b
 template <class T>
 Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
-  check_broadcast("sub", a, b);
-  return record<T>("sub", {a, b}, a.value() - b.value(), [](BackwardContext<T>& c) {
+  Array<T> z = binary_forward(Binary::sub, "sub", a, b);
+  return record<T>("sub", {a, b}, std::move(z), [](BackwardContext<T>& c) {
     // backward: da = dz, db = -dz
-    if (c.wants(1)) c.accumulate(1, -c.grad());
+    if (c.wants(1)) c.accumulate(1, negated(c.grad()));
     c.accumulate(0, c.take_grad());
   });
 }
 template <class T>
 Tensor<T> sub(const Tensor<T>& a, Scalar<T> b) {
-  return record<T>("sub_scalar", {a}, a.value() - b,
+  return record<T>("sub_scalar", {a}, binary_value(Binary::sub, a.value(), b),
                    [](BackwardContext<T>& c) { c.accumulate(0, c.take_grad()); });
 }
 template <class T>
 Tensor<T> sub(Scalar<T> a, const Tensor<T>& b) {
-  return record<T>("rsub_scalar", {b}, a - b.value(),
-                   [](BackwardContext<T>& c) { c.accumulate(0, -c.grad()); });
+  return record<T>("rsub_scalar", {b}, binary_value(Binary::sub, a, b.value()),
+                   [](BackwardContext<T>& c) { c.accumulate(0, negated(c.grad())); });
 }
 
 // z = a * b
 template <class T>
 Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
-  check_broadcast("mul", a, b);
-  return record<T>("mul", {a, b}, a.value() * b.value(), [](BackwardContext<T>& c) {
+  Array<T> z = binary_forward(Binary::mul, "mul", a, b);
+  return record<T>("mul", {a, b}, std::move(z), [](BackwardContext<T>& c) {
     // backward: da = dz * b, db = dz * a
-    if (c.wants(0)) c.accumulate(0, c.grad() * c.input(1));
-    if (c.wants(1)) c.accumulate(1, c.grad() * c.input(0));
+    const Array<T>& dz = c.grad();
+    if (c.wants(0)) c.accumulate(0, binary_value(Binary::mul, dz, c.input(1), dz.shape()));
+    if (c.wants(1)) c.accumulate(1, binary_value(Binary::mul, dz, c.input(0), dz.shape()));
   });
 }
 template <class T>
 Tensor<T> mul(const Tensor<T>& a, Scalar<T> b) {
-  return record<T>("mul_scalar", {a}, a.value() * b,
-                   [b](BackwardContext<T>& c) { c.accumulate(0, c.grad() * b); });
+  return record<T>("mul_scalar", {a}, binary_value(Binary::mul, a.value(), b),
+                   [b](BackwardContext<T>& c) {
+                     c.accumulate(0, binary_value(Binary::mul, c.grad(), b));
+                   });
 }
 
 // z = a / b
 template <class T>
 Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
-  check_broadcast("div", a, b);
-  return record<T>("div", {a, b}, a.value() / b.value(), [](BackwardContext<T>& c) {
+  Array<T> z = binary_forward(Binary::div, "div", a, b);
+  return record<T>("div", {a, b}, std::move(z), [](BackwardContext<T>& c) {
     // backward: da = dz / b, db = -dz * z / b
-    if (c.wants(0)) c.accumulate(0, c.grad() / c.input(1));
-    if (c.wants(1)) c.accumulate(1, -c.grad() * c.output() / c.input(1));
+    const Array<T>& dz = c.grad();
+    if (c.wants(0)) c.accumulate(0, binary_value(Binary::div, dz, c.input(1), dz.shape()));
+    if (c.wants(1)) c.accumulate(1, quotient_grad(dz, c.output(), c.input(1)));
   });
 }
 template <class T>
 Tensor<T> div(const Tensor<T>& a, Scalar<T> b) {
-  return record<T>("div_scalar", {a}, a.value() / b,
-                   [b](BackwardContext<T>& c) { c.accumulate(0, c.grad() / b); });
+  return record<T>("div_scalar", {a}, binary_value(Binary::div, a.value(), b),
+                   [b](BackwardContext<T>& c) {
+                     c.accumulate(0, binary_value(Binary::div, c.grad(), b));
+                   });
 }
 template <class T>
 Tensor<T> div(Scalar<T> a, const Tensor<T>& b) {
   // z = a / b; backward: db = -dz * z / b
-  return record<T>("rdiv_scalar", {b}, a / b.value(), [](BackwardContext<T>& c) {
-    c.accumulate(0, -c.grad() * c.output() / c.input(0));
-  });
+  return record<T>("rdiv_scalar", {b}, binary_value(Binary::div, a, b.value()),
+                   [](BackwardContext<T>& c) {
+                     c.accumulate(0, quotient_grad(c.grad(), c.output(), c.input(0)));
+                   });
 }
 
 // ---- unary ops ----------------------------------------------------------------------
@@ -102,62 +172,70 @@ Tensor<T> div(Scalar<T> a, const Tensor<T>& b) {
 // z = -a; backward: da = -dz
 template <class T>
 Tensor<T> neg(const Tensor<T>& a) {
-  return record<T>("neg", {a}, -a.value(),
-                   [](BackwardContext<T>& c) { c.accumulate(0, -c.grad()); });
+  return record<T>("neg", {a}, negated(a.value()),
+                   [](BackwardContext<T>& c) { c.accumulate(0, negated(c.grad())); });
 }
 
 // z = exp(a); backward: da = dz * z
 template <class T>
 Tensor<T> exp(const Tensor<T>& a) {
-  return record<T>("exp", {a}, xt::exp(a.value()),
-                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad() * c.output()); });
+  return record<T>("exp", {a}, unary_value(Unary::exp, a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, unary_grad(Unary::exp, c.grad(), c.output()));
+  });
 }
 
 // z = log(a); backward: da = dz / a
 template <class T>
 Tensor<T> log(const Tensor<T>& a) {
-  return record<T>("log", {a}, xt::log(a.value()),
-                   [](BackwardContext<T>& c) { c.accumulate(0, c.grad() / c.input(0)); });
+  return record<T>("log", {a}, unary_value(Unary::log, a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, unary_grad(Unary::log, c.grad(), c.input(0)));
+  });
 }
 
 // z = sqrt(a); backward: da = dz / (2 z)
 template <class T>
 Tensor<T> sqrt(const Tensor<T>& a) {
-  return record<T>("sqrt", {a}, xt::sqrt(a.value()), [](BackwardContext<T>& c) {
-    c.accumulate(0, c.grad() / (T(2) * c.output()));
+  return record<T>("sqrt", {a}, unary_value(Unary::sqrt, a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, unary_grad(Unary::sqrt, c.grad(), c.output()));
   });
 }
 
 // z = a^p; backward: da = dz * p * a^(p-1)
 template <class T>
 Tensor<T> pow(const Tensor<T>& a, Scalar<T> p) {
-  return record<T>("pow", {a}, xt::pow(a.value(), p), [p](BackwardContext<T>& c) {
-    c.accumulate(0, c.grad() * p * xt::pow(c.input(0), p - T(1)));
+  const Array<T>& x = a.value();
+  Array<T> z = Array<T>::from_shape(x.shape());
+  kernels::power(x.data(), p, z.data(), x.size());
+  return record<T>("pow", {a}, std::move(z), [p](BackwardContext<T>& c) {
+    const Array<T>& x = c.input(0);
+    Array<T> dx = Array<T>::from_shape(x.shape());
+    kernels::power_backward(x.data(), p, c.grad().data(), dx.data(), x.size());
+    c.accumulate(0, std::move(dx));
   });
 }
 
 // z = tanh(a); backward: da = dz * (1 - z^2)
 template <class T>
 Tensor<T> tanh(const Tensor<T>& a) {
-  return record<T>("tanh", {a}, xt::tanh(a.value()), [](BackwardContext<T>& c) {
-    c.accumulate(0, c.grad() * (T(1) - c.output() * c.output()));
+  return record<T>("tanh", {a}, unary_value(Unary::tanh, a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, unary_grad(Unary::tanh, c.grad(), c.output()));
   });
 }
 
 // z = max(a, 0); backward: da = dz * [a > 0]
 template <class T>
 Tensor<T> relu(const Tensor<T>& a) {
-  return record<T>("relu", {a}, xt::maximum(a.value(), T(0)), [](BackwardContext<T>& c) {
-    c.accumulate(0, xt::where(c.input(0) > T(0), c.grad(), T(0)));
+  return record<T>("relu", {a}, unary_value(Unary::relu, a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, unary_grad(Unary::relu, c.grad(), c.input(0)));
   });
 }
 
 // z = 1 / (1 + exp(-a)); backward: da = dz * z * (1 - z)
 template <class T>
 Tensor<T> sigmoid(const Tensor<T>& a) {
-  return record<T>("sigmoid", {a}, T(1) / (T(1) + xt::exp(-a.value())),
+  return record<T>("sigmoid", {a}, unary_value(Unary::sigmoid, a.value()),
                    [](BackwardContext<T>& c) {
-                     c.accumulate(0, c.grad() * c.output() * (T(1) - c.output()));
+                     c.accumulate(0, unary_grad(Unary::sigmoid, c.grad(), c.output()));
                    });
 }
 
@@ -165,12 +243,12 @@ Tensor<T> sigmoid(const Tensor<T>& a) {
 // 1 - s is taken as sigmoid(-a) rather than by subtraction, which keeps its digits where s
 // rounds to 1. An exp that overflows only drives s to exactly 0 or 1 (a / inf = -0 at
 // a = -1000), so no NaN appears at either end.
+// As computed (ops/kernels/elementwise.cpp): z = a / (1 + exp(-a)),
+// da = dz / (1 + exp(-a)) * (1 + a / (1 + exp(a))).
 template <class T>
 Tensor<T> silu(const Tensor<T>& a) {
-  const Array<T>& x = a.value();
-  return record<T>("silu", {a}, x / (T(1) + xt::exp(-x)), [](BackwardContext<T>& c) {
-    const Array<T>& x = c.input(0);
-    c.accumulate(0, c.grad() / (T(1) + xt::exp(-x)) * (T(1) + x / (T(1) + xt::exp(x))));
+  return record<T>("silu", {a}, unary_value(Unary::silu, a.value()), [](BackwardContext<T>& c) {
+    c.accumulate(0, unary_grad(Unary::silu, c.grad(), c.input(0)));
   });
 }
 

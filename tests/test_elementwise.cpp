@@ -174,6 +174,89 @@ TEST_CASE("gradcheck of binary tensor ops with broadcasting", "[elementwise][gra
   }
 }
 
+namespace {
+// Where output element (i, j, k) of a rank-3 broadcast reads an operand of `shape`: the shape
+// aligned on the right, an axis of extent 1 read at 0. NumPy's rule, written out.
+std::size_t broadcast_offset(const Shape& shape, std::size_t i, std::size_t j, std::size_t k) {
+  const std::size_t index[3] = {i, j, k};
+  const std::size_t missing = 3 - shape.size();
+  std::size_t offset = 0;
+  for (std::size_t d = missing; d < 3; ++d) {
+    const std::size_t extent = shape[d - missing];
+    offset = offset * extent + (extent == 1 ? 0 : index[d]);
+  }
+  return offset;
+}
+}  // namespace
+
+// Neither operand has the output's size nor is a single number, so neither the equal-shape
+// nor the size-1 loop applies: this is the strided broadcast alone, forward and backward
+// (da = dz * b and db = -dz * z / b read b and z through it), against index loops.
+TEMPLATE_TEST_CASE("binary ops broadcasting both operands match index loops, values and gradients",
+                   "[elementwise][broadcast]", float, double) {
+  using T = TestType;
+  struct Case {
+    Shape a, b, z;
+  };
+  const std::vector<Case> cases = {
+      {{2, 1, 3}, {4, 1}, {2, 4, 3}},
+      {{4, 1}, {2, 1, 3}, {2, 4, 3}},
+      {{3}, {2, 3, 1}, {2, 3, 3}},
+      {{2, 3, 1}, {3}, {2, 3, 3}},
+  };
+  using Fn = std::function<Tensor<T>(const Tensor<T>&, const Tensor<T>&)>;
+  using Math = std::function<double(double, double)>;
+  struct Op {
+    const char* name;
+    Fn f;
+    Math value, d_da, d_db;  // z(a, b), dz/da, dz/db
+  };
+  const std::vector<Op> ops = {
+      {"add", [](const auto& a, const auto& b) { return a + b; },
+       [](double a, double b) { return a + b; }, [](double, double) { return 1.0; },
+       [](double, double) { return 1.0; }},
+      {"sub", [](const auto& a, const auto& b) { return a - b; },
+       [](double a, double b) { return a - b; }, [](double, double) { return 1.0; },
+       [](double, double) { return -1.0; }},
+      {"mul", [](const auto& a, const auto& b) { return a * b; },
+       [](double a, double b) { return a * b; }, [](double, double b) { return b; },
+       [](double a, double) { return a; }},
+      {"div", [](const auto& a, const auto& b) { return a / b; },
+       [](double a, double b) { return a / b; }, [](double, double b) { return 1 / b; },
+       [](double a, double b) { return -a / (b * b); }},
+  };
+  for (const Case& c : cases) {
+    // distinct values, exact in float; b away from zero, the seed of both signs
+    std::vector<double> av(numel(c.a)), bv(numel(c.b)), dz(numel(c.z));
+    for (std::size_t i = 0; i < av.size(); ++i) av[i] = 0.5 + 0.25 * double(i);
+    for (std::size_t i = 0; i < bv.size(); ++i)
+      bv[i] = (i % 2 ? -1.0 : 1.0) * (1 + 0.5 * double(i));
+    for (std::size_t i = 0; i < dz.size(); ++i) dz[i] = (i % 3 ? 0.25 : -0.5) * double(i + 1);
+    for (const Op& op : ops) {
+      INFO(op.name << " " << shape_str(c.a) << " " << shape_str(c.b));
+      auto a = make<T>(c.a, av, true);
+      auto b = make<T>(c.b, bv, true);
+      Tensor<T> z = op.f(a, b);
+      z.backward(make<T>(c.z, dz).value());
+
+      std::vector<double> want_z(dz.size()), want_da(av.size(), 0.0), want_db(bv.size(), 0.0);
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < c.z[0]; ++i)
+        for (std::size_t j = 0; j < c.z[1]; ++j)
+          for (std::size_t k = 0; k < c.z[2]; ++k, ++n) {
+            const std::size_t ia = broadcast_offset(c.a, i, j, k);
+            const std::size_t ib = broadcast_offset(c.b, i, j, k);
+            want_z[n] = op.value(av[ia], bv[ib]);
+            want_da[ia] += dz[n] * op.d_da(av[ia], bv[ib]);
+            want_db[ib] += dz[n] * op.d_db(av[ia], bv[ib]);
+          }
+      check_values(z, c.z, want_z);
+      check_values(a.grad(), c.a, want_da);
+      check_values(b.grad(), c.b, want_db);
+    }
+  }
+}
+
 TEST_CASE("gradcheck of one operand at a time and of a tensor used twice",
           "[elementwise][gradcheck]") {
   auto a = random<double>({2, 3}, 11);

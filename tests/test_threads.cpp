@@ -1,9 +1,9 @@
 // One thread or two: the kernels split work over heads and batch items (OpenMP) and
 // OpenBLAS may split a product, so the order of floating-point additions can change with
 // the thread count, but never more than round-off. Multi-head attention forward and
-// backward (fused kernels and the plain composition), the norms and RoPE, and a whole
-// TinyGPT AdamW step are run with kernels::set_num_threads(1) and (2) and compared element
-// by element.
+// backward (fused kernels and the plain composition), elementwise ops, the norms and RoPE,
+// and a whole TinyGPT AdamW step are run with kernels::set_num_threads(1) and (2) and
+// compared element by element.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -103,9 +103,9 @@ std::vector<Array<float>> tinygpt_results() {
   return out;
 }
 
-// The outputs and input gradients of the row-wise ops, for sum(out * R), on (B, T, D) with
-// B * T * D above the size from which the kernels split rows (and, for the gains'
-// gradients, columns) between the threads.
+// The outputs and input gradients of elementwise and row-wise ops, for sum(out * R), on
+// (B, T, D) with B * T * D above the size from which the kernels split their loops (and,
+// for the gains' gradients, the columns) between the threads.
 template <class T>
 std::vector<Array<T>> rowwise_results() {
   const std::size_t B = 3, Tn = 128, heads = 6, dh = 32, D = heads * dh;
@@ -117,6 +117,11 @@ std::vector<Array<T>> rowwise_results() {
     out.push_back(z.value());
     for (const Tensor<T>& t : inputs) out.push_back(t.grad());
   };
+  run("mul", [](auto& in) { return mul(in[0], in[1]); },
+      {random<T>({B, Tn, D}, 10), random<T>({B, Tn, D}, 11)});
+  run("div", [](auto& in) { return div(in[0], add(in[1], T(3))); },
+      {random<T>({B, Tn, D}, 12), random<T>({B, Tn, D}, 13)});
+  run("silu, exp", [](auto& in) { return exp(silu(in[0])); }, {random<T>({B, Tn, D}, 14)});
   run("layer_norm", [](auto& in) { return layer_norm(in[0], in[1], in[2]); },
       {random<T>({B, Tn, D}, 1), random<T>({D}, 2), random<T>({D}, 3)});
   run("rms_norm", [](auto& in) { return rms_norm(in[0], in[1]); },
@@ -132,9 +137,9 @@ std::vector<Array<T>> rowwise_results() {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("threads: norms and RoPE give the same bits with 1 and 2 threads", "[threads]", float, double) {
-  // Rows are independent and a gain's gradient is summed over rows in row order whatever
-  // the split, so not even round-off may differ.
+TEMPLATE_TEST_CASE("threads: elementwise ops, norms and RoPE give the same bits with 1 and 2 threads", "[threads]", float, double) {
+  // Elements and rows are independent and a gain's gradient is summed over rows in row
+  // order whatever the split, so not even round-off may differ.
   const auto one = with_threads(1, rowwise_results<TestType>);
   const auto two = with_threads(2, rowwise_results<TestType>);
   CHECK(max_difference(one, two) == 0.0);

@@ -36,19 +36,12 @@ V gelu_derivative(const V& x, const V& t) {
          V(T(0.5)) * x * (V(T(1)) - t * t) * V(kGeluK<T>) * (V(T(1)) + V(T(3) * kGeluC<T>) * x * x);
 }
 
-// Runs run(begin, end) over [0, n), in blocks of whole SIMD batches over the kernel
-// threads when n is large enough to outweigh waking them.
-template <class T, class Run>
-void over_blocks(std::size_t n, const Run& run) {
-  parallel_blocks_if_worth(n, xsimd::batch<T>::size, n, run);
-}
-
 }  // namespace
 
 template <class T>
 void gelu_forward(const T* x, T* y, T* tanh_out, std::size_t n) {
   using batch = xsimd::batch<T>;
-  over_blocks<T>(n, [&](std::size_t begin, std::size_t end) {
+  parallel_blocks_if_worth(n, batch::size, n, [&](std::size_t begin, std::size_t end) {
     std::size_t i = begin;
     for (; i + batch::size <= end; i += batch::size) {
       const batch xi = batch::load_unaligned(x + i), t = gelu_tanh<T>(xi);
@@ -66,7 +59,7 @@ void gelu_forward(const T* x, T* y, T* tanh_out, std::size_t n) {
 template <class T>
 void gelu_backward(const T* x, const T* t, const T* dy, T* dx, std::size_t n) {
   using batch = xsimd::batch<T>;
-  over_blocks<T>(n, [&](std::size_t begin, std::size_t end) {
+  parallel_blocks_if_worth(n, batch::size, n, [&](std::size_t begin, std::size_t end) {
     std::size_t i = begin;
     for (; i + batch::size <= end; i += batch::size)
       (batch::load_unaligned(dy + i) *
