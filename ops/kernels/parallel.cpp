@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
@@ -13,6 +14,9 @@
 #include <vector>
 
 #include <cblas.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>  // _mm_pause
+#endif
 
 namespace tapegrad::kernels {
 
@@ -20,6 +24,21 @@ namespace {
 
 thread_local bool tl_inside_parallel = false;
 thread_local MatmulPrecision tl_matmul_precision = MatmulPrecision::f32;
+
+// Between two parallel regions of a step the caller often works alone for only a few
+// microseconds, and waking a sleeping worker through the kernel (a futex) costs about as
+// much as the region saves. So a worker that finishes polls for the next region for a
+// short while (kPollFor) before it sleeps, and the caller polls as long for the workers to
+// finish a region. Unlike OpenMP's default of spinning for up to a fifth of a second, the
+// poll is short: a thread idle for longer sleeps and leaves the core to whatever else runs
+// on the machine.
+constexpr auto kPollFor = std::chrono::microseconds(20);
+
+void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
 
 class Pool {
  public:
@@ -29,7 +48,8 @@ class Pool {
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+      stop_.store(true);
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     for (std::thread& t : workers_) t.join();
@@ -37,19 +57,27 @@ class Pool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   void run(std::size_t n, const std::function<void(std::size_t)>& body) {
+    bool anyone_asleep;
     {
+      // under the lock: a worker going to sleep checks the generation under it too, so it
+      // either sees this region or is counted as asleep and woken
       std::lock_guard<std::mutex> lock(mutex_);
       body_ = &body;
       precision_ = tl_matmul_precision;  // the workers compute as the caller would
       n_ = n;
-      next_.store(0);
-      busy_ = static_cast<int>(workers_.size());
-      ++generation_;
+      next_.store(0, std::memory_order_relaxed);
+      busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      anyone_asleep = asleep_ > 0;
     }
-    wake_.notify_all();
+    if (anyone_asleep) wake_.notify_all();
     drain();
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return busy_ == 0; });
+    if (!poll_until([this] { return busy_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      caller_asleep_ = true;
+      done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+      caller_asleep_ = false;
+    }
     body_ = nullptr;
   }
 
@@ -62,18 +90,40 @@ class Pool {
     tl_matmul_precision = own;
     tl_inside_parallel = false;
   }
+
+  // Polls `ready` for kPollFor; false if it is still not true.
+  template <class Ready>
+  static bool poll_until(const Ready& ready) {
+    const auto until = std::chrono::steady_clock::now() + kPollFor;
+    for (int polls = 1;; ++polls) {
+      if (ready()) return true;
+      if (polls % 64 == 0 && std::chrono::steady_clock::now() > until) return false;
+      relax();
+    }
+  }
+
+  // Waits for a generation other than `seen`: polls, then sleeps.
+  std::size_t next_generation(std::size_t seen) {
+    const auto moved = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!poll_until(moved)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ++asleep_;
+      wake_.wait(lock, moved);
+      --asleep_;
+    }
+    return generation_.load(std::memory_order_acquire);
+  }
+
   void work() {
-    std::size_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
+    for (std::size_t seen = 0;;) {
+      seen = next_generation(seen);
+      if (stop_.load()) return;
       drain();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // the last worker out: the caller may have stopped polling and gone to sleep
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (caller_asleep_) done_.notify_one();
+      }
     }
   }
 
@@ -84,9 +134,11 @@ class Pool {
   MatmulPrecision precision_ = MatmulPrecision::f32;
   std::size_t n_ = 0;
   std::atomic<std::size_t> next_{0};
-  int busy_ = 0;
-  std::size_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int> busy_{0};
+  std::atomic<std::size_t> generation_{0};
+  int asleep_ = 0;              // workers waiting on wake_, under mutex_
+  bool caller_asleep_ = false;  // the caller waiting on done_, under mutex_
+  std::atomic<bool> stop_{false};
 };
 
 std::unique_ptr<Pool>& pool() {
