@@ -205,6 +205,24 @@ V exp_of(const V& x) {
   using xsimd::exp;
   return exp(x);
 }
+template <class V>
+V log_of(const V& x) {
+  using std::log;
+  using xsimd::log;
+  return log(x);
+}
+template <class V>
+V sqrt_of(const V& x) {
+  using std::sqrt;
+  using xsimd::sqrt;
+  return sqrt(x);
+}
+template <class V>
+V tanh_of(const V& x) {
+  using std::tanh;
+  using xsimd::tanh;
+  return tanh(x);
+}
 
 }  // namespace
 
@@ -242,24 +260,9 @@ void unary(Unary op, const T* x, T* z, std::size_t n) {
     case Unary::neg: return each(z, n, [](T v) { return -v; }, x);
     case Unary::relu: return each(z, n, [](T v) { return v > T(0) ? v : T(0); }, x);
     case Unary::exp: return vectorised(z, n, [](const auto& v) { return exp_of(v); }, x);
-    case Unary::log:
-      return vectorised(z, n, [](const auto& v) {
-        using std::log;
-        using xsimd::log;
-        return log(v);
-      }, x);
-    case Unary::sqrt:
-      return vectorised(z, n, [](const auto& v) {
-        using std::sqrt;
-        using xsimd::sqrt;
-        return sqrt(v);
-      }, x);
-    case Unary::tanh:
-      return vectorised(z, n, [](const auto& v) {
-        using std::tanh;
-        using xsimd::tanh;
-        return tanh(v);
-      }, x);
+    case Unary::log: return vectorised(z, n, [](const auto& v) { return log_of(v); }, x);
+    case Unary::sqrt: return vectorised(z, n, [](const auto& v) { return sqrt_of(v); }, x);
+    case Unary::tanh: return vectorised(z, n, [](const auto& v) { return tanh_of(v); }, x);
     case Unary::sigmoid:
       return vectorised(z, n, [](const auto& v) { return T(1) / (T(1) + exp_of(-v)); }, x);
     case Unary::silu:
