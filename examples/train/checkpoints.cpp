@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -19,9 +18,28 @@ using examples::one_line;
 
 namespace {
 
-const std::regex& checkpoint_name() {
-  static const std::regex re("ckpt-([0-9]{8,})\\.npz");
-  return re;
+// The number of characters of `name` from `at` on that are decimal digits.
+std::size_t digits_from(const std::string& name, std::size_t at) {
+  std::size_t end = at;
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+  return end - at;
+}
+
+// "ckpt-" + at least 8 digits + ".npz" (what checkpoint_path writes), then `tail` and, when
+// the tail is not empty, at least one digit after it.
+bool is_checkpoint_name(const std::string& name, const std::string& tail = "") {
+  const std::string head = "ckpt-", ext = ".npz";
+  if (name.compare(0, head.size(), head) != 0) return false;
+  const std::size_t step_digits = digits_from(name, head.size());
+  if (step_digits < 8) return false;
+  std::size_t at = head.size() + step_digits;
+  for (const std::string& part : {ext, tail}) {
+    if (name.compare(at, part.size(), part) != 0) return false;
+    at += part.size();
+  }
+  if (tail.empty()) return at == name.size();
+  const std::size_t counter_digits = digits_from(name, at);
+  return counter_digits > 0 && at + counter_digits == name.size();
 }
 
 // The settings a training checkpoint carries, with the ranges the options accept (a
@@ -116,7 +134,7 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (std::regex_match(name, checkpoint_name())) found.push_back(e.path().string());
+    if (is_checkpoint_name(name)) found.push_back(e.path().string());
   }
   // by step: a longer number is a later step (--steps reaches 9 digits), then by name
   std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
@@ -126,11 +144,11 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 }
 
 void remove_stale_temporaries(const std::string& dir) {
-  static const std::regex temporary("ckpt-[0-9]{8,}\\.npz\\.tmp\\.[0-9]+");
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     std::error_code ignored;
-    if (std::regex_match(e.path().filename().string(), temporary)) fs::remove(e.path(), ignored);
+    if (is_checkpoint_name(e.path().filename().string(), ".tmp."))
+      fs::remove(e.path(), ignored);
   }
 }
 

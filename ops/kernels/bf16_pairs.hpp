@@ -13,6 +13,11 @@ namespace tapegrad::kernels::bf16_pairs {
 
 #define TAPEGRAD_BF16_PAIRS_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
+// Columns of B per packed panel: 16 pairs, one 512-bit register.
+constexpr std::size_t kPanel = 16;
+
+inline std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
+
 // How many of `have` items are left from `from` on (0 past the end): the n the loads below
 // take, which clip it themselves.
 inline std::size_t left(std::size_t have, std::size_t from) { return from >= have ? 0 : have - from; }

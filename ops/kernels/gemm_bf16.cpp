@@ -224,10 +224,9 @@ RoundedOperands round_operands(bool trans_a, bool trans_b, std::size_t M, std::s
 namespace {
 
 constexpr std::size_t kRows = 8;     // rows of C per tile
-constexpr std::size_t kPanel = 16;   // columns per packed panel of B (one 512-bit register)
-constexpr std::size_t kCols = 32;    // columns of C per tile: two panels
-
-std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
+using bf16_pairs::kPanel;
+using bf16_pairs::round_up;
+constexpr std::size_t kCols = 2 * kPanel;  // columns of C per tile: two panels
 
 // Two bf16 in one 32-bit word: k = 2p in the low half, k = 2p + 1 in the high half, the
 // order VDPBF16PS reads a pair in.

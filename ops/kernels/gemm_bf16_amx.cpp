@@ -25,14 +25,14 @@ namespace {
 // panel's 16 pairs. A block of C is 32 x 32: tiles 0-3 hold its sums, 4-5 two 16-row
 // tiles of A and 6-7 two panels of B, 16 pairs deep. A task is a band of 32 rows of C
 // across every column: it packs its own rows of A and configures the tiles once.
-constexpr std::size_t kBand = 32, kPanel = 16, kDepth = 16, kBlockCols = 2 * kPanel;
+using bf16_pairs::kPanel;
+using bf16_pairs::round_up;
+constexpr std::size_t kBand = 32, kDepth = 16, kBlockCols = 2 * kPanel;
 // The tiles run a product of this many flops in some 30 us on one core: smaller ones lose
 // more to starting the pool twice (packing, then the bands) than a second core saves. With
 // 5e7 the products of K and V under grouped-query attention and of the head stayed on one
 // core, and llama_step_bf16 took 9 % longer at two threads (1e7 gains nothing more).
 constexpr double kParallelFlops = 2.0e7;
-
-std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
 
 // op(X) as stored: X[row * ld + col], or X[col * ld + row] when transposed.
 struct Operand {
