@@ -1,5 +1,4 @@
-#include <xtensor/xbuilder.hpp>
-#include <xtensor/xreducer.hpp>
+#include <algorithm>
 
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
@@ -7,37 +6,109 @@
 
 namespace tapegrad {
 
-// grad has the broadcast (output) shape; `shape` is the input's. Sum over the leading
-// axes the input did not have and over the axes where the input had size 1, evaluated
-// into a container (a lazy keep_dims reducer inside an expression is wrong in xtensor
-// 0.24.3), then reshape to the input's shape.
-template <class T>
-Array<T> sum_to(Array<T> grad, const Shape& shape) {
-  const Shape from = shape_of(grad);
-  if (from == shape) return grad;
-  if (from.size() < shape.size())
-    fail("sum_to", "cannot reduce a gradient of shape {} to the larger shape {}",
-         shape_str(from), shape_str(shape));
-  const std::size_t lead = from.size() - shape.size();
-  std::vector<std::size_t> axes;
-  for (std::size_t i = 0; i < from.size(); ++i) {
-    const bool leading = i < lead;
-    if (leading || (shape[i - lead] == 1 && from[i] != 1)) {
-      axes.push_back(i);
-    } else if (shape[i - lead] != from[i]) {
-      fail("sum_to", "a gradient of shape {} does not broadcast from shape {}",
-           shape_str(from), shape_str(shape));
+// Plain loops: xtensor's reducer and broadcast cost this file 4.8 CPU seconds to compile,
+// and its immediate reducer read out of bounds on an empty input.
+namespace {
+
+// How a shape `small` that broadcasts to `big` (rank <= big's) lines up with it: step[i] is
+// how far one step along big's axis i moves in small, 0 along the axes broadcast over (the
+// leading ones small lacks and those where it has size 1). `op` names the caller in errors.
+std::vector<std::size_t> broadcast_steps(const char* op, const Shape& big, const Shape& small) {
+  if (big.size() < small.size())
+    fail(op, "shape {} does not broadcast to shape {} of lower rank", shape_str(small),
+         shape_str(big));
+  const std::size_t lead = big.size() - small.size();
+  std::vector<std::size_t> step(big.size(), 0);
+  std::size_t stride = 1;
+  for (std::size_t i = big.size(); i-- > lead;) {
+    const std::size_t have = small[i - lead];
+    if (have == big[i]) {
+      step[i] = stride;
+    } else if (have != 1) {
+      fail(op, "shape {} does not broadcast to shape {}", shape_str(small), shape_str(big));
+    }
+    stride *= have;
+  }
+  return step;
+}
+
+// Calls row(at, n, along) for each row of big's last axis, in row-major order: the row's n
+// numbers pair with small's numbers from `at` on, stepping `along` (0 or 1) per number.
+// big has rank >= 1 and no zero extent.
+template <class Row>
+void for_each_row(const Shape& big, const std::vector<std::size_t>& step, const Row& row) {
+  const std::size_t rank = big.size(), n = big[rank - 1], along = step[rank - 1];
+  std::vector<std::size_t> index(rank, 0);
+  std::size_t at = 0;
+  for (std::size_t r = 0, rows = numel(big) / n; r < rows; ++r) {
+    row(at, n, along);
+    for (std::size_t a = rank - 1; a-- > 0;) {  // the other axes count like an odometer
+      at += step[a];
+      if (++index[a] < big[a]) break;
+      at -= step[a] * big[a];
+      index[a] = 0;
     }
   }
-  // xtensor 0.24.3's immediate reducer reads out of bounds (segfault) when the reduced
-  // input is empty; the sum over nothing is zero.
-  if (grad.size() == 0) return Array<T>(xt::zeros<T>(shape));
-  Array<T> reduced = xt::sum(grad, axes, xt::evaluation_strategy::immediate);
-  reduced.reshape(shape);
-  return reduced;
+}
+
+}  // namespace
+
+template <class T>
+Array<T> sum_to(Array<T> grad, const Shape& shape) {
+  const auto& from = grad.shape();
+  if (std::equal(from.begin(), from.end(), shape.begin(), shape.end())) return grad;
+  return summed_to<T>(grad, shape);
+}
+
+// grad: the broadcast shape -> `shape`: each number of the result is the sum of the numbers
+// broadcasting copied it to, added in grad's row-major order.
+template <class T>
+Array<T> summed_to(const Array<T>& grad, const Shape& shape) {
+  const Shape from = shape_of(grad);
+  const std::vector<std::size_t> step = broadcast_steps("sum_to", from, shape);
+  if (from.empty()) return grad;  // a rank-0 gradient to a rank-0 shape: itself
+  Array<T> out = zeros_array<T>(shape);
+  if (grad.size() == 0) return out;
+  const T* g = grad.data();
+  for_each_row(from, step, [&](std::size_t at, std::size_t n, std::size_t along) {
+    T* to = out.data() + at;
+    if (along == 0) {
+      T total = *to;
+      for (std::size_t k = 0; k < n; ++k) total += g[k];
+      *to = total;
+    } else {
+      for (std::size_t k = 0; k < n; ++k) to[k] += g[k];
+    }
+    g += n;
+  });
+  return out;
+}
+
+// x: `from` -> `shape`, which `from` broadcasts to: each number copied to every place
+// broadcasting puts it.
+template <class T>
+Array<T> broadcast_to(const Array<T>& x, const Shape& shape) {
+  const std::vector<std::size_t> step = broadcast_steps("broadcast_to", shape, shape_of(x));
+  Array<T> out = Array<T>::from_shape(shape);
+  if (shape.empty()) {
+    out.data()[0] = x.data()[0];
+    return out;
+  }
+  if (out.size() == 0) return out;
+  T* y = out.data();
+  for_each_row(shape, step, [&](std::size_t at, std::size_t n, std::size_t along) {
+    const T* from = x.data() + at;
+    for (std::size_t k = 0; k < n; ++k) y[k] = from[k * along];
+    y += n;
+  });
+  return out;
 }
 
 template Array<float> sum_to(Array<float>, const Shape&);
 template Array<double> sum_to(Array<double>, const Shape&);
+template Array<float> summed_to(const Array<float>&, const Shape&);
+template Array<double> summed_to(const Array<double>&, const Shape&);
+template Array<float> broadcast_to(const Array<float>&, const Shape&);
+template Array<double> broadcast_to(const Array<double>&, const Shape&);
 
 }  // namespace tapegrad

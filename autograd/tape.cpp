@@ -60,7 +60,19 @@ namespace {
 template <class T>
 void add_grad_unlocked(TensorImpl<T>& t, Array<T>&& g) {
   if (t.has_grad) {
-    t.grad += g;
+    // g has t's shape (accumulate folded it with sum_to): one flat loop, not xtensor's
+    // broadcasting assignment. The gradient held may not, if the tensor's value was
+    // replaced by one of another shape since.
+    const auto& held = t.grad.shape();
+    if (!std::equal(held.begin(), held.end(), g.shape().begin(), g.shape().end()))
+      fail("backward", "a gradient of shape {} cannot be added to the gradient of shape {} "
+           "held from an earlier backward (was the tensor's value replaced? zero_grad() first)",
+           shape_str(shape_of(g)), shape_str(shape_of(t.grad)));
+    T* sum = t.grad.data();
+    const T* add = g.data();
+    const std::size_t n = t.grad.size();
+#pragma omp simd
+    for (std::size_t i = 0; i < n; ++i) sum[i] += add[i];
   } else {
     t.grad = std::move(g);
     t.has_grad = true;

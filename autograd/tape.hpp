@@ -30,6 +30,14 @@ namespace tapegrad {
 // result has exactly `shape`. The one place where broadcast gradients are reduced.
 template <class T>
 Array<T> sum_to(Array<T> grad, const Shape& shape);
+// The same sum, always into a new array (the forward of sum and mean: `shape` has their
+// reduced axes as 1).
+template <class T>
+Array<T> summed_to(const Array<T>& grad, const Shape& shape);
+// Its adjoint: x copied to every place broadcasting it to `shape` puts it (the backward of
+// sum and mean).
+template <class T>
+Array<T> broadcast_to(const Array<T>& x, const Shape& shape);
 
 enum class History : std::uint8_t;  // autograd/tensor_impl.hpp
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include <xtensor/xbuilder.hpp>
 
 #include "autograd/memory.hpp"
 #include "autograd/shape.hpp"

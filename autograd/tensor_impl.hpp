@@ -127,4 +127,12 @@ inline Shape shape_of(const Array<T>& a) {
   return Shape(a.shape().begin(), a.shape().end());
 }
 
+// An array of `shape` filled with zeros (without instantiating xtensor's builders).
+template <class T>
+Array<T> zeros_array(const Shape& shape) {
+  Array<T> a = Array<T>::from_shape(shape);
+  a.fill(T(0));
+  return a;
+}
+
 }  // namespace tapegrad

@@ -13,12 +13,8 @@ namespace tapegrad {
 namespace {
 using kernels::Binary;
 using kernels::Unary;
-
-template <class S>
-kernels::Extents extents(const S& shape) {
-  return {shape.data(), shape.size()};
-}
-constexpr kernels::Extents kScalarShape{nullptr, 0};
+using kernels::extents;
+using kernels::kScalarShape;
 
 // a op b into a new array of `shape`, the broadcast of a's and b's shapes (the caller's
 // broadcast_shapes checked them, or they are a gradient's and an input's)

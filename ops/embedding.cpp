@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include <xtensor/xbuilder.hpp>
 
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
@@ -51,7 +50,7 @@ Tensor<T> embedding(const Tensor<T>& weight, const Indices& ids) {
   // so a row picked twice gets both gradients.
   return record<T>("embedding", {weight}, std::move(y),
                    [rows = std::move(rows), V, D](BackwardContext<T>& c) {
-                     Array<T> dw = xt::zeros<T>({V, D});
+                     Array<T> dw = zeros_array<T>({V, D});
                      T* d = dw.data();
                      const T* g = c.grad().data();
                      for (std::size_t n = 0; n < rows.size(); ++n) {
@@ -74,7 +73,7 @@ Tensor<T> weighted_row_sum(const Tensor<T>& rows, const Indices& ids, const Tens
          weights.shape_string(), rows.shape_string());
   std::vector<std::size_t> picked = checked_rows("weighted_row_sum", "rows", rows, ids);
   const std::size_t S = rows.shape()[0], D = rows.shape()[1], N = is[0], k = is[1];
-  Array<T> y = xt::zeros<T>({N, D});
+  Array<T> y = zeros_array<T>({N, D});
   const T *r = rows.data(), *w = weights.data();
   for (std::size_t n = 0; n < N; ++n) {
     T* out = y.data() + n * D;
@@ -90,7 +89,7 @@ Tensor<T> weighted_row_sum(const Tensor<T>& rows, const Indices& ids, const Tens
                    [picked = std::move(picked), S, D, N, k](BackwardContext<T>& c) {
                      const T* g = c.grad().data();
                      if (c.wants(0)) {
-                       Array<T> dr = xt::zeros<T>({S, D});
+                       Array<T> dr = zeros_array<T>({S, D});
                        const T* w = c.input(1).data();
                        for (std::size_t i = 0; i < N * k; ++i) {
                          T* dst = dr.data() + picked[i] * D;

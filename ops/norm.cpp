@@ -3,7 +3,6 @@
 #include <cmath>
 #include <vector>
 
-#include <xtensor/xbuilder.hpp>
 
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
@@ -54,8 +53,8 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& gamma, const Tensor<T>
       [r, mean = std::move(mean), rstd = std::move(rstd)](BackwardContext<T>& c) {
         Array<T> dx, dgamma, dbeta;
         if (c.wants(0)) dx = Array<T>::from_shape(c.input(0).shape());
-        if (c.wants(1)) dgamma = xt::zeros<T>({r.D});
-        if (c.wants(2)) dbeta = xt::zeros<T>({r.D});
+        if (c.wants(1)) dgamma = zeros_array<T>({r.D});
+        if (c.wants(2)) dbeta = zeros_array<T>({r.D});
         kernels::layer_norm_backward<T>(r.rows, r.D, c.input(0).data(), c.input(1).data(),
                                         mean.data(), rstd.data(), c.grad().data(),
                                         c.wants(0) ? dx.data() : nullptr,
@@ -82,7 +81,7 @@ Tensor<T> rms_norm(const Tensor<T>& x, const Tensor<T>& gamma, T eps) {
                    [r, rstd = std::move(rstd)](BackwardContext<T>& c) {
                      Array<T> dx, dgamma;
                      if (c.wants(0)) dx = Array<T>::from_shape(c.input(0).shape());
-                     if (c.wants(1)) dgamma = xt::zeros<T>({r.D});
+                     if (c.wants(1)) dgamma = zeros_array<T>({r.D});
                      kernels::rms_norm_backward<T>(r.rows, r.D, c.input(0).data(),
                                                    c.input(1).data(), rstd.data(),
                                                    c.grad().data(),

@@ -3,13 +3,10 @@
 #include <algorithm>
 #include <set>
 
-#include <xtensor/xbroadcast.hpp>
-#include <xtensor/xbuilder.hpp>
-#include <xtensor/xreducer.hpp>
-
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
+#include "ops/kernels/elementwise.hpp"
 #include "ops/kernels/softmax.hpp"
 
 namespace tapegrad {
@@ -40,20 +37,24 @@ Reduction plan(const char* op, const Shape& s, const std::vector<long>& axes, bo
   return r;
 }
 
+// a: shape S -> y: S with the reduced axes 1 (kept) -> r.result; y = factor * sum
+// backward: dy (kept) broadcast back to S, times factor
 template <class T>
 Tensor<T> sum_impl(const char* op, const Tensor<T>& a, const Reduction& r, T factor) {
   const Shape s = a.shape();
-  // xtensor 0.24.3's immediate reducer crashes on an empty input: the sum of nothing is 0.
-  Array<T> y = a.size() == 0 ? Array<T>(xt::zeros<T>(r.kept))
-                             : Array<T>(xt::sum(a.value(), r.axes, xt::evaluation_strategy::immediate));
-  if (factor != T(1)) y *= factor;
+  using kernels::Binary, kernels::extents, kernels::kScalarShape;
+  Array<T> y = summed_to<T>(a.value(), r.kept);
+  if (factor != T(1))
+    kernels::binary(Binary::mul, y.data(), extents(y.shape()), &factor, kScalarShape, y.data(),
+                    extents(y.shape()));
   y.reshape(r.result);
-  // backward: da = broadcast(dy reshaped with the reduced axes as 1, a.shape) * factor
   return record<T>(op, {a}, std::move(y), [s, kept = r.kept, factor](BackwardContext<T>& c) {
-    Array<T> g = c.grad();
+    Array<T> g = c.take_grad();
     g.reshape(kept);
-    Array<T> da = xt::broadcast(g, s);
-    if (factor != T(1)) da *= factor;
+    Array<T> da = broadcast_to(g, s);
+    if (factor != T(1))
+      kernels::binary(Binary::mul, da.data(), extents(da.shape()), &factor, kScalarShape,
+                      da.data(), extents(da.shape()));
     c.accumulate(0, std::move(da));
   });
 }

@@ -2,9 +2,6 @@
 
 #include <algorithm>
 
-#include <xtensor/xmanipulation.hpp>
-#include <xtensor/xbuilder.hpp>
-
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
@@ -34,6 +31,43 @@ std::vector<std::size_t> inverse_permutation(const std::vector<std::size_t>& per
   for (std::size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = i;
   return inv;
 }
+
+// x: shape s (row-major) -> y: shape (s[perm[0]], ..., s[perm[r-1]]), row-major, with
+// y[i_0, ..., i_{r-1}] = x at index i_k on axis perm[k]. y is written in order, x read with
+// the stride of axis perm[k] for y's axis k; the last axis is the inner loop.
+template <class T>
+Array<T> permuted(const Array<T>& x, const std::vector<std::size_t>& perm) {
+  const Shape s = shape_of(x);
+  const std::vector<std::size_t> x_strides = row_major_strides(s);
+  const std::size_t rank = s.size();
+  Shape ys(rank);
+  std::vector<std::size_t> step(rank);
+  for (std::size_t k = 0; k < rank; ++k) {
+    ys[k] = s[perm[k]];
+    step[k] = x_strides[perm[k]];
+  }
+  Array<T> y = Array<T>::from_shape(ys);
+  if (y.size() == 0) return y;
+  if (rank == 0) {
+    y.data()[0] = x.data()[0];
+    return y;
+  }
+  const std::size_t inner = ys[rank - 1], inner_step = step[rank - 1];
+  std::vector<std::size_t> index(rank, 0);
+  const T* src = x.data();
+  T* dst = y.data();
+  std::size_t offset = 0;
+  for (std::size_t row = 0, rows = y.size() / inner; row < rows; ++row, dst += inner) {
+    for (std::size_t e = 0; e < inner; ++e) dst[e] = src[offset + e * inner_step];
+    for (std::size_t a = rank - 1; a-- > 0;) {
+      offset += step[a];
+      if (++index[a] < ys[a]) break;
+      offset -= step[a] * ys[a];
+      index[a] = 0;
+    }
+  }
+  return y;
+}
 }  // namespace
 
 // y = a.transpose(perm): y.shape[i] = a.shape[perm[i]]
@@ -48,12 +82,11 @@ Tensor<T> transpose(const Tensor<T>& a, const std::vector<std::size_t>& perm) {
   if (!valid)
     fail("transpose", "({}) is not a permutation of the {} axes of {}", fmt::join(perm, ","),
          s.size(), shape_str(s));
-  // Evaluated into a row-major container: a transposed view passed on as a buffer would
-  // be read in the wrong order.
-  Array<T> y = xt::transpose(a.value(), perm);
-  return record<T>("transpose", {a}, std::move(y),
+  // Copied into a row-major array: a transposed view passed on as a buffer would be read
+  // in the wrong order.
+  return record<T>("transpose", {a}, permuted(a.value(), perm),
                    [inv = inverse_permutation(perm)](BackwardContext<T>& c) {
-                     c.accumulate(0, Array<T>(xt::transpose(c.grad(), inv)));
+                     c.accumulate(0, permuted(c.grad(), inv));
                    });
 }
 
@@ -109,7 +142,7 @@ Tensor<T> slice(const Tensor<T>& a, long axis, std::size_t start, std::size_t st
   Array<T> y = Array<T>::from_shape(ys);
   runs.copy(a.data(), s[ax], start, y.data(), n, 0, n);
   return record<T>("slice", {a}, std::move(y), [s, ax, start, n, runs](BackwardContext<T>& c) {
-    Array<T> g = xt::zeros<T>(s);
+    Array<T> g = zeros_array<T>(s);
     runs.copy(c.grad().data(), n, 0, g.data(), s[ax], start, n);
     c.accumulate(0, std::move(g));
   });
@@ -192,8 +225,7 @@ Tensor<T> repeat_interleave(const Tensor<T>& a, std::size_t repeats, long axis) 
         std::copy_n(src + (o * p.n + i) * p.inner, p.inner,
                     dst + ((o * p.n + i) * repeats + t) * p.inner);
   return record<T>("repeat_interleave", {a}, std::move(y), [s, p, repeats](BackwardContext<T>& c) {
-    Array<T> g = Array<T>::from_shape(s);
-    g.fill(T(0));
+    Array<T> g = zeros_array<T>(s);
     const T* dy = c.grad().data();
     for (std::size_t o = 0; o < p.outer; ++o)
       for (std::size_t i = 0; i < p.n; ++i)

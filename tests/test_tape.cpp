@@ -192,6 +192,65 @@ TEST_CASE("sum_to reduces leading and size-1 axes", "[tape][sum_to]") {
   CHECK_THROWS_AS(sum_to<double>(g, Shape{5}), ShapeError);
 }
 
+namespace {
+// The index into `to` (which broadcasts to `from`) that index `flat` of `from` was copied
+// from: leading axes dropped, size-1 axes at 0.
+std::size_t broadcast_source(std::size_t flat, const Shape& from, const Shape& to) {
+  const std::size_t lead = from.size() - to.size();
+  std::size_t target = 0, stride = 1;
+  for (std::size_t i = from.size(); i-- > 0;) {
+    const std::size_t at = flat % from[i];
+    flat /= from[i];
+    if (i < lead) continue;
+    target += (to[i - lead] == 1 ? 0 : at) * stride;
+    stride *= to[i - lead];
+  }
+  return target;
+}
+}  // namespace
+
+TEST_CASE("sum_to and broadcast_to equal their definitions index by index", "[tape][sum_to]") {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3, 4}, {4}},       {{2, 3, 4}, {3, 1}},    {{2, 3, 4}, {1, 3, 1}},
+      {{2, 3, 4}, {2, 1, 4}}, {{2, 3, 4}, {}},        {{2, 3, 4}, {1}},
+      {{5, 1, 3}, {1, 3}},    {{4, 6}, {4, 1}},       {{4, 6}, {1, 6}},
+      {{2, 2, 3, 5}, {2, 1, 3, 1}}, {{7}, {1}},        {{3, 2}, {2}}, {{}, {}}};
+  double next = 0.25;
+  const auto fill = [&next](Array<double>& a) {
+    for (double& v : a) v = next = std::fmod(next * 7.31 + 0.113, 5.0) - 2.5;
+  };
+  for (const auto& [from, to] : cases) {
+    INFO(shape_str(from) << " -> " << shape_str(to));
+    Array<double> g = Array<double>::from_shape(from), x = Array<double>::from_shape(to);
+    fill(g);
+    fill(x);
+    Array<double> want = Array<double>::from_shape(to);
+    want.fill(0.0);
+    for (std::size_t i = 0; i < g.size(); ++i) want.data()[broadcast_source(i, from, to)] += g.data()[i];
+    const Array<double> summed = sum_to<double>(g, to);
+    REQUIRE(shape_str(shape_of(summed)) == shape_str(to));
+    for (std::size_t i = 0; i < want.size(); ++i)
+      CHECK(summed.data()[i] == Approx(want.data()[i]).margin(1e-12));
+    const Array<double> spread = broadcast_to<double>(x, from);
+    REQUIRE(shape_str(shape_of(spread)) == shape_str(from));
+    for (std::size_t i = 0; i < spread.size(); ++i)
+      CHECK(spread.data()[i] == x.data()[broadcast_source(i, from, to)]);
+  }
+  // an empty gradient sums to zeros of the input's shape
+  const Array<double> none = sum_to<double>(Array<double>::from_shape({0, 3}), Shape{1, 3});
+  REQUIRE(none.size() == 3);
+  for (double v : none) CHECK(v == 0.0);
+  CHECK_THROWS_AS(sum_to<double>(Array<double>::from_shape({2, 3}), Shape{2}), ShapeError);
+  CHECK_THROWS_AS(broadcast_to<double>(Array<double>::from_shape({2, 3}), Shape{3}), ShapeError);
+}
+
+TEST_CASE("a gradient held from before a value of another shape is an error, not a blend", "[tape]") {
+  Tensor<double> x(Array<double>{1.0, 2.0}, true);
+  sum(x * x).backward();
+  x.value() = Array<double>{1.0, 2.0, 3.0};
+  CHECK_THROWS_WITH(sum(x * x).backward(), Catch::Contains("cannot be added to the gradient of shape (2)"));
+}
+
 TEST_CASE("the memory reuse policy is on by default and can be switched", "[memory]") {
   // on unless the environment opted out (GLIBC_TUNABLES malloc settings or
   // TAPEGRAD_MALLOC_REUSE=0)

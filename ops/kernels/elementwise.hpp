@@ -17,6 +17,13 @@ struct Extents {
   std::size_t rank;
 };
 
+// The Extents of a shape that has data() and size() (an xarray's, a Shape); a scalar's.
+template <class S>
+Extents extents(const S& shape) {
+  return {shape.data(), shape.size()};
+}
+inline constexpr Extents kScalarShape{nullptr, 0};
+
 enum class Binary { add, sub, mul, div };
 
 // a: shape A, b: shape B broadcastable -> z: broadcast(A, B), given as z_shape
