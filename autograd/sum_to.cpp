@@ -32,25 +32,6 @@ std::vector<std::size_t> broadcast_steps(const char* op, const Shape& big, const
   return step;
 }
 
-// Calls row(at, n, along) for each row of big's last axis, in row-major order: the row's n
-// numbers pair with small's numbers from `at` on, stepping `along` (0 or 1) per number.
-// big has rank >= 1 and no zero extent.
-template <class Row>
-void for_each_row(const Shape& big, const std::vector<std::size_t>& step, const Row& row) {
-  const std::size_t rank = big.size(), n = big[rank - 1], along = step[rank - 1];
-  std::vector<std::size_t> index(rank, 0);
-  std::size_t at = 0;
-  for (std::size_t r = 0, rows = numel(big) / n; r < rows; ++r) {
-    row(at, n, along);
-    for (std::size_t a = rank - 1; a-- > 0;) {  // the other axes count like an odometer
-      at += step[a];
-      if (++index[a] < big[a]) break;
-      at -= step[a] * big[a];
-      index[a] = 0;
-    }
-  }
-}
-
 }  // namespace
 
 template <class T>

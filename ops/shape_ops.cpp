@@ -33,39 +33,29 @@ std::vector<std::size_t> inverse_permutation(const std::vector<std::size_t>& per
 }
 
 // x: shape s (row-major) -> y: shape (s[perm[0]], ..., s[perm[r-1]]), row-major, with
-// y[i_0, ..., i_{r-1}] = x at index i_k on axis perm[k]. y is written in order, x read with
-// the stride of axis perm[k] for y's axis k; the last axis is the inner loop.
+// y[i_0, ..., i_{r-1}] = x at index i_k on axis perm[k]: y written in order, x read with the
+// stride of axis perm[k] for y's axis k.
 template <class T>
 Array<T> permuted(const Array<T>& x, const std::vector<std::size_t>& perm) {
   const Shape s = shape_of(x);
   const std::vector<std::size_t> x_strides = row_major_strides(s);
-  const std::size_t rank = s.size();
-  Shape ys(rank);
-  std::vector<std::size_t> step(rank);
-  for (std::size_t k = 0; k < rank; ++k) {
+  Shape ys(s.size());
+  std::vector<std::size_t> step(s.size());
+  for (std::size_t k = 0; k < s.size(); ++k) {
     ys[k] = s[perm[k]];
     step[k] = x_strides[perm[k]];
   }
   Array<T> y = Array<T>::from_shape(ys);
-  if (y.size() == 0) return y;
-  if (rank == 0) {
+  if (ys.empty()) {
     y.data()[0] = x.data()[0];
     return y;
   }
-  const std::size_t inner = ys[rank - 1], inner_step = step[rank - 1];
-  std::vector<std::size_t> index(rank, 0);
-  const T* src = x.data();
-  T* dst = y.data();
-  std::size_t offset = 0;
-  for (std::size_t row = 0, rows = y.size() / inner; row < rows; ++row, dst += inner) {
-    for (std::size_t e = 0; e < inner; ++e) dst[e] = src[offset + e * inner_step];
-    for (std::size_t a = rank - 1; a-- > 0;) {
-      offset += step[a];
-      if (++index[a] < ys[a]) break;
-      offset -= step[a] * ys[a];
-      index[a] = 0;
-    }
-  }
+  if (y.size() == 0) return y;
+  T* to = y.data();
+  for_each_row(ys, step, [&](std::size_t at, std::size_t n, std::size_t along) {
+    for (std::size_t e = 0; e < n; ++e) to[e] = x.data()[at + e * along];
+    to += n;
+  });
   return y;
 }
 }  // namespace

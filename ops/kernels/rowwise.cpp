@@ -1,6 +1,7 @@
 #include "ops/kernels/rowwise.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -186,9 +187,13 @@ template <class T>
 void subtract_linear_bias(T* row, std::size_t L, T slope, T distance) {
   using batch = xsimd::batch<T>;
   constexpr std::size_t W = batch::size;
-  alignas(64) T ramp[W];
-  for (std::size_t k = 0; k < W; ++k) ramp[k] = distance - T(k);
-  batch d = batch::load_aligned(ramp);
+  // 0, 1, ..., W - 1: the distances of a vector's keys fall by one per key (exact in T)
+  alignas(64) static const auto ramp = [] {
+    std::array<T, W> r{};
+    for (std::size_t k = 0; k < W; ++k) r[k] = T(k);
+    return r;
+  }();
+  batch d = batch(distance) - batch::load_aligned(ramp.data());
   const batch m(slope), step(static_cast<T>(W));
   std::size_t k = 0;
   for (; k + W <= L; k += W, d -= step)
