@@ -301,3 +301,25 @@ TEST_CASE("a bias's name reads back as the same bias, and an unknown one is name
   require_shape_error([] { position_bias_from_name("AttentionSpec", "Alibi"); },
                       {"AttentionSpec", "bias must be one of 'none', 'alibi'", "'Alibi'"});
 }
+
+TEST_CASE("alibi: far keys get weight 0 or a normal number and never a subnormal one", "[attention][alibi]") {
+  // Head 0 of 8 has slope 1/2: with equal scores, key j's weight for query i is about
+  // exp(-(i - j) / 2), subnormal in float for distances 175-208 and 0 beyond. Products with
+  // subnormal numbers take a microcode assist each: the kernels store such weights as 0.
+  const std::size_t T = 256, H = 8, dh = 2;
+  AttentionSpec spec = make_spec(H, H, true);
+  spec.bias = PositionBias::alibi;
+  const Tensor<float> q = Tensor<float>::zeros({1, T, H * dh});
+  const Tensor<float> v = Tensor<float>::ones({1, T, H * dh});
+  NoGradGuard no_grad;
+  const AttentionResult<float> r = attention(q, q, v, spec, AttentionPath::fused);
+  std::size_t zeros = 0, subnormal = 0;
+  for (float w : r.weights.value()) {
+    zeros += w == 0.0f;
+    subnormal += std::fpclassify(w) == FP_SUBNORMAL;
+  }
+  CHECK(subnormal == 0);
+  CHECK(zeros > T * (T - 1) / 2);  // the masked half, and the far keys of the steep heads
+  // the output still averages the values: every row's weights sum to 1
+  for (float y : r.out.value()) CHECK(y == Approx(1.0f).epsilon(1e-6));
+}

@@ -167,7 +167,8 @@ void banded_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
         for (std::size_t r = 0; r < rows; ++r)
           L.modify_scores(wb + r * Tk, 0, L.lo(r0 + r), L.hi(r0 + r), r0 + r, m);
       }
-      softmax_rows_inplace(wb + klo, rows, Tk, lengths);
+      // weights below kTinyWeight as 0: ALiBi makes far keys' weights subnormal
+      softmax_rows_inplace(wb + klo, rows, Tk, lengths, kTinyWeight<T>);
       for (std::size_t r = 0; r < rows; ++r) {
         std::fill(wb + r * Tk, wb + r * Tk + klo, T(0));
         std::fill(wb + r * Tk + khi, wb + (r + 1) * Tk, T(0));

@@ -168,7 +168,10 @@ void decode_kv_head(const DecodeLayout& L, std::size_t b, std::size_t kv, const 
     for (std::size_t g = 0; g < G; ++g)
       L.modify_scores(scores.data() + g * n, L.lo(0), L.lo(0), L.count(), 0,
                       L.head_slope<T>(kv * G + g));
-  for (std::size_t g = 0; g < G; ++g) softmax_row_inplace(scores.data() + g * n, n);
+  // far keys' weights below kTinyWeight as 0: under ALiBi many are subnormal, and every
+  // product with them in run_values would take a microcode assist
+  for (std::size_t g = 0; g < G; ++g)
+    softmax_row_inplace(scores.data() + g * n, n, kTinyWeight<T>);
   // y_g (G, dv) = w (G, n) @ v_runs (n, dv), both runs accumulated
   for (std::size_t r = 0, off = 0; r < 2; off += runs[r++].length)
     over_rows(vb + runs[r].slot * L.v_ld(), L.v_ld(), runs[r].length, L.dv,

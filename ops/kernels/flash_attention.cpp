@@ -90,15 +90,9 @@ void modify_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
   }
 }
 
-// Subnormal numbers slow every product that meets them many times over (each takes a
-// microcode assist), and a bias such as ALiBi's makes them common here: the weights of far
-// keys are tiny, and so are their products with the values, with (dp - D), with q and k.
-// Weights, ds and the rescaled output below kTiny, 2^62 times the smallest normal number
-// (2^-64 in float), are therefore stored as 0, so that their products with anything above
-// 2^-62 in magnitude stay normal: a row's weights sum to 1, and what is dropped is below
-// 2^-64 of it per key.
+// Weights, ds and the rescaled output below kTinyWeight are stored as 0 (rowwise.hpp: why).
 template <class T>
-constexpr T kTiny = std::numeric_limits<T>::min() * T(4611686018427387904.0);  // 2^62
+constexpr T kTiny = kTinyWeight<T>;
 
 template <class T>
 T unless_tiny(T x) {

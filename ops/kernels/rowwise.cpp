@@ -85,7 +85,7 @@ T exp_shifted_inplace(T* row, std::size_t L, T shift, T floor) {
 
 template <class T>
 void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
-                          const std::size_t* lengths) {
+                          const std::size_t* lengths, T floor) {
   using batch = xsimd::batch<T>;
   constexpr std::size_t W = batch::size;
   constexpr std::size_t kGroup = kMaxSoftmaxRowGroup;
@@ -105,7 +105,7 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
       // exp(-inf - m) = 0 drops masked entries out of the sum. No special case for a row
       // without a finite maximum: its NaN (from a NaN, +inf or all -inf scores) is plain
       // softmax's, and only the caller knows whether the row was masked entirely.
-      inv[r] = T(1) / exp_shifted<ExpOut::kExp>(row, L, m[r], T(1), row);
+      inv[r] = T(1) / exp_shifted<ExpOut::kExp>(row, L, m[r], T(1), row, floor);
     }
     for (std::size_t r = 0; r < n; ++r) {
       T* row = rows + (r0 + r) * stride;
@@ -119,8 +119,8 @@ void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
 }
 
 template <class T>
-void softmax_row_inplace(T* row, std::size_t L) {
-  softmax_rows_inplace(row, 1, L, &L);
+void softmax_row_inplace(T* row, std::size_t L, T floor) {
+  softmax_rows_inplace(row, 1, L, &L, floor);
 }
 
 template <class T>
@@ -211,10 +211,10 @@ template float row_max(const float*, std::size_t);
 template double row_max(const double*, std::size_t);
 template float exp_shifted_inplace(float*, std::size_t, float, float);
 template double exp_shifted_inplace(double*, std::size_t, double, double);
-template void softmax_row_inplace(float*, std::size_t);
-template void softmax_rows_inplace(float*, std::size_t, std::size_t, const std::size_t*);
-template void softmax_rows_inplace(double*, std::size_t, std::size_t, const std::size_t*);
-template void softmax_row_inplace(double*, std::size_t);
+template void softmax_row_inplace(float*, std::size_t, float);
+template void softmax_rows_inplace(float*, std::size_t, std::size_t, const std::size_t*, float);
+template void softmax_rows_inplace(double*, std::size_t, std::size_t, const std::size_t*, double);
+template void softmax_row_inplace(double*, std::size_t, double);
 template float logsumexp_row(const float*, std::size_t);
 template double logsumexp_row(const double*, std::size_t);
 template void softmax_row_from_lse(const float*, std::size_t, float, float, float*);

@@ -3,15 +3,27 @@
 // entropy and of the fused attention kernels. All of them exponentiate the same way: xsimd's
 // exp over whole vectors, std::exp's own numbers over the tail shorter than one vector.
 #include <cstddef>
+#include <limits>
 
 namespace tapegrad::kernels {
+
+// Subnormal numbers slow every product that meets them many times over (each takes a
+// microcode assist), and a bias such as ALiBi's makes them common in attention: the weights
+// of far keys are tiny, and so are their products with the values, with (dp - D), with q
+// and k. The attention kernels therefore store weights (and flash's ds and rescaled output)
+// below kTinyWeight, 2^62 times the smallest normal number (2^-64 in float), as 0, so that
+// their products with anything above 2^-62 in magnitude stay normal: a row's weights sum to
+// 1, and what is dropped is below 2^-64 of it per key.
+template <class T>
+constexpr T kTinyWeight = std::numeric_limits<T>::min() * T(4611686018427387904.0);  // 2^62
 
 // In place: row <- softmax(row) over L elements. Entries equal to -inf (masked) get weight
 // exactly 0 while the row has a finite maximum. As plain softmax, a row with a NaN or +inf,
 // or entirely -inf, becomes NaN: a row the caller masked entirely is the caller's to zero
-// (it knows from the mask, the values cannot tell a masked key from a score of -inf).
+// (it knows from the mask, the values cannot tell a masked key from a score of -inf). With
+// a floor (kTinyWeight), entries whose exp(x - max) is below it become 0.
 template <class T>
-void softmax_row_inplace(T* row, std::size_t L);
+void softmax_row_inplace(T* row, std::size_t L, T floor = T(0));
 
 // The same for `count` rows, row r starting at rows + r * stride and softmaxed over its
 // first lengths[r] elements (the rest is not touched). The results are those of
@@ -21,7 +33,7 @@ inline constexpr std::size_t kMaxSoftmaxRowGroup = 16;
 std::size_t softmax_row_group(std::size_t row_length);  // 1 or kMaxSoftmaxRowGroup
 template <class T>
 void softmax_rows_inplace(T* rows, std::size_t count, std::size_t stride,
-                          const std::size_t* lengths);
+                          const std::size_t* lengths, T floor = T(0));
 
 // The largest of row[0..L), -inf if L = 0; a nan is never taken, as in `x > m ? x : m`.
 template <class T>
