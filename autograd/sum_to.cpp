@@ -65,30 +65,36 @@ Array<T> summed_to(const Array<T>& grad, const Shape& shape) {
   return out;
 }
 
-// x: `from` -> `shape`, which `from` broadcasts to: each number copied to every place
-// broadcasting puts it.
 template <class T>
-Array<T> broadcast_to(const Array<T>& x, const Shape& shape) {
-  const std::vector<std::size_t> step = broadcast_steps("broadcast_to", shape, shape_of(x));
+Array<T> strided_copy(const Array<T>& x, const Shape& shape, const std::vector<std::size_t>& step) {
   Array<T> out = Array<T>::from_shape(shape);
   if (shape.empty()) {
     out.data()[0] = x.data()[0];
     return out;
   }
   if (out.size() == 0) return out;
-  T* y = out.data();
+  T* to = out.data();
   for_each_row(shape, step, [&](std::size_t at, std::size_t n, std::size_t along) {
-    const T* from = x.data() + at;
-    for (std::size_t k = 0; k < n; ++k) y[k] = from[k * along];
-    y += n;
+    for (std::size_t k = 0; k < n; ++k) to[k] = x.data()[at + k * along];
+    to += n;
   });
   return out;
+}
+
+// x: `from` -> `shape`, which `from` broadcasts to: each number copied to every place
+// broadcasting puts it.
+template <class T>
+Array<T> broadcast_to(const Array<T>& x, const Shape& shape) {
+  return strided_copy(x, shape, broadcast_steps("broadcast_to", shape, shape_of(x)));
 }
 
 template Array<float> sum_to(Array<float>, const Shape&);
 template Array<double> sum_to(Array<double>, const Shape&);
 template Array<float> summed_to(const Array<float>&, const Shape&);
 template Array<double> summed_to(const Array<double>&, const Shape&);
+template Array<float> strided_copy(const Array<float>&, const Shape&, const std::vector<std::size_t>&);
+template Array<double> strided_copy(const Array<double>&, const Shape&,
+                                    const std::vector<std::size_t>&);
 template Array<float> broadcast_to(const Array<float>&, const Shape&);
 template Array<double> broadcast_to(const Array<double>&, const Shape&);
 

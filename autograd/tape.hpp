@@ -38,6 +38,11 @@ Array<T> summed_to(const Array<T>& grad, const Shape& shape);
 // sum and mean).
 template <class T>
 Array<T> broadcast_to(const Array<T>& x, const Shape& shape);
+// An array of `shape` whose number at index (i_0, ..., i_{r-1}) is x's number at
+// sum_k i_k * step[k] (a step of 0 repeats x along that axis): broadcast_to's copy, and
+// transpose's with the steps permuted.
+template <class T>
+Array<T> strided_copy(const Array<T>& x, const Shape& shape, const std::vector<std::size_t>& step);
 
 enum class History : std::uint8_t;  // autograd/tensor_impl.hpp
 

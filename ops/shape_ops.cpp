@@ -45,18 +45,7 @@ Array<T> permuted(const Array<T>& x, const std::vector<std::size_t>& perm) {
     ys[k] = s[perm[k]];
     step[k] = x_strides[perm[k]];
   }
-  Array<T> y = Array<T>::from_shape(ys);
-  if (ys.empty()) {
-    y.data()[0] = x.data()[0];
-    return y;
-  }
-  if (y.size() == 0) return y;
-  T* to = y.data();
-  for_each_row(ys, step, [&](std::size_t at, std::size_t n, std::size_t along) {
-    for (std::size_t e = 0; e < n; ++e) to[e] = x.data()[at + e * along];
-    to += n;
-  });
-  return y;
+  return strided_copy(x, ys, step);
 }
 }  // namespace
 
