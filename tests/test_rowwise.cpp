@@ -2,7 +2,7 @@
 // ops/kernels/libm_exp.*): the vectorised exp of a row's tail against std::exp itself, bit
 // for bit, and softmax over many short rows at once against the same rows one at a time
 // and against a softmax in long double; cross entropy's log-sum-exp and softmax rows against
-// long double.
+// long double; the soft-cap against tanh in double.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -253,4 +253,41 @@ TEMPLATE_TEST_CASE("logsumexp_row and softmax_row_from_lse (cross entropy's rows
       REQUIRE(scaled[k] == plain[k] * T(0.25));  // a power of two: exact
     }
   }
+}
+
+TEST_CASE("softcap_inplace in float is tanh within 4 ulp and keeps its bounds, sign and NaN",
+          "[rowwise][softcap]") {
+  // every 331st float from 2^-20 to 16 and its negative, in pieces of 1 to 19 (every tail)
+  std::vector<float> inputs;
+  for (std::uint32_t b = bits_of(0x1p-20f); b <= bits_of(16.0f); b += 331) {
+    inputs.push_back(float_of_bits(b));
+    inputs.push_back(-float_of_bits(b));
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float special : {0.0f, -0.0f, 9.0f, 9.01f, 9.02f, 1e30f, inf, -inf}) inputs.push_back(special);
+  std::vector<float> got = inputs, kept(inputs.size());
+  for (std::size_t i = 0, piece = 1; i < got.size(); i += piece, piece = piece % 19 + 1) {
+    const std::size_t n = std::min(piece, got.size() - i);
+    kernels::softcap_inplace(got.data() + i, n, 1.0f, kept.data() + i);
+  }
+  long worst = 0;
+  std::size_t broken = 0;  // outside [-1, 1], another sign, or not what `kept` holds
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const float want = float(std::tanh(double(inputs[i])));
+    const bool sound = bits_of(got[i]) == bits_of(kept[i]) && std::fabs(got[i]) <= 1.0f &&
+                       std::signbit(got[i]) == std::signbit(inputs[i]);
+    if (!sound && ++broken <= 5)
+      FAIL_CHECK("tanh(" << std::hexfloat << inputs[i] << ") = " << got[i] << ", kept "
+                         << kept[i] << ", want " << want);
+    worst = std::max(worst, ulps_apart(got[i], want));
+  }
+  CHECK(broken == 0);
+  CHECK(worst <= 4);
+
+  // NaN stays NaN, and the cap scales
+  float row[3] = {std::numeric_limits<float>::quiet_NaN(), 2.0f, -inf};
+  kernels::softcap_inplace(row, 3, 30.0f);
+  CHECK(std::isnan(row[0]));
+  CHECK(std::fabs(row[1] - 30.0f * std::tanh(2.0f / 30.0f)) <= 4e-6f);
+  CHECK(std::fabs(row[2] + 30.0f) <= 30.0f * 8 * std::numeric_limits<float>::epsilon());
 }
