@@ -164,13 +164,10 @@ void softcap_inplace(T* row, std::size_t L, T cap, T* kept) {
     if (kept) capped.store_unaligned(kept + k);
   }
   if (k == L) return;
-  // the tail through one more vector (std::tanh per number cost as much as the vectors of a
-  // 64-key block), so every number of the row takes the same tanh
-  alignas(64) T tail[W] = {};
-  std::copy(row + k, row + L, tail);
-  (cb * xsimd::tanh(batch::load_aligned(tail) * ib)).store_aligned(tail);
-  std::copy(tail, tail + (L - k), row + k);
-  if (kept) std::copy(tail, tail + (L - k), kept + k);
+  // the tail through one more vector, so every number of the row takes the same tanh
+  const batch capped = cb * xsimd::tanh(simd::load_first(row + k, L - k) * ib);
+  simd::store_first(row + k, L - k, capped);
+  if (kept) simd::store_first(kept + k, L - k, capped);
 }
 
 template <class T>
