@@ -195,7 +195,8 @@ void subtract_linear_bias(T* row, std::size_t L, T slope, T distance) {
   std::size_t k = 0;
   for (; k + W <= L; k += W, d -= step)
     xsimd::fnma(m, d, batch::load_unaligned(row + k)).store_unaligned(row + k);
-  for (; k < L; ++k) row[k] = std::fma(-slope, distance - T(k), row[k]);
+  if (k < L)
+    simd::store_first(row + k, L - k, xsimd::fnma(m, d, simd::load_first(row + k, L - k)));
 }
 
 template void subtract_linear_bias(float*, std::size_t, float, float);
