@@ -89,9 +89,16 @@ void add_grad(TensorImpl<T>& t, Array<T>&& g) {
 }
 }  // namespace
 
+// A leaf may be shared by threads: its version is read and its saves counted under its
+// mutex, the one bump_version holds, so that an edit through another thread's handle
+// either comes first (this node keeps the new version) or sees this save and keeps a copy
+// of the value at this version. Read apart, a bump between the two went uncopied, and the
+// backward took a mere read on another thread for an in-place edit.
 template <class T>
-SavedInput<T>::SavedInput(std::shared_ptr<TensorImpl<T>> t)
-    : tensor(std::move(t)), version(tensor->version) {
+SavedInput<T>::SavedInput(std::shared_ptr<TensorImpl<T>> t) : tensor(std::move(t)) {
+  std::unique_lock<std::mutex> lock(tensor->mutex, std::defer_lock);
+  if (tensor->is_leaf) lock.lock();
+  version = tensor->version.load(std::memory_order_relaxed);
   tensor->saved_by.fetch_add(1, std::memory_order_relaxed);
   tensor->saves.fetch_add(1, std::memory_order_relaxed);
 }
