@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 #include "autograd/memory.hpp"
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <vector>
 
-
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"

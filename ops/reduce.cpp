@@ -37,24 +37,27 @@ Reduction plan(const char* op, const Shape& s, const std::vector<long>& axes, bo
   return r;
 }
 
+// a *= factor in place (the mean's 1/n), through the elementwise kernel
+template <class T>
+void scale_inplace(Array<T>& a, T factor) {
+  using kernels::extents;
+  kernels::binary(kernels::Binary::mul, a.data(), extents(a.shape()), &factor,
+                  kernels::kScalarShape, a.data(), extents(a.shape()));
+}
+
 // a: shape S -> y: S with the reduced axes 1 (kept) -> r.result; y = factor * sum
 // backward: dy (kept) broadcast back to S, times factor
 template <class T>
 Tensor<T> sum_impl(const char* op, const Tensor<T>& a, const Reduction& r, T factor) {
   const Shape s = a.shape();
-  using kernels::Binary, kernels::extents, kernels::kScalarShape;
   Array<T> y = summed_to<T>(a.value(), r.kept);
-  if (factor != T(1))
-    kernels::binary(Binary::mul, y.data(), extents(y.shape()), &factor, kScalarShape, y.data(),
-                    extents(y.shape()));
+  if (factor != T(1)) scale_inplace(y, factor);
   y.reshape(r.result);
   return record<T>(op, {a}, std::move(y), [s, kept = r.kept, factor](BackwardContext<T>& c) {
     Array<T> g = c.take_grad();
     g.reshape(kept);
     Array<T> da = broadcast_to(g, s);
-    if (factor != T(1))
-      kernels::binary(Binary::mul, da.data(), extents(da.shape()), &factor, kScalarShape,
-                      da.data(), extents(da.shape()));
+    if (factor != T(1)) scale_inplace(da, factor);
     c.accumulate(0, std::move(da));
   });
 }

@@ -92,11 +92,8 @@ void modify_block(const HeadLayout& L, const Head<T>& hd, std::size_t r0, std::s
 
 // Weights, ds and the rescaled output below kTinyWeight are stored as 0 (rowwise.hpp: why).
 template <class T>
-constexpr T kTiny = kTinyWeight<T>;
-
-template <class T>
 T unless_tiny(T x) {
-  return std::abs(x) < kTiny<T> ? T(0) : x;
+  return std::abs(x) < kTinyWeight<T> ? T(0) : x;
 }
 
 // ---------------------------------------------------------------- forward
@@ -116,7 +113,7 @@ T online_row(T* s, std::size_t n, Range vis, T& m, T& l) {
   // alpha, l and the output NaN, as plain softmax would
   const T alpha = std::exp(m - m_new);
   std::fill(s, s + vis.begin, T(0));
-  const T sum = exp_shifted_inplace(s + vis.begin, vis.end - vis.begin, m_new, kTiny<T>);
+  const T sum = exp_shifted_inplace(s + vis.begin, vis.end - vis.begin, m_new, kTinyWeight<T>);
   std::fill(s + vis.end, s + n, T(0));
   l = l * alpha + sum;
   m = m_new;
@@ -211,7 +208,7 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
     const T lse = g.lse[r0 + r];
     const Range vis = visible(L, r0 + r, j0, n);
     std::fill(pr, pr + vis.begin, T(0));  // an empty Range is [0, 0): all zeros
-    exp_shifted_inplace(pr + vis.begin, vis.end - vis.begin, lse, kTiny<T>);
+    exp_shifted_inplace(pr + vis.begin, vis.end - vis.begin, lse, kTinyWeight<T>);
     std::fill(pr + vis.end, pr + n, T(0));
   }
   // dp (rows, n) = dy[r0:] (rows, dv) @ v[j0:j0+n]^T (dv, n)
