@@ -128,6 +128,10 @@ const Case kCases[] = {
     {"softcap causal mha", {2, 9, 9, 2, 2, 4, 3}, true, 0, false, 2.0},
     {"softcap gqa window 3, Tq < Tk", {1, 6, 10, 6, 2, 4, 3}, true, 3, false, 2.0},
     {"softcap and alibi", {2, 8, 8, 6, 3, 4, 3}, true, 0, true, 2.0},
+    // one kv head per query head, Tq == Tk, no window: the fused path's square kernels,
+    // with rows longer than the softmax's group of 16
+    {"softcap full mha", {2, 9, 9, 3, 3, 4, 3}, false, 0, false, 2.0},
+    {"softcap and alibi mha", {1, 70, 70, 6, 6, 4, 5}, true, 0, true, 2.0},
     {"softcap and alibi flash blocks", {1, 130, 140, 2, 2, 8, 4}, true, 5, true, 3.0},
 };
 
@@ -225,25 +229,27 @@ TEST_CASE("alibi and soft-cap: the paths agree forward and backward", "[attentio
 
 TEST_CASE("alibi and soft-cap: gradcheck in double on every trainable path",
           "[attention][alibi][softcap][gradcheck]") {
-  const Sizes s{1, 4, 6, 4, 2, 3, 2};
-  const struct {
-    bool causal;
-    std::size_t window;
-    bool alibi;
-    double softcap;
-  } mods[] = {{true, 0, true, 0}, {true, 3, true, 0}, {false, 0, false, 0.8}, {true, 0, true, 0.8}};
-  for (const auto& m : mods)
-    for (const AttentionPath path :
-         {AttentionPath::composed, AttentionPath::fused, AttentionPath::flash}) {
-      INFO("alibi " << m.alibi << ", softcap " << m.softcap << ", window " << m.window
-                    << ", path " << int(path));
-      const AttentionSpec spec = spec_of(s, m.causal, m.window, m.alibi, m.softcap);
-      require_gradcheck<D>(
-          [&](const std::vector<Tensor<D>>& x) { return attention(x[0], x[1], x[2], spec, path).out; },
-          {random<D>({s.B, s.Tq, s.H * s.dh}, 21, true, -1.5, 1.5),
-           random<D>({s.B, s.Tk, s.KV * s.dh}, 22, true, -1.5, 1.5),
-           random<D>({s.B, s.Tk, s.KV * s.dv}, 23)});
-    }
+  // grouped with Tq < Tk, and square multi-head (the fused path's two sets of kernels)
+  for (const Sizes s : {Sizes{1, 4, 6, 4, 2, 3, 2}, Sizes{1, 5, 5, 3, 3, 3, 2}}) {
+    const struct {
+      bool causal;
+      std::size_t window;
+      bool alibi;
+      double softcap;
+    } mods[] = {{true, 0, true, 0}, {true, 3, true, 0}, {false, 0, false, 0.8}, {true, 0, true, 0.8}};
+    for (const auto& m : mods)
+      for (const AttentionPath path :
+           {AttentionPath::composed, AttentionPath::fused, AttentionPath::flash}) {
+        INFO("alibi " << m.alibi << ", softcap " << m.softcap << ", window " << m.window
+                      << ", path " << int(path));
+        const AttentionSpec spec = spec_of(s, m.causal, m.window, m.alibi, m.softcap);
+        require_gradcheck<D>(
+            [&](const std::vector<Tensor<D>>& x) { return attention(x[0], x[1], x[2], spec, path).out; },
+            {random<D>({s.B, s.Tq, s.H * s.dh}, 21, true, -1.5, 1.5),
+             random<D>({s.B, s.Tk, s.KV * s.dh}, 22, true, -1.5, 1.5),
+             random<D>({s.B, s.Tk, s.KV * s.dv}, 23)});
+      }
+  }
 }
 
 TEST_CASE("alibi and soft-cap: decode from a wrapped ring equals the full forward's last row",

@@ -13,7 +13,8 @@ namespace tapegrad::kernels {
 namespace {
 // ---------------------------------------------------------------- square multi-head
 // H == KV, Tq == Tk, no window: the code measured in docs/PERFORMANCE.md, unchanged but for
-// the row widths (v and y may be narrower or wider than q and k). Pairs are (b, h).
+// the row widths (v and y may be narrower or wider than q and k) and the rule's score
+// modifiers, applied to each row's visible keys. Pairs are (b, h).
 
 template <class F>
 void for_each_head(const HeadLayout& L, F&& body) {
@@ -35,11 +36,14 @@ void square_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
     // Row i is softmaxed over its first lengths[i] entries (all of them unless causal), as
     // many rows at a time as the softmax interleaves, right after they were prepared.
     const std::size_t block = softmax_row_group(Tn);
+    const bool modified = L.modifies_scores();
+    const T m = L.head_slope<T>(h);
     std::size_t lengths[kMaxSoftmaxRowGroup];
     for (std::size_t i0 = 0; i0 < Tn; i0 += block) {
       const std::size_t rows = std::min(block, Tn - i0);
       for (std::size_t r = 0; r < rows; ++r) {
         const std::size_t i = i0 + r;
+        if (modified) L.modify_scores(wbh + i * Tn, 0, 0, L.hi(i), i, m);
         lengths[r] = Tn;
         if (!causal) continue;
         // query i sees keys 0..i. Keys after i are set to -inf up to the next multiple of
@@ -49,11 +53,35 @@ void square_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
         std::fill(wbh + i * Tn + i + 1, wbh + i * Tn + lengths[r],
                   -std::numeric_limits<T>::infinity());
       }
-      softmax_rows_inplace(wbh + i0 * Tn, rows, Tn, lengths);
+      // weights below kTinyWeight as 0: ALiBi makes far keys' weights subnormal
+      softmax_rows_inplace(wbh + i0 * Tn, rows, Tn, lengths, modified ? kTinyWeight<T> : T(0));
       for (std::size_t r = 0; r < rows; ++r)
         std::fill(wbh + (i0 + r) * Tn + lengths[r], wbh + (i0 + r + 1) * Tn, T(0));
     }
   });
+}
+
+// ds (T, T) of one head times the soft-cap's d(capped)/d(scaled) on each row's visible
+// keys, from the scores recomputed and capped again, kSoftcapRows rows at a time (a block
+// of them stays in L2 between its product and its use).
+constexpr std::size_t kSoftcapRows = 64;
+
+template <class T>
+void scale_by_softcap_grad(const HeadLayout& L, const T* qbh, const T* kbh, T scale, T* ds) {
+  const std::size_t Tn = L.Tq, D = L.q_ld();
+  thread_local std::vector<T> capped;
+  capped.resize(kSoftcapRows * Tn);
+  for (std::size_t i0 = 0; i0 < Tn; i0 += kSoftcapRows) {
+    const std::size_t rows = std::min(kSoftcapRows, Tn - i0), n = L.hi(i0 + rows - 1);
+    // capped = scale * q_bh[i0:i0+rows] @ k_bh[0:n]^T: (rows, dh) @ (dh, n) -> (rows, n)
+    gemm_strided<T>(false, true, rows, n, L.dh, scale, qbh + i0 * D, D, kbh, D, T(0),
+                    capped.data(), n);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t i = i0 + r;
+      L.cap_scores(capped.data() + r * n, 0, 0, L.hi(i));
+      L.scale_grad_by_softcap(capped.data() + r * n, ds + i * Tn, 0, 0, L.hi(i));
+    }
+  }
 }
 
 template <class T>
@@ -72,6 +100,7 @@ void square_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
     for (std::size_t i = 0; i < Tn; ++i)
       softmax_backward_row(wbh + i * Tn, dwbh + i * Tn, ds.data() + i * Tn, Tn, scale);
     // ds is zero wherever w is (causal: above the diagonal)
+    if (L.softcap > 0) scale_by_softcap_grad(L, q + off, k + off, scale, ds.data());
     // dq_bh = ds @ k_bh: (T, T) @ (T, dh)
     if (dq) gemm_strided<T>(false, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, k + off, D, T(0),
                             dq + off, D, causal ? Triangle::a_lower : Triangle::none);

@@ -23,11 +23,9 @@ struct HeadLayout : AttentionRule {
   std::size_t k_ld() const { return KV * dh; }
   std::size_t v_ld() const { return KV * dv; }
   std::size_t y_ld() const { return H * dv; }
-  // Today's multi-head attention (one kv head per query head, square, no window, scores
-  // unmodified): the kernels keep their original, measured code for it.
-  bool square_mha() const {
-    return H == KV && Tq == Tk && window == 0 && !modifies_scores();
-  }
+  // Today's multi-head attention (one kv head per query head, square, no window): the
+  // kernels keep their original, measured code for it, with the rule's score modifiers.
+  bool square_mha() const { return H == KV && Tq == Tk && window == 0; }
 };
 
 // w[b,h] = softmax(the rule's scores from scale * q_bh @ k_b,h/group^T) over each row's
