@@ -118,6 +118,8 @@ V parse_text(const FieldInfo& f, const std::string& text) {
         const double d = std::stod(text, &used);
         if (used == text.size()) return static_cast<V>(d);
       }
+    } catch (const std::out_of_range&) {
+      bad_value(f, text, integer ? "an integer below 2^64" : "a number within a double's range");
     } catch (const std::exception&) {
     }
     bad_value(f, text, integer ? "a non-negative integer" : "a number");
@@ -334,6 +336,10 @@ void TransformerConfig::validate() const {
   if (experts > 0 && experts_top_k > experts)
     fail("config", "experts_top_k={} must be in [1, experts={}]: a token cannot use more "
          "experts than the layer has", experts_top_k, experts);
+  for (const auto& [name, cap] : {std::pair{"attn_softcap", attn_softcap},
+                                  std::pair{"final_softcap", final_softcap}})
+    if (!valid_softcap(cap))
+      fail("config", "{}={} must be 0 (off) or in [{}, {}]", name, cap, kMinSoftcap, kMaxSoftcap);
   if (experts > 0 && moe_every > layers)
     fail("config", "moe_every={} exceeds layers={}: no layer would have experts (experts={})",
          moe_every, layers, experts);

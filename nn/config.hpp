@@ -107,9 +107,11 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, bool, learned_temperature, false, 0, 0, 3, false,                             \
     "a learned scalar per head multiplies q.k on top of attention_scale, from 1/sqrt(head_dim)") \
   X(architecture, double, attn_softcap, 0.0, 0.0, kUnbounded, 4, 0.0,                            \
-    "attention logit soft-cap c: scaled scores s -> c*tanh(s/c) before bias and mask (0: off)")  \
+    "attention logit soft-cap c: scaled scores s -> c*tanh(s/c) before bias and mask (0: off; "  \
+    "else 1e-30 to 1e30)")                                                                     \
   X(architecture, double, final_softcap, 0.0, 0.0, kUnbounded, 4, 0.0,                           \
-    "final logit soft-cap c: logits l -> c*tanh(l/c) before the loss and sampling (0: off)")    \
+    "final logit soft-cap c: logits l -> c*tanh(l/c) before the loss and sampling (0: off; " \
+    "else 1e-30 to 1e30)")                                                                     \
   X(architecture, bool, tie_embeddings, false, 0, 0, 2, false,                                  \
     "the head reuses the token embedding's matrix, transposed")                                 \
   X(architecture, std::optional<double>, attention_scale, std::nullopt, 1e-300, kUnbounded, 1, std::nullopt, \

@@ -79,8 +79,9 @@ AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& 
              "Tq={}, Tk={} ({})", d.Tq, d.Tk, shapes());
   if (spec.bias == PositionBias::alibi && !spec.causal)
     fail(op, "ALiBi needs causal attention: its bias counts back from the query ({})", shapes());
-  if (!std::isfinite(spec.softcap) || spec.softcap < 0)
-    fail(op, "softcap must be finite and >= 0 (0: off), got {} ({})", spec.softcap, shapes());
+  if (!valid_softcap(spec.softcap))
+    fail(op, "softcap must be 0 (off) or in [{}, {}], got {} ({})", kMinSoftcap, kMaxSoftcap,
+         spec.softcap, shapes());
   d.rule = attention_rule(spec, d.Tq, d.Tk, d.heads);
   return d;
 }

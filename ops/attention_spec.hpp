@@ -38,8 +38,14 @@ struct AttentionSpec {
                                  // exactly when 0 <= i - j < w (itself included); needs causal
   PositionBias bias = PositionBias::none;
   double softcap = 0;            // c > 0: scaled scores s -> c * tanh(s / c), before the bias
-                                 // and the mask; 0: off; must be finite and >= 0
+                                 // and the mask; 0: off; else in [kMinSoftcap, kMaxSoftcap]
 };
+
+// A soft-cap c (attention's or the final logits') is 0, off, or in [kMinSoftcap, kMaxSoftcap]:
+// there float32 holds both c and 1 / c as normal numbers, so c * tanh(s / c) never meets
+// inf * 0, a cap that rounds to 0 or a subnormal reciprocal (each a NaN or a wrong number).
+inline constexpr double kMinSoftcap = 1e-30, kMaxSoftcap = 1e30;
+inline bool valid_softcap(double c) { return c == 0 || (c >= kMinSoftcap && c <= kMaxSoftcap); }
 
 // A causal spec over `heads` query heads sharing `kv_heads` key/value heads (0: as many as
 // heads), each query seeing the last `window` positions, itself included (0: every earlier

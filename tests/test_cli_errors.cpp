@@ -140,7 +140,10 @@ TEST_CASE("train cli: NaN options and negative seeds are usage errors", "[cli]")
                        {"--lr nan" + out, "--weight-decay nan" + out, "--clip nan" + out,
                         "--min-lr nan" + out, "--temperature nan" + out, "--top-p nan" + out,
                         "--lr inf" + out, "--beta1 -nan" + out, "--seed -1" + out, "--seed ' -3'" + out,
-                        "--seed 1.5" + out},
+                        "--seed 1.5" + out, "--attn-softcap 1e39" + out,
+                        "--final-softcap 1e-44" + out, "--attn-softcap 1e400" + out,
+                        "--positions alibi --rope-theta 500" + out,
+                        "--positions learned --rope-scaling linear" + out},
                        dir);
 }
 #endif

@@ -102,6 +102,19 @@ TEST_CASE("config: bad values and combinations name the field", "[config]") {
   require_shape_error([&] { y.validate(); }, {"original_context"});
   TransformerConfig zero;
   require_shape_error([&] { zero.validate(); }, {"config", "vocab=0"});
+  // soft-caps float32 cannot compute c * tanh(s / c) with (inf * 0, or a cap that rounds to 0)
+  for (const char* field : {"attn_softcap", "final_softcap"})
+    for (const char* cap : {"1e39", "1e-44"}) {
+      TransformerConfig capped = sized(gpt2_preset());
+      set_field_from_string(capped, field, cap);
+      require_shape_error([&] { capped.validate(); },
+                          {"config", std::string(field) + "=", "must be 0 (off) or in"});
+    }
+  // a number a double cannot hold is named as such, not as "not a number"
+  require_shape_error([&] { set_field_from_string(s, "attn_softcap", "1e-320"); },
+                      {"config", "attn_softcap=1e-320", "within a double's range"});
+  require_shape_error([&] { set_field_from_string(s, "attn_softcap", "1e400"); },
+                      {"config", "attn_softcap=1e400", "within a double's range"});
 }
 
 TEST_CASE("config: the llama preset swaps every part of the 2017 model", "[config]") {

@@ -66,6 +66,14 @@ def test_misuse_is_a_clear_error(rng):
         tg.attention(Q, K, V, heads=4, kv_heads=2, bias="alibi")
     with pytest.raises(tg.ShapeError, match="bias must be one of 'none', 'alibi', got"):
         tg.AttentionSpec(4, bias="rope")
+    # caps float32 cannot compute c * tanh(s / c) with: refused, not a NaN later
+    for cap in (1e-44, 1e39):
+        with pytest.raises(tg.ShapeError, match=r"softcap must be 0 \(off\) or in"):
+            tg.attention(*(tg.tensor(a.astype(np.float32)) for a in (q, k, v)), heads=4,
+                         kv_heads=2, causal=True, softcap=cap)
+        with pytest.raises(tg.ShapeError, match=r"final_softcap=.* must be 0 \(off\) or in"):
+            nn.Transformer(nn.Config(vocab=11, context=8, d_model=16, heads=2, layers=1,
+                                     final_softcap=cap))
 
 
 def test_the_model_options_reach_python():
