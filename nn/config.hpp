@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -212,6 +213,17 @@ void set_field_from_double(TransformerConfig& c, const std::string& field, doubl
 
 // "vocab=65 context=64 d_model=128 ..." over every architecture field.
 std::string config_summary(const TransformerConfig& c);
+
+// Some fields shape the model only under another field's value: rope_theta under
+// positions=rope, experts_top_k under experts > 0, mlp_ratio while mlp_hidden = 0. Given
+// where they do not apply, they change nothing. For the first field that given(field) says
+// the user set and that does not apply in c: "<name> applies to <condition> only, not
+// <what c has>", with name(field) spelling the field as the user wrote it (the field, or a
+// program's option); nullopt when every given field applies. Programs refuse such a field,
+// Python warns.
+std::optional<std::string> inapplicable_given_field(
+    const TransformerConfig& c, const std::function<bool(const std::string&)>& given,
+    const std::function<std::string(const std::string&)>& name);
 
 // Parameter counts from the configuration alone (no allocation), per component.
 struct ParameterCounts {

@@ -143,7 +143,9 @@ TEST_CASE("train cli: NaN options and negative seeds are usage errors", "[cli]")
                         "--seed 1.5" + out, "--attn-softcap 1e39" + out,
                         "--final-softcap 1e-44" + out, "--attn-softcap 1e400" + out,
                         "--positions alibi --rope-theta 500" + out,
-                        "--positions learned --rope-scaling linear" + out},
+                        "--positions learned --rope-scaling linear" + out,
+                        "--experts-top-k 3" + out, "--qk-norm-gain 2" + out,
+                        "--mlp-hidden 20 --mlp-ratio 2" + out},
                        dir);
 }
 #endif

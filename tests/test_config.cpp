@@ -4,8 +4,10 @@
 // parameter counts of the published Llama 3 8B shapes.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "helpers.hpp"
 #include "nn/checkpoint.hpp"
@@ -255,4 +257,91 @@ TEST_CASE("config: the specification's 8B table, from the configuration alone", 
   CHECK(kv_cache_bytes_per_token(c, 2) == 128 * 1024);
   c.kv_heads = 32;
   CHECK(kv_cache_bytes_per_token(c, 2) == 512 * 1024);
+}
+
+namespace {
+
+// What a field that shapes the model changes: the parameter count and the training loss
+// (cross-entropy plus the MoE terms) of the model built from c's seed, on fixed tokens.
+std::pair<std::size_t, double> model_outcome(const TransformerConfig& c) {
+  Transformer<double> model(c);
+  const Indices x = random_tokens(2, c.context, c.vocab, 5), y = random_tokens(2, c.context, c.vocab, 6);
+  return {model.parameter_count(), model.training_loss(x, y).total.item()};
+}
+
+std::optional<std::string> refusal_if_given(const TransformerConfig& c, const std::string& field) {
+  return inapplicable_given_field(
+      c, [&](const std::string& f) { return f == field; }, [](const std::string& f) { return f; });
+}
+
+TransformerConfig with(TransformerConfig c, const std::string& field, const std::string& value) {
+  set_field_from_string(c, field, value);
+  return c;
+}
+
+}  // namespace
+
+// The table of conditions is checked against the models themselves: a field it refuses must
+// change nothing in that configuration, and the same value must change the model once the
+// condition holds (else the table names the wrong condition).
+TEST_CASE("config: a field refused as inapplicable changes nothing, and changes the model where it applies", "[config]") {
+  const TransformerConfig gpt2 = sized(gpt2_preset());
+  TransformerConfig llama = sized(llama_preset());
+  finish_preset("llama", llama);
+  llama.head_dim = 8;  // four rotation frequencies, so each scaling field moves one
+  const TransformerConfig linear = with(with(llama, "rope_scaling", "linear"), "rope_factor", "4");
+  const TransformerConfig llama3 = with(with(linear, "rope_scaling", "llama3"), "rope_original_context", "4096");
+  const TransformerConfig yarn = with(llama3, "rope_scaling", "yarn");
+  const TransformerConfig moe = with(gpt2, "experts", "4");
+  const TransformerConfig no_mlp = with(gpt2, "mlp", "none");
+  struct Case {
+    std::string field, value;
+    TransformerConfig off, on;
+    std::string refusal;
+  };
+  const std::vector<Case> cases = {
+      {"rope_theta", "500", gpt2, llama, "rope_theta applies to positions=rope only, not positions=learned"},
+      {"rope_style", "interleaved", with(llama, "positions", "alibi"), llama, "not positions=alibi"},
+      {"rope_scaling", "linear", gpt2, with(llama, "rope_factor", "4"), "not positions=learned"},
+      {"rope_factor", "2", llama, linear, "rope_factor applies to rope_scaling=linear, ntk, llama3 or yarn only, not rope_scaling=none"},
+      {"rope_low_freq_factor", "0.5", linear, llama3, "rope_scaling=llama3 only, not rope_scaling=linear"},
+      {"rope_high_freq_factor", "8", yarn, llama3, "rope_scaling=llama3 only, not rope_scaling=yarn"},
+      {"rope_beta_fast", "2", llama3, yarn, "rope_scaling=yarn only, not rope_scaling=llama3"},
+      {"rope_beta_slow", "0.01", linear, yarn, "rope_scaling=yarn only"},
+      {"rope_original_context", "64", linear, llama3, "rope_scaling=llama3 or yarn only, not rope_scaling=linear"},
+      {"qk_norm_gain", "2", gpt2, with(gpt2, "qk_norm", "true"), "qk_norm_gain applies to qk_norm=true only, not qk_norm=false"},
+      {"experts_top_k", "3", gpt2, moe, "experts_top_k applies to experts > 0 only, not experts=0"},
+      {"moe_renorm", "false", gpt2, moe, "not experts=0"},
+      {"moe_aux_coef", "0.5", gpt2, moe, "not experts=0"},
+      {"moe_z_coef", "0.5", gpt2, moe, "not experts=0"},
+      {"moe_capacity", "0.5", gpt2, moe, "not experts=0"},
+      {"moe_every", "2", gpt2, moe, "not experts=0"},
+      {"mlp_hidden", "20", no_mlp, gpt2, "mlp_hidden applies to mlp=gelu or swiglu only, not mlp=none"},
+      {"mlp_bias", "false", no_mlp, gpt2, "not mlp=none"},
+      {"mlp_ratio", "2", with(gpt2, "mlp_hidden", "20"), gpt2, "mlp_ratio applies to mlp_hidden=0 only, not mlp_hidden=20"},
+      {"mlp_multiple", "7", gpt2, llama, "mlp_multiple applies to mlp=swiglu only, not mlp=gelu"},
+      {"mlp_multiple", "7", with(llama, "mlp_hidden", "20"), llama, "not mlp_hidden=20"},
+  };
+  std::set<std::string> covered;
+  for (const Case& k : cases) {
+    INFO(k.field << "=" << k.value << " where it does not apply: " << config_summary(k.off));
+    const auto refusal = refusal_if_given(k.off, k.field);
+    REQUIRE(refusal.has_value());
+    CHECK_THAT(*refusal, Catch::Matchers::Contains(k.refusal));
+    CHECK(model_outcome(with(k.off, k.field, k.value)) == model_outcome(k.off));
+    INFO("where it applies: " << config_summary(k.on));
+    CHECK_FALSE(refusal_if_given(k.on, k.field).has_value());
+    CHECK(model_outcome(with(k.on, k.field, k.value)) != model_outcome(k.on));
+    covered.insert(k.field);
+  }
+  // every field the table can refuse in these configurations has a case above
+  for (const TransformerConfig& c : {gpt2, llama, linear, llama3, yarn, moe, no_mlp})
+    for (const FieldInfo& f : config_fields())
+      if (refusal_if_given(c, f.name)) {
+        INFO(f.name << " refused in " << config_summary(c));
+        CHECK(covered.count(f.name) == 1);
+      }
+  // fields no condition governs are never refused
+  for (const char* always : {"d_model", "window", "attn_softcap", "positions", "experts", "mlp", "qk_norm"})
+    CHECK_FALSE(refusal_if_given(gpt2, always).has_value());
 }

@@ -126,13 +126,10 @@ TransformerConfig ConfigOptions::build(const std::map<std::string, std::string>&
     c.attention_scale = 1.0;
   }
   finish_preset(arch_, c);
-  // the rope_* fields shape rotary positions only: with other positions they would change
-  // nothing, so giving one is refused rather than ignored
-  if (c.positions != PositionKind::rope)
-    for (const FieldInfo& f : config_fields())
-      if (std::string(f.name).rfind("rope_", 0) == 0 && given(f.name))
-        fail("config", "{} applies to positions=rope only, not positions={}", option_name(f.name),
-             field_to_string(c, "positions"));
+  // a field that changes nothing here (--rope-theta without RoPE) is refused, not ignored
+  if (const auto why = inapplicable_given_field(c, [&](const std::string& f) { return given(f); },
+                                                option_name))
+    fail("config", "{}", *why);
   return c;
 }
 

@@ -133,8 +133,18 @@ void check_config(const TransformerConfig& c) {
   fail("config", "{}", missing);
 }
 
-TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields) {
+// c with the given fields set, then `finish` (a preset's size rules). A given field that
+// changes nothing in the result (rope_theta without RoPE) gets a UserWarning: a dict of
+// fields shared between configurations is a common way to build them, so not an error.
+TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields,
+                              const std::function<void(TransformerConfig&)>& finish) {
   for (auto [k, v] : fields) set_field(c, k.cast<std::string>(), py::reinterpret_borrow<py::object>(v));
+  finish(c);
+  const auto why = inapplicable_given_field(
+      c, [&](const std::string& f) { return fields.contains(f); },
+      [](const std::string& f) { return f; });
+  if (why && PyErr_WarnEx(PyExc_UserWarning, ("Config: " + *why + ", so it changes nothing").c_str(), 1) != 0)
+    throw py::error_already_set();
   return c;
 }
 
@@ -142,11 +152,11 @@ void bind_config(py::module_& m) {
   py::class_<TransformerConfig> c(m, "Config",
                                   "The model configuration: every field of nn/config.hpp as an "
                                   "attribute (Config.fields() lists them); defaults are gpt2's.");
-  c.def(py::init([](const py::kwargs& kw) { return with_fields(gpt2_preset(), kw); }))
+  c.def(py::init([](const py::kwargs& kw) {
+         return with_fields(gpt2_preset(), kw, [](TransformerConfig&) {});
+       }))
       .def_static("preset", [](const std::string& name, const py::kwargs& kw) {
-        TransformerConfig cfg = with_fields(preset(name), kw);
-        finish_preset(name, cfg);
-        return cfg;
+        return with_fields(preset(name), kw, [&](TransformerConfig& c) { finish_preset(name, c); });
       }, py::arg("name"), "'gpt2' or 'llama', then the given fields, then the preset's size rules")
       .def_static("preset_names", &preset_names)
       .def_static("fields", [] {

@@ -9,6 +9,8 @@ from tapegrad import nn
 def small(preset="gpt2", **kw):
     fields = dict(vocab=9, context=6, d_model=8, heads=2, layers=2, mlp_hidden=12, seed=3)
     fields.update(kw)
+    if fields.get("mlp") == "none":
+        del fields["mlp_hidden"]  # no feed-forward to size
     return nn.Config.preset(preset, **fields)
 
 

@@ -4,6 +4,7 @@ import contextlib
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -27,6 +28,17 @@ def test_config_fields_come_from_the_one_list():
     assert sorted(nn.Config.preset_names()) == ["gpt2", "llama", "mixtral"]
     with pytest.raises(tg.ShapeError, match="norm"):
         c.norm = "batch"
+
+
+def test_a_field_that_changes_nothing_warns():
+    with pytest.warns(UserWarning, match="rope_theta applies to positions=rope only, not positions=learned"):
+        nn.Config(vocab=11, context=8, rope_theta=500.0)
+    with pytest.warns(UserWarning, match="experts_top_k applies to experts > 0 only"):
+        nn.Config.preset("llama", vocab=11, context=8, experts_top_k=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # where the fields apply, nothing is said
+        nn.Config.preset("llama", vocab=11, context=8, rope_theta=500.0)
+        nn.Config(vocab=11, context=8, experts=4, experts_top_k=1, qk_norm=True, qk_norm_gain=2.0)
 
 
 def test_count_parameters_matches_the_model():
