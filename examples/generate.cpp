@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -71,6 +72,7 @@ struct Settings {
   std::optional<std::string> patterns;  // folder for the attention heat maps
   std::string precision = "f32";
   std::string kv_dtype = "f32";
+  std::set<std::string> given;  // the options on the command line, for the ones that depend on others
 };
 
 // What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
@@ -211,6 +213,14 @@ GenerateOptions options_from(const Settings& s, const Codec& codec, const TinyGP
   o.use_cache = !s.no_cache;
   o.prefill_chunk = s.prefill_chunk;
   o.kv_dtype = kv_dtype_from_name(s.kv_dtype);
+  // options that would change nothing in this run are refused rather than ignored
+  for (const char* option : {"--top-k", "--top-p", "--seed"})
+    if (s.given.count(option) && o.sampling.temperature == 0)
+      throw UsageError(std::string(option) + " applies to sampling only, and this run is greedy (" +
+                       (s.temperature ? "--temperature 0" : "a task's default: give --temperature > 0 to sample") + ")");
+  for (const char* option : {"--prefill-chunk", "--kv-dtype"})
+    if (s.given.count(option) && s.no_cache)
+      throw UsageError(std::string(option) + " applies to the KV cache only, not --no-cache");
   o.at_context = examples::kAtContext;
   examples::require_prompt_fits(codec.prompt.size(), model.config());
   return o;
@@ -334,6 +344,8 @@ int main(int argc, char** argv) {
   examples::add_max_memory_option(app, s.max_memory);
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
+  for (const CLI::Option* option : app.get_options())
+    if (option->count() > 0) s.given.insert(option->get_name());
   try {
     return run(s);
   } catch (const UsageError& e) {

@@ -145,7 +145,8 @@ TEST_CASE("train cli: NaN options and negative seeds are usage errors", "[cli]")
                         "--positions alibi --rope-theta 500" + out,
                         "--positions learned --rope-scaling linear" + out,
                         "--experts-top-k 3" + out, "--qk-norm-gain 2" + out,
-                        "--mlp-hidden 20 --mlp-ratio 2" + out},
+                        "--mlp-hidden 20 --mlp-ratio 2" + out, "--temperature 0.5" + out,
+                        "--prompt hi" + out},
                        dir);
 }
 #endif

@@ -285,6 +285,12 @@ TEST_CASE("generate cli: misuse exits 2 with one line and writes nothing", "[cli
       {text + " --bogus", "bogus"},
       {text + " --precision f16", "--precision"},
       {text + " --kv-dtype f16", "--kv-dtype"},
+      // options that change nothing in the run: sampling's when greedy, the cache's without one
+      {sort + " --prompt '5 8 6 4 9 5 2 9' --top-k 3", "--top-k applies to sampling only"},
+      {sort + " --prompt '5 8 6 4 9 5 2 9' --seed 2", "--seed applies to sampling only"},
+      {text + " --prompt hello --temperature 0 --top-p 0.9", "this run is greedy (--temperature 0)"},
+      {text + " --prompt hello --no-cache --prefill-chunk 2", "--prefill-chunk applies to the KV cache only"},
+      {text + " --prompt hello --no-cache --kv-dtype bf16", "--kv-dtype applies to the KV cache only"},
       {text + " --prompt hello --patterns '" + (dir / "sort.npz" / "maps").string() + "'",
        "cannot create --patterns directory"},
   };

@@ -163,8 +163,19 @@ examples::MemoryNeed run_memory(const TinyGPTConfig& config, const TaskSetup& ta
   return need;
 }
 
+// Sampling's options without --sample, or --top-p when the sampling is greedy, would change
+// nothing: refused rather than ignored (checked before the other ranks drop --sample).
+void check_sampling_options(const Settings& s) {
+  if (s.sample == 0)
+    for (const char* option : {"--temperature", "--top-p", "--prompt"})
+      if (s.given(option)) throw UsageError(std::string(option) + " applies to --sample only");
+  if (s.temperature == 0 && s.given("--top-p"))
+    throw UsageError("--top-p applies to sampling only, and --temperature 0 is greedy");
+}
+
 int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* ranks) {
   std::FILE* log = stdout;
+  check_sampling_options(s);
   silence_other_ranks(s, ranks, log);
   const bool root = !ranks || ranks->is_root();
   const ResumeSource resume = read_resume_source(s);
