@@ -72,7 +72,7 @@ struct Settings {
   std::optional<std::string> patterns;  // folder for the attention heat maps
   std::string precision = "f32";
   std::string kv_dtype = "f32";
-  std::set<std::string> given;  // the options on the command line, for the ones that depend on others
+  std::set<std::string> given;  // the options on the command line (some depend on others)
 };
 
 // What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
@@ -214,10 +214,12 @@ GenerateOptions options_from(const Settings& s, const Codec& codec, const TinyGP
   o.prefill_chunk = s.prefill_chunk;
   o.kv_dtype = kv_dtype_from_name(s.kv_dtype);
   // options that would change nothing in this run are refused rather than ignored
+  const std::string greedy_because =
+      s.temperature ? "--temperature 0" : "a task's default: give --temperature > 0 to sample";
   for (const char* option : {"--top-k", "--top-p", "--seed"})
     if (s.given.count(option) && o.sampling.temperature == 0)
       throw UsageError(std::string(option) + " applies to sampling only, and this run is greedy (" +
-                       (s.temperature ? "--temperature 0" : "a task's default: give --temperature > 0 to sample") + ")");
+                       greedy_because + ")");
   for (const char* option : {"--prefill-chunk", "--kv-dtype"})
     if (s.given.count(option) && s.no_cache)
       throw UsageError(std::string(option) + " applies to the KV cache only, not --no-cache");

@@ -1,3 +1,4 @@
+#include <initializer_list>
 #include <optional>
 #include <string>
 
