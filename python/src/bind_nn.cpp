@@ -133,6 +133,12 @@ void check_config(const TransformerConfig& c) {
   fail("config", "{}", missing);
 }
 
+// A UserWarning with this text (an exception set by a filter that makes it an error
+// propagates).
+void warn_user(const std::string& text) {
+  if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0) throw py::error_already_set();
+}
+
 // c with the given fields set, then `finish` (a preset's size rules). A given field that
 // changes nothing in the result (rope_theta without RoPE) gets a UserWarning: a dict of
 // fields shared between configurations is a common way to build them, so not an error.
@@ -143,9 +149,25 @@ TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields,
   const auto why = inapplicable_given_field(
       c, [&](const std::string& f) { return fields.contains(f); },
       [](const std::string& f) { return f; });
-  if (why && PyErr_WarnEx(PyExc_UserWarning, ("Config: " + *why + ", so it changes nothing").c_str(), 1) != 0)
-    throw py::error_already_set();
+  if (why) warn_user("Config: " + *why + ", so it changes nothing");
   return c;
+}
+
+// generate's arguments that change nothing in the call, each a UserWarning: the cuts when
+// the call is greedy, the cache's options without the cache.
+void warn_unused_generate_options(const GenerateOptions& o) {
+  const auto unused = [](const char* arg, const char* needs, const char* here) {
+    warn_user(fmt::format("generate: {} applies to {} only, and {}, so it changes nothing", arg,
+                          needs, here));
+  };
+  if (o.sampling.temperature == 0) {
+    if (o.sampling.top_k != 0) unused("top_k", "sampling", "temperature=0 is greedy");
+    if (o.sampling.top_p != 1.0) unused("top_p", "sampling", "temperature=0 is greedy");
+  }
+  if (!o.use_cache) {
+    if (o.prefill_chunk != 0) unused("prefill_chunk", "the KV cache", "use_cache=False");
+    if (o.kv_dtype != KVDtype::model) unused("kv_dtype", "the KV cache", "use_cache=False");
+  }
 }
 
 void bind_config(py::module_& m) {
@@ -317,6 +339,7 @@ void bind_transformer(py::module_& m, const char* name) {
         o.at_context = at_context_of(at_context);
         o.sampling = {temperature, top_k, top_p};
         o.use_cache = use_cache;
+        warn_unused_generate_options(o);
         Generator own(seed);
         py::gil_scoped_release release;
         return generate(model, prompt, o, gen ? *gen : own).tokens;

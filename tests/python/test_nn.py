@@ -121,6 +121,21 @@ def test_generate_greedy_is_argmax_and_sampling_is_seeded():
         model.generate(prompt, 2, top_p=0.0)
 
 
+def test_generate_arguments_that_change_nothing_warn():
+    model = nn.Transformer(small(seed=1))
+    prompt = [1, 2, 3]
+    greedy = model.generate(prompt, 3, temperature=0)
+    with pytest.warns(UserWarning, match="top_k applies to sampling only, and temperature=0 is greedy"):
+        assert model.generate(prompt, 3, temperature=0, top_k=2) == greedy
+    with pytest.warns(UserWarning, match="prefill_chunk applies to the KV cache only"):
+        assert model.generate(prompt, 3, temperature=0, use_cache=False, prefill_chunk=2) == greedy
+    with pytest.warns(UserWarning, match="kv_dtype applies to the KV cache only"):
+        model.generate(prompt, 3, temperature=0, use_cache=False, kv_dtype="bf16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # arguments that apply say nothing
+        model.generate(prompt, 3, temperature=0.5, top_k=2, top_p=0.9, prefill_chunk=2)
+
+
 @contextlib.contextmanager
 def gil_changes_hands_only_when_released():
     """With a switch interval of 1000 s, the interpreter never takes the GIL from this
