@@ -6,6 +6,7 @@
 //
 // Exit codes: 0 done; 2 a usage error (bad option, or a configuration that cannot be built).
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -94,11 +95,15 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Print a transformer's parameters per component and its KV cache per token, from "
-               "its configuration alone (--arch preset plus any field as an option). Exit codes: "
-               "0 ok, 2 usage error.", kProgram};
+               "its configuration alone (--arch preset plus any architecture field as an option). "
+               "Exit codes: 0 ok, 2 usage error.", kProgram};
   app.option_defaults()->always_capture_default();
   std::size_t cache_bytes = 2;
-  examples::ConfigOptions model_options(app, {"seed", "attention_init"});
+  // the initialisation's fields (seed, attention_init, qk_norm_gain) change nothing in a card
+  std::set<std::string> initialisation;
+  for (const FieldInfo& f : config_fields())
+    if (f.role == FieldRole::initialisation) initialisation.insert(f.name);
+  examples::ConfigOptions model_options(app, initialisation);
   app.add_option("--cache-bytes", cache_bytes, "bytes per cached value (2: 16-bit)")
       ->check(CLI::Range(std::size_t(1), std::size_t(16)));
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))

@@ -63,6 +63,11 @@ TEST_CASE("model_card: bad configurations exit 2 with one line naming the field"
       {"--vocab 10 --context 8 --arch llama --d-model 20 --heads 4", "head_dim=5"},
       {"--context 8", "--vocab"},
       {"--vocab 10 --context 8 --arch nope", "--arch"},
+      // the initialisation changes no count: its options are not offered
+      {"--vocab 10 --context 8 --qk-norm --qk-norm-gain 2", "--qk-norm-gain"},
+      {"--vocab 10 --context 8 --seed 3", "--seed"},
+      // a field that changes nothing given the others is refused, as by every program
+      {"--vocab 10 --context 8 --experts-top-k 1", "--experts-top-k applies to experts > 0 only"},
   };
   for (const auto& [args, wanted] : cases) {
     INFO(args);
