@@ -160,7 +160,10 @@ TEST_CASE("saturation cli: unwritable outputs and bad lists exit 2 and write not
   require_usage_errors(TAPEGRAD_SATURATION_BIN, "saturation",
                        {quick + "--out '" + file + "/sub'", quick + "--out '" + file + "'",
                         quick + "--out '" + (dir / "o").string() + "' --doc /nonexistent/dir/R.md",
-                        quick + "--d-k 4,abc", quick + "--d-k"},
+                        quick + "--d-k 4,abc", quick + "--d-k",
+                        // a skipped part's options would change nothing
+                        quick + "--out '" + (dir / "o").string() + "' --d-k 4",
+                        quick + "--out '" + (dir / "o").string() + "' --skip-lr --lr-steps 3"},
                        dir);
 }
 

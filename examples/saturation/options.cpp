@@ -117,6 +117,22 @@ void apply_quick(const CLI::App& app, StudyOptions& o) {
   o.ablation.eval_size = 100;
 }
 
+// The options of a part the run skips would change nothing: refused rather than ignored.
+void check_skipped_parts(const CLI::App& app, const StudyOptions& o) {
+  struct Part {
+    bool skipped;
+    const char *group, *name, *flag;  // its options' group in --help
+  };
+  const Part parts[] = {{o.skip_sweep, "Sweep", "the sweep", "--skip-sweep"},
+                        {o.skip_lr, "Learning-rate sweep", "the learning-rate sweep", "--skip-lr"},
+                        {o.skip_ablation, "Head ablation", "the head ablation", "--skip-ablation"}};
+  for (const Part& part : parts)
+    for (const CLI::Option* option : app.get_options())
+      if (part.skipped && option->count() > 0 && option->get_group() == part.group)
+        throw UsageError(option->get_name() + " belongs to " + part.name + ", which " + part.flag +
+                         " skips");
+}
+
 void check_options(const StudyOptions& o) {
   const SweepOptions& s = o.sweep;
   if (s.chunk_rows % s.queries_per_group != 0)
@@ -141,6 +157,7 @@ void add_study_options(CLI::App& app, StudyOptions& o) {
 }
 
 void finish_study_options(const CLI::App& app, StudyOptions& o) {
+  check_skipped_parts(app, o);
   if (o.quick) apply_quick(app, o);
   o.sweep.use_double = o.dtype == "double";
   TrainingOptions& t = o.train;
