@@ -214,15 +214,16 @@ GenerateOptions options_from(const Settings& s, const Codec& codec, const TinyGP
   o.prefill_chunk = s.prefill_chunk;
   o.kv_dtype = kv_dtype_from_name(s.kv_dtype);
   // options that would change nothing in this run are refused rather than ignored
-  const std::string greedy_because =
-      s.temperature ? "--temperature 0" : "a task's default: give --temperature > 0 to sample";
-  for (const char* option : {"--top-k", "--top-p", "--seed"})
-    if (s.given.count(option) && o.sampling.temperature == 0)
-      throw UsageError(std::string(option) + " applies to sampling only, and this run is greedy (" +
-                       greedy_because + ")");
-  for (const char* option : {"--prefill-chunk", "--kv-dtype"})
-    if (s.given.count(option) && s.no_cache)
-      throw UsageError(std::string(option) + " applies to the KV cache only, not --no-cache");
+  const auto unused = inapplicable_generate_options(
+      o, [&](const std::string& name) { return s.given.count(examples::option_name(name)) > 0; });
+  if (!unused.empty()) {
+    const std::string option = examples::option_name(unused.front().name);
+    if (unused.front().needs == InapplicableOption::Needs::cache)
+      throw UsageError(option + " applies to the KV cache only, not --no-cache");
+    throw UsageError(option + " applies to sampling only, and this run is greedy (" +
+                     (s.temperature ? "--temperature 0"
+                                    : "a task's default: give --temperature > 0 to sample") + ")");
+  }
   o.at_context = examples::kAtContext;
   examples::require_prompt_fits(codec.prompt.size(), model.config());
   return o;
@@ -346,8 +347,7 @@ int main(int argc, char** argv) {
   examples::add_max_memory_option(app, s.max_memory);
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
-  for (const CLI::Option* option : app.get_options())
-    if (option->count() > 0) s.given.insert(option->get_name());
+  s.given = examples::given_options(app);
   try {
     return run(s);
   } catch (const UsageError& e) {

@@ -132,4 +132,17 @@ TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE
 
+std::vector<InapplicableOption> inapplicable_generate_options(
+    const GenerateOptions& o, const std::function<bool(const std::string&)>& given) {
+  using Needs = InapplicableOption::Needs;
+  std::vector<InapplicableOption> found;
+  if (o.sampling.temperature == 0)
+    for (const char* name : {"top_k", "top_p", "seed"})
+      if (given(name)) found.push_back({name, Needs::sampling});
+  if (!o.use_cache)
+    for (const char* name : {"prefill_chunk", "kv_dtype"})
+      if (given(name)) found.push_back({name, Needs::cache});
+  return found;
+}
+
 }  // namespace tapegrad

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "nn/sampling.hpp"
@@ -31,6 +32,17 @@ struct GenerateOptions {
   std::size_t prefill_chunk = 0;  // prompt positions per prefill call (0: the context)
   KVDtype kv_dtype = KVDtype::model;  // bf16: half the cache's memory (float32 models)
 };
+
+// Of generate's options "top_k", "top_p", "seed", "prefill_chunk" and "kv_dtype", those that
+// given(name) says were set and that change nothing under o, in that order, each with what
+// it needs: the cuts and the seed need sampling (o is greedy at temperature 0), the cache's
+// options need the cache. Programs refuse them, Python warns.
+struct InapplicableOption {
+  std::string name;
+  enum class Needs { sampling, cache } needs;
+};
+std::vector<InapplicableOption> inapplicable_generate_options(
+    const GenerateOptions& o, const std::function<bool(const std::string&)>& given);
 
 struct GenerateResult {
   std::vector<std::int64_t> tokens;  // the new tokens only

@@ -1,10 +1,12 @@
 #pragma once
 // Command-line handling shared by the example programs (CLI11): one line per error and the
 // exit codes every program documents (0 help, 2 usage error).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -96,6 +98,22 @@ inline std::string per_case_default(const std::vector<std::pair<std::string, std
     if (values[i].second != values[0].second)
       others += (others.empty() ? "" : ", ") + values[i].first + " " + values[i].second;
   return values[0].second + (others.empty() ? "" : " (" + others + ")");
+}
+
+// A library field's option: "top_k" -> "--top-k".
+inline std::string option_name(const std::string& field) {
+  std::string s = field;
+  std::replace(s.begin(), s.end(), '_', '-');
+  return "--" + s;
+}
+
+// The options the command line gave, by their long name ("--top-k"), for the options that
+// matter only with others.
+inline std::set<std::string> given_options(const CLI::App& app) {
+  std::set<std::string> given;
+  for (const CLI::Option* o : app.get_options())
+    if (o->count() > 0 && !o->get_lnames().empty()) given.insert("--" + o->get_lnames()[0]);
+  return given;
 }
 
 // Parses argv. Returns the exit code when the program should stop now: 0 after printing

@@ -10,12 +10,6 @@
 namespace tapegrad::examples {
 
 namespace {
-std::string option_name(const std::string& field) {
-  std::string s = field;
-  std::replace(s.begin(), s.end(), '_', '-');
-  return "--" + s;
-}
-
 const char* type_name(FieldInfo::Kind kind) {
   switch (kind) {
     case FieldInfo::Kind::size:

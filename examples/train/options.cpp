@@ -133,12 +133,6 @@ void add_training_options(CLI::App& app, Settings& s) {
   add_sampling_options(app, s);
 }
 
-void record_given_options(const CLI::App& app, Settings& s) {
-  s.given_options.clear();
-  for (const CLI::Option* o : app.get_options())
-    if (o->count() > 0 && !o->get_lnames().empty()) s.given_options.insert("--" + o->get_lnames()[0]);
-}
-
 TaskDefaults defaults_for(const std::string& task) {
   if (task == "reverse") return {64, 4, 2, 64, 300, 30, 3e-3, 3e-4};
   if (task == "recall") return {64, 1, 3, 64, 12000, 200, 3e-3, 3e-4};

@@ -68,8 +68,6 @@ struct Settings {
 void add_task_options(CLI::App& app, Settings& s);
 // The optimisation, run and sampling groups.
 void add_training_options(CLI::App& app, Settings& s);
-// Fills s.given_options from what `app` parsed.
-void record_given_options(const CLI::App& app, Settings& s);
 
 // Per-task defaults for the options the user did not give (see docs/TRAINING.md).
 struct TaskDefaults {

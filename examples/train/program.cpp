@@ -275,7 +275,7 @@ int tapegrad::train::train_program(int argc, char** argv) {
 
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
-  record_given_options(app, s);
+  s.given_options = examples::given_options(app);
   if (s.text_mode() && s.given("--task")) {
     std::fprintf(stderr, "%s: usage error: --text and --task exclude each other (see --help)\n",
                  kProgram);

@@ -139,13 +139,15 @@ void warn_user(const std::string& text) {
   if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) != 0) throw py::error_already_set();
 }
 
-// c with the given fields set, then `finish` (a preset's size rules). A given field that
-// changes nothing in the result (rope_theta without RoPE) gets a UserWarning: a dict of
-// fields shared between configurations is a common way to build them, so not an error.
-TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields,
-                              const std::function<void(TransformerConfig&)>& finish) {
+TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields) {
   for (auto [k, v] : fields) set_field(c, k.cast<std::string>(), py::reinterpret_borrow<py::object>(v));
-  finish(c);
+  return c;
+}
+
+// A given field that changes nothing in the finished c (rope_theta without RoPE) gets a
+// UserWarning: a dict of fields shared between configurations is a common way to build
+// them, so not an error.
+TransformerConfig warn_if_inapplicable(const TransformerConfig& c, const py::kwargs& fields) {
   const auto why = inapplicable_given_field(
       c, [&](const std::string& f) { return fields.contains(f); },
       [](const std::string& f) { return f; });
@@ -153,20 +155,22 @@ TransformerConfig with_fields(TransformerConfig c, const py::kwargs& fields,
   return c;
 }
 
-// generate's arguments that change nothing in the call, each a UserWarning: the cuts when
-// the call is greedy, the cache's options without the cache.
+// generate's arguments that change nothing in the call, each a UserWarning. An argument
+// away from its default counts as given (the seed cannot be told from its default).
 void warn_unused_generate_options(const GenerateOptions& o) {
-  const auto unused = [](const char* arg, const char* needs, const char* here) {
-    warn_user(fmt::format("generate: {} applies to {} only, and {}, so it changes nothing", arg,
-                          needs, here));
+  const GenerateOptions defaults;
+  const auto given = [&](const std::string& name) {
+    if (name == "top_k") return o.sampling.top_k != defaults.sampling.top_k;
+    if (name == "top_p") return o.sampling.top_p != defaults.sampling.top_p;
+    if (name == "prefill_chunk") return o.prefill_chunk != defaults.prefill_chunk;
+    if (name == "kv_dtype") return o.kv_dtype != defaults.kv_dtype;
+    return false;
   };
-  if (o.sampling.temperature == 0) {
-    if (o.sampling.top_k != 0) unused("top_k", "sampling", "temperature=0 is greedy");
-    if (o.sampling.top_p != 1.0) unused("top_p", "sampling", "temperature=0 is greedy");
-  }
-  if (!o.use_cache) {
-    if (o.prefill_chunk != 0) unused("prefill_chunk", "the KV cache", "use_cache=False");
-    if (o.kv_dtype != KVDtype::model) unused("kv_dtype", "the KV cache", "use_cache=False");
+  for (const InapplicableOption& u : inapplicable_generate_options(o, given)) {
+    const bool cache = u.needs == InapplicableOption::Needs::cache;
+    warn_user(fmt::format("generate: {} applies to {} only, and {}, so it changes nothing", u.name,
+                          cache ? "the KV cache" : "sampling",
+                          cache ? "use_cache=False" : "temperature=0 is greedy"));
   }
 }
 
@@ -175,10 +179,12 @@ void bind_config(py::module_& m) {
                                   "The model configuration: every field of nn/config.hpp as an "
                                   "attribute (Config.fields() lists them); defaults are gpt2's.");
   c.def(py::init([](const py::kwargs& kw) {
-         return with_fields(gpt2_preset(), kw, [](TransformerConfig&) {});
+         return warn_if_inapplicable(with_fields(gpt2_preset(), kw), kw);
        }))
       .def_static("preset", [](const std::string& name, const py::kwargs& kw) {
-        return with_fields(preset(name), kw, [&](TransformerConfig& c) { finish_preset(name, c); });
+        TransformerConfig cfg = with_fields(preset(name), kw);
+        finish_preset(name, cfg);
+        return warn_if_inapplicable(cfg, kw);
       }, py::arg("name"), "'gpt2' or 'llama', then the given fields, then the preset's size rules")
       .def_static("preset_names", &preset_names)
       .def_static("fields", [] {
