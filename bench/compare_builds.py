@@ -12,7 +12,8 @@ programs on the machine.
       --filter '^mha_fwdbwd' --threads 1,2 --rounds 6 [--json out.json]
 
 --new-suffix _alibi runs each workload W of the old build against W_alibi of the new one (the
-same workload with a modifier on), so the ratio is what turning it on costs.
+same workload with a modifier on), so the ratio is what turning it on costs; with
+--old-suffix _alibi as well, the ratio is what a change did to that cost.
 """
 import argparse
 import json
@@ -45,12 +46,17 @@ def main():
     ap.add_argument("--json", help="write every sample here")
     ap.add_argument("--new-suffix", default="",
                     help="the new build runs W + this suffix (e.g. _alibi, _softcap)")
+    ap.add_argument("--old-suffix", default="",
+                    help="the old build runs W + this suffix (both suffixes alike: a change to "
+                         "a modifier's cost)")
     args = ap.parse_args()
     bins = {b: os.path.join(getattr(args, b), "bench", "tapegrad_bench") for b in ("old", "new")}
     names = run_bench.workloads(bins["old"])
     new_names = set(run_bench.workloads(bins["new"]))
-    names = [w for w in names if re.search(args.filter, w) and w + args.new_suffix in new_names]
-    asked = {"old": lambda w: w, "new": lambda w: w + args.new_suffix}
+    old_names = set(names)
+    names = [w for w in names if re.search(args.filter, w) and w + args.new_suffix in new_names
+             and w + args.old_suffix in old_names]
+    asked = {"old": lambda w: w + args.old_suffix, "new": lambda w: w + args.new_suffix}
     out = []
     print(f"{'workload':<20} th  {'old med':>9} {'new med':>9} {'new/old':>7}  "
           f"{'old min':>9} {'new min':>9} {'new/old':>7}  {'old cpu':>9} {'new cpu':>9} {'new/old':>7}")

@@ -14,7 +14,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "ops/kernels/rowwise.hpp"  // softcap_inplace, subtract_linear_bias
+#include "ops/kernels/rowwise.hpp"  // softcap_*, subtract_linear_bias
 
 namespace tapegrad::kernels {
 
@@ -89,6 +89,13 @@ struct AttentionRule {
                              std::size_t e) const {
     if (!(softcap > 0) || e <= a) return;
     softcap_backward_inplace(capped + (a - j0), ds + (a - j0), e - a, T(softcap));
+  }
+  // The same from the scaled scores before the cap (a backward that recomputes them).
+  template <class T>
+  void scale_grad_by_softcap_from_scores(const T* scores, T* ds, std::size_t j0, std::size_t a,
+                                         std::size_t e) const {
+    if (!(softcap > 0) || e <= a) return;
+    softcap_backward_from_scores(scores + (a - j0), ds + (a - j0), e - a, T(softcap));
   }
 };
 

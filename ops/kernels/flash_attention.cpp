@@ -221,13 +221,12 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
     const T D = g.D[r0 + r];
     for (std::size_t j = 0; j < n; ++j)
       ds[r * n + j] = unless_tiny(p[r * n + j] * (ds[r * n + j] - D));
-  }
-  if (L.softcap > 0)
-    for (std::size_t r = 0; r < rows; ++r) {
+    if (L.softcap > 0) {
       const Range vis = visible(L, r0 + r, j0, n);
       L.scale_grad_by_softcap(capped.data() + r * n, ds + r * n, j0, j0 + vis.begin,
                               j0 + vis.end);
     }
+  }
 }
 
 template <class T>

@@ -181,6 +181,25 @@ void softcap_backward_inplace(const T* capped, T* ds, std::size_t L, T cap) {
 }
 
 template <class T>
+void softcap_backward_from_scores(const T* scores, T* ds, std::size_t L, T cap) {
+  using batch = xsimd::batch<T>;
+  constexpr std::size_t W = batch::size;
+  const batch ib(T(1) / cap), one(T(1));
+  const auto derivative = [&](const batch& s) {
+    const batch t = xsimd::tanh(s * ib);
+    return xsimd::fnma(t, t, one);
+  };
+  std::size_t k = 0;
+  for (; k + W <= L; k += W)
+    (batch::load_unaligned(ds + k) * derivative(batch::load_unaligned(scores + k)))
+        .store_unaligned(ds + k);
+  if (k < L)
+    simd::store_first(ds + k, L - k,
+                      simd::load_first(ds + k, L - k) *
+                          derivative(simd::load_first(scores + k, L - k)));
+}
+
+template <class T>
 void subtract_linear_bias(T* row, std::size_t L, T slope, T distance) {
   using batch = xsimd::batch<T>;
   constexpr std::size_t W = batch::size;
@@ -205,6 +224,8 @@ template void softcap_inplace(float*, std::size_t, float, float*);
 template void softcap_inplace(double*, std::size_t, double, double*);
 template void softcap_backward_inplace(const float*, float*, std::size_t, float);
 template void softcap_backward_inplace(const double*, double*, std::size_t, double);
+template void softcap_backward_from_scores(const float*, float*, std::size_t, float);
+template void softcap_backward_from_scores(const double*, double*, std::size_t, double);
 template float row_max(const float*, std::size_t);
 template double row_max(const double*, std::size_t);
 template float exp_shifted_inplace(float*, std::size_t, float, float);

@@ -75,4 +75,9 @@ void subtract_linear_bias(T* row, std::size_t L, T slope, T distance);
 template <class T>
 void softcap_backward_inplace(const T* capped, T* ds, std::size_t L, T cap);
 
+// The same from the scores before the cap, for a backward that recomputes them rather than
+// keep the capped ones: ds[k] *= 1 - tanh^2(scores[k] / cap), in one pass with the tanh.
+template <class T>
+void softcap_backward_from_scores(const T* scores, T* ds, std::size_t L, T cap);
+
 }  // namespace tapegrad::kernels
