@@ -182,7 +182,12 @@ void bind_tensor(py::module_& m) {
   bind_generator(m);
   py::class_<PyTensor> c(m, "Tensor",
                          "A float32 or float64 tensor on tapegrad's tape. Made by "
-                         "tapegrad.tensor(numpy_array), zeros, randn, or any op.");
+                         "Tensor(numpy_array) or tapegrad.tensor(numpy_array) (the same), "
+                         "zeros, randn, or any op.");
+  // Tensor(array) is tensor(array): a user who reaches for the class gets the same copy
+  // and the same dtype rules, not pybind11's "No constructor defined".
+  c.def(py::init(&tensor_from_numpy), py::arg("data"), py::arg("requires_grad") = false,
+        py::arg("dtype") = py::none());
   c.def_property_readonly("shape", &shape_tuple)
       .def_property_readonly("dtype", &PyTensor::dtype)
       .def_property_readonly("ndim", [](const PyTensor& t) {

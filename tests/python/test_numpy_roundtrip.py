@@ -48,6 +48,18 @@ def test_other_dtypes_are_refused_naming_the_dtype(bad):
         tg.tensor(bad)
 
 
+def test_the_class_constructs_as_tensor_does(rng):
+    a = rng.standard_normal((2, 3))
+    t = tg.Tensor(a, requires_grad=True)
+    assert isinstance(t, tg.Tensor) and t.dtype == "float64"
+    np.testing.assert_array_equal(t.numpy(), a)
+    tg.sum(t * t).backward()
+    np.testing.assert_allclose(t.grad, 2 * a)
+    assert tg.Tensor(np.arange(3), dtype="float32").dtype == "float32"
+    with pytest.raises(TypeError, match="neither float32 nor float64"):
+        tg.Tensor(np.arange(3))
+
+
 def test_conversion_happens_when_asked():
     t = tg.tensor(np.arange(3), dtype="float32")
     assert t.dtype == "float32"
