@@ -61,31 +61,24 @@ void square_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
   });
 }
 
-// Query rows are taken kSoftcapRows at a time: under the soft-cap, a block's scores are
-// recomputed (they stay in L2 until used) and each row's softmax gradient is scaled by the
-// cap's derivative while the row is still in L1.
+// ds (T, T) of one head times the soft-cap's derivative 1 - tanh^2(s / c) on each row's
+// visible keys, from the scores s recomputed kSoftcapRows rows at a time (a block of them
+// stays in L2 between its product and its use).
 constexpr std::size_t kSoftcapRows = 64;
 
-// ds rows [i0, i0 + rows) of one head: the softmax backward, times scale (the forward
-// multiplied the scores by it), times 1 - tanh^2(scores / c) under the soft-cap.
 template <class T>
-void square_score_grad_rows(const HeadLayout& L, const T* qbh, const T* kbh, const T* wbh,
-                            const T* dwbh, T scale, std::size_t i0, std::size_t rows, T* ds) {
+void scale_by_softcap_grad(const HeadLayout& L, const T* qbh, const T* kbh, T scale, T* ds) {
   const std::size_t Tn = L.Tq, D = L.q_ld();
-  const bool capped = L.softcap > 0;
   thread_local std::vector<T> scores;
-  const std::size_t n = L.hi(i0 + rows - 1);
-  if (capped) {
+  scores.resize(kSoftcapRows * Tn);
+  for (std::size_t i0 = 0; i0 < Tn; i0 += kSoftcapRows) {
+    const std::size_t rows = std::min(kSoftcapRows, Tn - i0), n = L.hi(i0 + rows - 1);
     // scores = scale * q_bh[i0:i0+rows] @ k_bh[0:n]^T: (rows, dh) @ (dh, n) -> (rows, n)
-    scores.resize(rows * n);
     gemm_strided<T>(false, true, rows, n, L.dh, scale, qbh + i0 * D, D, kbh, D, T(0),
                     scores.data(), n);
-  }
-  for (std::size_t i = i0; i < i0 + rows; ++i) {
-    softmax_backward_row(wbh + i * Tn, dwbh + i * Tn, ds + i * Tn, Tn, scale);
-    if (capped)
-      L.scale_grad_by_softcap_from_scores(scores.data() + (i - i0) * n, ds + i * Tn, 0, 0,
-                                          L.hi(i));
+    for (std::size_t r = 0; r < rows; ++r)
+      L.scale_grad_by_softcap_from_scores(scores.data() + r * n, ds + (i0 + r) * Tn, 0, 0,
+                                          L.hi(i0 + r));
   }
 }
 
@@ -98,13 +91,14 @@ void square_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
     const std::size_t off = b * Tn * D + h * L.dh;
     const T* wbh = w + (b * L.H + h) * Tn * Tn;
     const T* dwbh = dw + (b * L.H + h) * Tn * Tn;
-    // the scratch lives with the thread so large T does not fault in fresh pages per head
+    // ds = softmax backward, times scale (the forward multiplied scores by it); the
+    // scratch lives with the thread so large T does not fault in fresh pages per head
     thread_local std::vector<T> ds;
     ds.resize(Tn * Tn);
-    for (std::size_t i0 = 0; i0 < Tn; i0 += kSoftcapRows)
-      square_score_grad_rows(L, q + off, k + off, wbh, dwbh, scale, i0,
-                             std::min(kSoftcapRows, Tn - i0), ds.data());
+    for (std::size_t i = 0; i < Tn; ++i)
+      softmax_backward_row(wbh + i * Tn, dwbh + i * Tn, ds.data() + i * Tn, Tn, scale);
     // ds is zero wherever w is (causal: above the diagonal)
+    if (L.softcap > 0) scale_by_softcap_grad(L, q + off, k + off, scale, ds.data());
     // dq_bh = ds @ k_bh: (T, T) @ (T, dh)
     if (dq) gemm_strided<T>(false, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, k + off, D, T(0),
                             dq + off, D, causal ? Triangle::a_lower : Triangle::none);
