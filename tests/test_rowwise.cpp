@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <type_traits>
 #include <vector>
 
@@ -290,4 +291,33 @@ TEST_CASE("softcap_inplace in float is tanh within 4 ulp and keeps its bounds, s
   CHECK(std::isnan(row[0]));
   CHECK(std::fabs(row[1] - 30.0f * std::tanh(2.0f / 30.0f)) <= 4e-6f);
   CHECK(std::fabs(row[2] + 30.0f) <= 30.0f * 8 * std::numeric_limits<float>::epsilon());
+}
+
+TEMPLATE_TEST_CASE("softcap_backward_from_scores scales by 1 - tanh^2(s / c) on every tail",
+                   "[rowwise][softcap]", float, double) {
+  using T = TestType;
+  const T cap = T(3);
+  std::mt19937 gen(7);
+  // s / c on both sides of 0.625, where xsimd's tanh changes from a polynomial to exp
+  std::normal_distribution<double> normal(0.0, 4.0);
+  for (std::size_t n = 0; n <= 40; ++n) {
+    std::vector<T> scores(n + 1), ds(n + 1);
+    for (std::size_t k = 0; k <= n; ++k) {
+      scores[k] = T(normal(gen));
+      ds[k] = T(normal(gen));
+    }
+    const std::vector<T> before = ds;
+    kernels::softcap_backward_from_scores(scores.data(), ds.data(), n, cap);
+    for (std::size_t k = 0; k < n; ++k) {
+      const double t = std::tanh(double(scores[k]) / double(cap));
+      const double want = double(before[k]) * (1 - t * t);
+      INFO("n " << n << ", k " << k << ", score " << scores[k]);
+      CHECK(std::fabs(double(ds[k]) - want) <=
+            16 * double(std::numeric_limits<T>::epsilon()) * std::fabs(double(before[k])));
+    }
+    CHECK(ds[n] == before[n]);  // past the row: untouched
+  }
+  T nan_row[2] = {std::numeric_limits<T>::quiet_NaN(), T(1)}, grad[2] = {T(1), T(1)};
+  kernels::softcap_backward_from_scores(nan_row, grad, 2, cap);
+  CHECK(std::isnan(grad[0]));
 }
