@@ -4,6 +4,7 @@
 // of the tokenizer options exits 2 with one line.
 #if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN) && defined(TAPEGRAD_GENERATE_BIN)
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -154,4 +155,29 @@ TEST_CASE("train text cli: misused tokenizer options exit 2 with one line and wr
   }
   CHECK_FALSE(fs::exists(out));
 }
+
+TEST_CASE("train text cli: a text model resumed without its text only samples, and says so",
+          "[train_cli][text][resume]") {
+  const fs::path dir = scratch("resume_without_text");
+  const fs::path corpus = write_corpus(dir, true);
+  REQUIRE(train(std::string(kTiny) + " --text " + q(corpus) + " --steps 4 --stop-at 2 --out " +
+                q(dir / "a"), dir).code == 0);
+  REQUIRE(train(std::string(kTiny) + " --text " + q(corpus) + " --steps 2 --out " + q(dir / "m"),
+                dir).code == 0);
+  // unfinished (step 2 of 4) or not, without --text there is nothing to train or evaluate on
+  for (const std::string from : {"a", "m/model.npz"}) {
+    const ProgramRun r = train("--resume " + q(dir / from) + " --quiet --out " + q(dir / "b"), dir);
+    INFO(from << ": " << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("is a text model: give --text FILE") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(dir / "b"));
+  }
+  const ProgramRun sampled = train("--resume " + q(dir / "m" / "model.npz") +
+                                   " --quiet --sample 12 --out " + q(dir / "c"), dir);
+  INFO(sampled.err);
+  CHECK(sampled.code == 0);
+  CHECK(fs::exists(dir / "c" / "sample.txt"));
+}
+
 #endif

@@ -263,6 +263,12 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume) {
   if (!s.text_mode() && t.name == "text" && s.steps > 0 && s.given("--steps")) {
     throw UsageError("training a text model needs --text FILE");
   }
+  // Without its text a resumed text model can only sample: a run with nothing to sample
+  // would train and evaluate on nothing and still report success.
+  if (!s.text_mode() && t.name == "text" && s.sample == 0) {
+    throw UsageError("--resume " + resume.path + " is a text model: give --text FILE to train "
+                     "or evaluate it, or --sample N to sample from it");
+  }
   if (!s.text_mode() && t.name == "text") s.steps = 0;  // sampling from a checkpoint only
   return t;
 }
