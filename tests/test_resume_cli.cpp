@@ -5,6 +5,7 @@
 // before --out is created.
 #if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
 #include <catch2/catch.hpp>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -253,6 +254,35 @@ TEST_CASE("resume: misused checkpoint options exit 2 with one line and write not
     INFO(opt);
     CHECK(help.out.find(opt) != std::string::npos);
   }
+}
+
+TEST_CASE("resume: an --out holding a later step's checkpoints is refused before anything is written",
+          "[resume][train_cli]") {
+  const fs::path dir = scratch("later_in_out");
+  const fs::path other = dir / "other", part = dir / "part";
+  // another run of 20 steps, checkpointed at 10 and 20, and this one stopped at step 5
+  REQUIRE(run_trainer(kRun + " --checkpoint-every 10 --out " + quoted(other), dir).code == 0);
+  REQUIRE(run_trainer(kRun + " --stop-at 5 --out " + quoted(part), dir).code == 0);
+  const auto listing = [&] {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(other)) names.insert(e.path().filename().string());
+    return names;
+  };
+  const std::set<std::string> before = listing();
+  // resumed at step 5 into it, pruning would remove this run's checkpoints, not the others'
+  for (const std::string args : {"--resume " + quoted(part / ckpt(5)) + " --stop-at 8",
+                                 kRun + " --stop-at 3"}) {
+    INFO(args);
+    const ProgramRun r = run_trainer(args + " --quiet --out " + quoted(other), dir);
+    CHECK(r.code == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find("holds " + ckpt(20) + ", a later step") != std::string::npos);
+    CHECK(listing() == before);
+  }
+  // resuming the directory's own newest checkpoint into it is the normal case
+  const ProgramRun own = run_trainer("--resume " + quoted(other) + " --quiet --out " + quoted(other), dir);
+  INFO(own.err);
+  CHECK(own.code == 0);
 }
 
 #endif

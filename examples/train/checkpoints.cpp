@@ -143,6 +143,18 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return found;
 }
 
+void check_no_later_checkpoints(const std::string& dir, std::size_t start_step) {
+  const std::vector<std::string> found = list_checkpoints(dir);
+  if (found.empty()) return;
+  const std::string name = fs::path(found.back()).filename().string();
+  const std::string digits = name.substr(5, digits_from(name, 5));  // after "ckpt-"
+  // more digits than a size_t holds is a later step too
+  if (digits.size() < 19 && std::stoull(digits) <= start_step) return;
+  throw UsageError("--out " + dir + " holds " + name + ", a later step than the " +
+                   std::to_string(start_step) + " this run starts from (another run's "
+                   "checkpoints): choose another --out or remove them");
+}
+
 void remove_stale_temporaries(const std::string& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {

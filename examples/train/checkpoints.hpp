@@ -23,6 +23,10 @@ std::string checkpoint_path(const std::string& dir, std::size_t step);
 std::vector<std::string> list_checkpoints(const std::string& dir);
 // Temporary files a killed writer left behind (they never replaced a checkpoint).
 void remove_stale_temporaries(const std::string& dir);
+// UsageError when `dir` holds a checkpoint of a later step than `start_step` (another run's):
+// pruning keeps the latest steps, so this run's own checkpoints would be the ones removed,
+// and a later --resume of `dir` would continue the other run.
+void check_no_later_checkpoints(const std::string& dir, std::size_t start_step);
 
 // Everything a training checkpoint captures.
 struct TrainerState {

@@ -196,6 +196,8 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
                      std::to_string(state->step));
   if (ranks) ranks->check_batch(s.batch);
 
+  if (root) check_no_later_checkpoints(s.out, state ? state->step : 0);
+
   // Everything the options can get wrong has been checked: only now touch the disk.
   if (root) {
     examples::prepare_out_dir(s.out);
