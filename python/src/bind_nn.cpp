@@ -321,7 +321,8 @@ void bind_transformer(py::module_& m, const char* name) {
       }, py::arg("path"))
       .def("save", [](const Model& model, const std::string& path, const py::object& task) {
         std::vector<NpzEntry> extra = config_entries(model.config());
-        for (NpzEntry& e : task_entries(task)) extra.push_back(std::move(e));
+        for (NpzEntry& e : task_entries(task, model.config().vocab, model.config().context))
+          extra.push_back(std::move(e));
         py::gil_scoped_release release;
         save_parameters(path, model, extra);
       }, py::arg("path"), py::arg("task") = py::none(),

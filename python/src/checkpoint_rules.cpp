@@ -12,7 +12,8 @@
 
 namespace tapegrad::python {
 
-std::vector<NpzEntry> task_entries(const py::object& task) {
+std::vector<NpzEntry> task_entries(const py::object& task, std::size_t vocab,
+                                   std::size_t context) {
   if (task.is_none()) return {};
   std::string name;
   if (py::isinstance<tasks::SequenceTask>(task))
@@ -21,6 +22,10 @@ std::vector<NpzEntry> task_entries(const py::object& task) {
   else wrong_type("save", "task", "a tasks.SequenceTask, its name or None", task);
   if (!tasks::SequenceTask::known(name))
     fail("save", "unknown task '{}' (sort, reverse or recall)", name);
+  const tasks::SequenceTask made = tasks::SequenceTask::make(name);
+  if (made.vocab_size() != vocab || made.context() != context)
+    fail("save", "the task '{}' needs vocab {} and context {}, the model has {} and {}", name,
+         made.vocab_size(), made.context(), vocab, context);
   std::vector<std::int64_t> codes(name.begin(), name.end());
   return {NpzEntry(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(codes, {codes.size()})))};
 }

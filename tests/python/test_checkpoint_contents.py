@@ -41,6 +41,12 @@ def test_save_refuses_a_task_it_cannot_record(tmp_path):
         model.save(str(tmp_path / "m.npz"), task="sorting")
     with pytest.raises(TypeError, match="save: task must be .*, not int"):
         model.save(str(tmp_path / "m.npz"), task=3)
+    # a task the model cannot take: generate would slide its prompts through the model
+    reverse = tasks.SequenceTask("reverse")
+    assert (reverse.vocab_size, reverse.context) != (model.config.vocab, model.config.context)
+    for other in ("reverse", "recall", tasks.SequenceTask("recall")):
+        with pytest.raises(tg.ShapeError, match="the task '.*' needs vocab .* the model has 11 and 16"):
+            model.save(str(tmp_path / "m.npz"), task=other)
     assert not (tmp_path / "m.npz").exists()
 
 
