@@ -39,14 +39,25 @@ std::size_t new_token_budget(const TransformerConfig& c, const GenerateOptions& 
 // True when the model must not see more than its context of positions at once.
 bool bounded(const TransformerConfig& c) { return !past_context_ok(c); }
 
-// The quadratic reference: every step re-runs the last `context` tokens from position 0.
-// Exact for full attention within the context; for a window model past it, RoPE's
-// angles are relative and the window sees only the last `window` <= context keys, so the
-// logits are the cached run's too.
+// The tokens a bounded model sees when sliding: seq[start, n). When the previous step's
+// view already held `context` tokens, the newest context/2 start a new one, as advance()
+// refills the cache, so a run without the cache sees what a run with it sees.
+std::size_t slide_start(std::size_t context, std::size_t start, std::size_t n) {
+  if (n - 1 - start < context) return start;
+  return n - std::max<std::size_t>(context / 2, 1);
+}
+
+// The quadratic reference: every step re-runs its view, seq[start, n), from position 0.
+// Exact for full attention within the context; for a window model past it (unbounded),
+// the last `context` tokens: RoPE's angles are relative and the window sees only the last
+// `window` <= context keys, so the logits are the cached run's too.
 template <class T>
-Tensor<T> recompute(Transformer<T>& model, const std::vector<std::int64_t>& seq) {
+Tensor<T> recompute(Transformer<T>& model, const std::vector<std::int64_t>& seq,
+                    std::size_t& start) {
   const std::size_t C = model.config().context, n = seq.size();
-  return model.forward(row(seq, n > C ? n - C : 0, n));
+  if (!bounded(model.config())) return model.forward(row(seq, n > C ? n - C : 0, n));
+  start = slide_start(C, start, n);
+  return model.forward(row(seq, start, n));
 }
 
 // Feeds seq[begin, end) into the caches in chunks -> the logits of the last chunk.
@@ -69,7 +80,7 @@ Tensor<T> advance(Transformer<T>& model, KVCacheSet<T>& caches,
   if (!bounded(model.config()) || caches.length() < C)
     return model.forward(row(seq, n - 1, n), caches);
   caches.reset();
-  return prefill(model, caches, seq, n - std::max<std::size_t>(C / 2, 1), n, chunk);
+  return prefill(model, caches, seq, slide_start(C, n - 1 - C, n), n, chunk);
 }
 
 }  // namespace
@@ -98,9 +109,11 @@ GenerateResult generate(Transformer<T>& model, const std::vector<std::int64_t>& 
     if (on_token) on_token(t);
   };
   Clock::time_point t0 = Clock::now();
+  const std::size_t first = bounded(c) && prompt.size() > c.context ? prompt.size() - c.context : 0;
   if (!o.use_cache) {
+    std::size_t start = first;
     for (std::size_t i = 0; i < budget; ++i) {
-      emit(last_row(recompute(model, seq)));
+      emit(last_row(recompute(model, seq, start)));
       if (i == 0) r.prefill_seconds = seconds_since(t0), t0 = Clock::now();
     }
     r.decode_seconds = budget > 1 ? seconds_since(t0) : 0.0;
@@ -112,7 +125,6 @@ GenerateResult generate(Transformer<T>& model, const std::vector<std::int64_t>& 
   KVCacheSet<T> caches(c, 1, positions, o.kv_dtype);
   r.cache_bytes = caches.bytes();
   const std::size_t chunk = o.prefill_chunk ? o.prefill_chunk : c.context;
-  const std::size_t first = bounded(c) && prompt.size() > c.context ? prompt.size() - c.context : 0;
   Tensor<T> logits = prefill(model, caches, prompt, first, prompt.size(), chunk);
   r.prefill_seconds = seconds_since(t0);
   t0 = Clock::now();

@@ -57,27 +57,34 @@ TEST_CASE("generation: a full-attention model stops at its context", "[generatio
   CHECK(r.cache_bytes == 8 * kv_cache_bytes_per_token(model.config(), sizeof(double)));
 }
 
-TEST_CASE("generation: sliding re-reads the newest context/2 tokens", "[generation]") {
+TEST_CASE("generation: sliding re-reads the newest context/2 tokens, with the cache or without",
+          "[generation]") {
   Transformer<double> model(model_config());
   GenerateOptions o;
   o.max_new_tokens = 25;
   o.sampling.temperature = 0;
   o.at_context = AtContext::slide;
   o.prefill_chunk = 3;
-  Generator gen(1);
-  const std::vector<std::int64_t> prompt = {4, 0, 7};
-  const GenerateResult r = generate(model, prompt, o, gen);
-  CHECK_FALSE(r.stopped_at_context);
-  REQUIRE(r.tokens.size() == 25);
-  // the policy, independently: the model reads seq[start, n); when that span is the whole
-  // context and a token must be fed, the span restarts at the newest context/2 tokens
-  std::vector<std::int64_t> seq = prompt;
-  std::size_t start = 0;
-  for (std::int64_t t : r.tokens) {
-    CHECK(t == full_argmax(model, seq, start, seq.size()));
-    seq.push_back(t);
-    if (seq.size() - start > 8) start = seq.size() - 4;
-  }
+  const std::vector<std::int64_t> short_prompt = {4, 0, 7}, long_prompt = {4, 0, 7, 1, 1, 5, 2, 8, 3, 6, 0};
+  for (const bool use_cache : {true, false})
+    for (const std::vector<std::int64_t>& prompt : {short_prompt, long_prompt}) {
+      INFO("use_cache " << use_cache << ", prompt of " << prompt.size());
+      o.use_cache = use_cache;
+      Generator gen(1);
+      const GenerateResult r = generate(model, prompt, o, gen);
+      CHECK_FALSE(r.stopped_at_context);
+      REQUIRE(r.tokens.size() == 25);
+      // the policy, independently: the model reads seq[start, n), a long prompt's last 8
+      // first; when that span is the whole context and a token must be fed, the span
+      // restarts at the newest context/2 tokens
+      std::vector<std::int64_t> seq = prompt;
+      std::size_t start = prompt.size() > 8 ? prompt.size() - 8 : 0;
+      for (std::int64_t t : r.tokens) {
+        CHECK(t == full_argmax(model, seq, start, seq.size()));
+        seq.push_back(t);
+        if (seq.size() - start > 8) start = seq.size() - 4;
+      }
+    }
 }
 
 TEST_CASE("generation: the engine's errors name generate", "[generation]") {
