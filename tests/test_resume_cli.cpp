@@ -285,4 +285,28 @@ TEST_CASE("resume: an --out holding a later step's checkpoints is refused before
   CHECK(own.code == 0);
 }
 
+TEST_CASE("resume: a --seed other than the checkpoint's is refused, and no notice precedes an error",
+          "[resume][train_cli]") {
+  const fs::path dir = scratch("seed_and_notices");
+  const fs::path part = dir / "part", out = dir / "never";
+  REQUIRE(run_trainer(kRun + " --stop-at 10 --out " + quoted(part), dir).code == 0);
+  const std::string resume = "--resume " + quoted(part / ckpt(10)) + " --out " + quoted(out);
+  // the seed drew the weights and the data the run continues: another one changes nothing
+  const ProgramRun seed = run_trainer(resume + " --seed 4", dir);
+  CHECK(seed.code == 2);
+  CHECK(count_lines(seed.err) == 1);
+  CHECK(seed.err.find("--seed 4 disagrees with the checkpoint's seed 3") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  // a given option that differs gets its notice only when the run goes ahead
+  const ProgramRun past = run_trainer(resume + " --lr 0.002 --steps 5", dir);
+  CHECK(past.code == 2);
+  CHECK(past.out.empty());
+  CHECK(past.err.find("past --steps 5") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  const ProgramRun same_seed = run_trainer(resume + " --seed 3 --lr 0.002 --stop-at 11", dir);
+  INFO(same_seed.err);
+  CHECK(same_seed.code == 0);
+  CHECK(same_seed.out.find("--lr 0.002 differs from the checkpoint's") != std::string::npos);
+}
+
 #endif

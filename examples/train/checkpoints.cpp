@@ -8,6 +8,7 @@
 
 #include "examples/common/cli.hpp"
 #include "examples/common/model_file.hpp"
+#include "examples/common/run_options.hpp"
 #include "examples/train/outputs.hpp"
 
 namespace fs = std::filesystem;
@@ -77,11 +78,10 @@ std::string setting_name(const char* option) {
 }
 
 template <class V>
-void notice_override(const char* option, V file_value, V given, std::FILE* log) {
-  std::fprintf(log, "--resume: %s %s differs from the checkpoint's %s; the run goes on with %s "
-               "and no longer matches an uninterrupted one\n", option,
-               fmt::format("{}", given).c_str(), fmt::format("{}", file_value).c_str(),
-               fmt::format("{}", given).c_str());
+void notice_override(const char* option, V file_value, V given, std::vector<std::string>& notices) {
+  notices.push_back(fmt::format("--resume: {} {} differs from the checkpoint's {}; the run goes "
+                                "on with {} and no longer matches an uninterrupted one",
+                                option, given, file_value, given));
 }
 
 template <class Map>
@@ -206,24 +206,27 @@ std::optional<TrainingState<float>> read_training_state(const ResumeSource& resu
   }
 }
 
-void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st, std::FILE* log) {
+void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
+                               std::vector<std::string>& notices) {
   for (const RealSetting& r : kRealSettings) {
     const double v = need_setting(st.real_settings, setting_name(r.option));
     if (!(v >= r.lo && v <= r.hi))
       throw UsageError(fmt::format("--resume: the checkpoint's {} {} is outside [{}, {}]", r.option, v, r.lo, r.hi));
     if (!s.given(r.option)) s.*r.field = v;
-    else if (s.*r.field != v) notice_override(r.option, v, s.*r.field, log);
+    else if (s.*r.field != v) notice_override(r.option, v, s.*r.field, notices);
   }
   for (const SizeSetting& z : kSizeSettings) {
     const std::int64_t v = need_setting(st.integer_settings, setting_name(z.option));
     if (v < std::int64_t(z.lo) || v > std::int64_t(z.hi))
       throw UsageError(fmt::format("--resume: the checkpoint's {} {} is outside [{}, {}]", z.option, v, z.lo, z.hi));
     if (!s.given(z.option)) s.*z.field = std::size_t(v);
-    else if (s.*z.field != std::size_t(v)) notice_override(z.option, std::size_t(v), s.*z.field, log);
+    else if (s.*z.field != std::size_t(v)) notice_override(z.option, std::size_t(v), s.*z.field, notices);
   }
   const std::uint64_t seed = std::uint64_t(need_setting(st.integer_settings, "seed"));
-  if (!s.given("--seed")) s.seed = seed;
-  else if (s.seed != seed) notice_override("--seed", seed, s.seed, log);
+  if (s.given("--seed") && s.seed != seed)
+    throw examples::disagreement("--seed", std::to_string(s.seed),
+                                 "the checkpoint's seed " + std::to_string(seed));
+  s.seed = seed;
   const std::int64_t dense = need_setting(st.integer_settings, "recall_dense_loss");
   if (dense != 0 && dense != 1)
     throw UsageError(fmt::format("--resume: the checkpoint's recall_dense_loss is {}, not 0 or 1", dense));
@@ -237,10 +240,10 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st, std:
     s.checkpoint_every = std::size_t(every->second);
   }
   if (!s.given("--steps")) s.steps = st.total_steps;
-  else if (s.steps != st.total_steps) notice_override("--steps", st.total_steps, s.steps, log);
   if (st.step > s.steps)
     throw UsageError(fmt::format("--resume: the checkpoint is at step {}, past --steps {}",
                                  st.step, s.steps));
+  if (s.steps != st.total_steps) notice_override("--steps", st.total_steps, s.steps, notices);
 }
 
 void restore_training(const TrainingState<float>& st, const TaskSetup& task,

@@ -51,10 +51,12 @@ TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume)
 std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
                                                         const TinyGPT<float>& model);
 // The checkpoint's settings (the checkpoint interval included) for every option the user
-// did not give; a one-line notice on
-// `log` for each one given with another value. UsageError when the checkpoint is past
-// --steps or its settings are out of the options' ranges.
-void apply_checkpoint_settings(Settings& s, const TrainingState<float>& state, std::FILE* log);
+// did not give; a one-line notice in `notices` for each one given with another value (the
+// caller prints them once every check has passed). UsageError when the checkpoint is past
+// --steps, its settings are out of the options' ranges, or --seed disagrees with it (the
+// seed drew the weights and the data the run continues: another one changes nothing).
+void apply_checkpoint_settings(Settings& s, const TrainingState<float>& state,
+                               std::vector<std::string>& notices);
 // Puts the optimisers, the batch generator and the progress where the checkpoint left them.
 void restore_training(const TrainingState<float>& state, const TaskSetup& task,
                       const TinyGPT<float>& model, Optimizers& optimizers, Generator& data,

@@ -144,12 +144,13 @@ std::optional<int> train_with_checkpoints(TrainingRun& run, TrainingProgress& pr
 // unless only evaluating, its training state, whose settings then fill the options not given.
 void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
                              std::optional<TinyGPT<float>>& model,
-                             std::optional<TrainingState<float>>& state, std::FILE* log) {
+                             std::optional<TrainingState<float>>& state,
+                             std::vector<std::string>& notices) {
   if (!resume.active()) return;
   model.emplace(load_resumed_model(s, resume));
   state = read_training_state(resume, *model);
   if (s.given("--steps") && s.steps == 0) state.reset();  // evaluate only
-  if (state) apply_checkpoint_settings(s, *state, log);
+  if (state) apply_checkpoint_settings(s, *state, notices);
 }
 
 // The run's memory: training the model on --batch sequences of its context (per rank: the
@@ -183,7 +184,8 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   const auto model_defaults = apply_task_defaults(s, task_name, model_options.arch());
   std::optional<TinyGPT<float>> model_holder;
   std::optional<TrainingState<float>> state;
-  read_resumed_checkpoint(s, resume, model_holder, state, log);
+  std::vector<std::string> notices;  // printed once every check has passed
+  read_resumed_checkpoint(s, resume, model_holder, state, notices);
   const TaskSetup task = build_task(s, resume);
   if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
   const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults);
@@ -198,7 +200,8 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
 
   if (root) check_no_later_checkpoints(s.out, state ? state->step : 0);
 
-  // Everything the options can get wrong has been checked: only now touch the disk.
+  // Everything the options can get wrong has been checked: only now speak and touch the disk.
+  for (const std::string& notice : notices) std::fprintf(log, "%s\n", notice.c_str());
   if (root) {
     examples::prepare_out_dir(s.out);
     remove_stale_temporaries(s.out);
