@@ -1,6 +1,7 @@
 // The tokenizer program end to end: train on a small text, encode, decode back to the same
 // bytes (a special token included), stats; and misuse: exit 2, one line, no file written.
 #include <catch2/catch.hpp>
+#include <utility>
 
 #include <filesystem>
 #include <fstream>
@@ -80,6 +81,17 @@ TEST_CASE("tokenizer cli: misuse exits 2 with one line and writes nothing", "[to
     INFO(args << "\n" << r.err);
     CHECK(r.code == 2);
     CHECK(count_lines(r.err) == 1);
+    CHECK(!fs::exists(dir / "out.txt"));
+  }
+  // an argument nothing takes is named, after a subcommand or in place of one
+  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+           {"train " + text + " --vocab-size 300 --out " + out + " --bogus", "--bogus"},
+           {"train " + text + " extra --vocab-size 300 --out " + out, "extra"},
+           {"--bogus", "--bogus"}}) {
+    const ProgramRun r = tokenizer(args, dir);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("unexpected argument: " + named + " (see --help)") != std::string::npos);
     CHECK(!fs::exists(dir / "out.txt"));
   }
 }

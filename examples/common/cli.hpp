@@ -116,6 +116,16 @@ inline std::set<std::string> given_options(const CLI::App& app) {
   return given;
 }
 
+// Exit 2 naming the arguments nothing took, the subcommands' included. CLI11 joins them in
+// reverse ("-1 --steps" for "--steps -1"): say them as typed.
+inline int unexpected_arguments(const CLI::App& app, const char* program) {
+  std::string extras;
+  for (const std::string& arg : app.remaining(true)) extras += (extras.empty() ? "" : " ") + arg;
+  std::fprintf(stderr, "%s: usage error: unexpected argument%s: %s (see --help)\n", program,
+               app.remaining_size(true) > 1 ? "s" : "", extras.c_str());
+  return 2;
+}
+
 // Parses argv. Returns the exit code when the program should stop now: 0 after printing
 // --help, 2 after a one-line usage error on stderr; nothing when it should go on.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv,
@@ -127,11 +137,12 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ExtrasError&) {
-    // CLI11 joins these in reverse ("-1 --steps" for "--steps -1"): say them as typed.
-    std::string extras;
-    for (const std::string& arg : app.remaining()) extras += (extras.empty() ? "" : " ") + arg;
-    std::fprintf(stderr, "%s: usage error: unexpected argument%s: %s (see --help)\n", program,
-                 app.remaining_size() > 1 ? "s" : "", extras.c_str());
+    return unexpected_arguments(app, program);
+  } catch (const CLI::RequiredError& e) {
+    // "--bogus" where a subcommand is required: the argument is the mistake to name
+    if (app.remaining_size(true) > 0) return unexpected_arguments(app, program);
+    std::fprintf(stderr, "%s: usage error: %s (see --help)\n", program,
+                 one_line(e.what()).c_str());
     return 2;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "%s: usage error: %s (see --help)\n", program,
