@@ -115,6 +115,12 @@ TrainingState<float> capture(const TrainerState& t) {
   return st;
 }
 
+// Checkpoint names of one directory by step: a longer number is a later step (--steps
+// reaches 9 digits), then by name.
+bool earlier_step(const std::string& a, const std::string& b) {
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
+}
+
 void prune(const std::string& dir) {
   std::vector<std::string> all = list_checkpoints(dir);
   for (std::size_t i = 0; i + kCheckpointsKept < all.size(); ++i) {
@@ -136,21 +142,17 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
     const std::string name = e.path().filename().string();
     if (is_checkpoint_name(name)) found.push_back(e.path().string());
   }
-  // by step: a longer number is a later step (--steps reaches 9 digits), then by name
-  std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
-    return a.size() != b.size() ? a.size() < b.size() : a < b;
-  });
+  std::sort(found.begin(), found.end(), earlier_step);
   return found;
 }
 
 void check_no_later_checkpoints(const std::string& dir, std::size_t start_step) {
   const std::vector<std::string> found = list_checkpoints(dir);
   if (found.empty()) return;
-  const std::string name = fs::path(found.back()).filename().string();
-  const std::string digits = name.substr(5, digits_from(name, 5));  // after "ckpt-"
-  // more digits than a size_t holds is a later step too
-  if (digits.size() < 19 && std::stoull(digits) <= start_step) return;
-  throw UsageError("--out " + dir + " holds " + name + ", a later step than the " +
+  const std::string newest = fs::path(found.back()).filename().string();
+  if (!earlier_step(fs::path(checkpoint_path(dir, start_step)).filename().string(), newest))
+    return;
+  throw UsageError("--out " + dir + " holds " + newest + ", a later step than the " +
                    std::to_string(start_step) + " this run starts from (another run's "
                    "checkpoints): choose another --out or remove them");
 }
