@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "examples/saturation/lr_sweep.hpp"
-#include "examples/saturation/report.hpp"
+#include "examples/saturation/report_study.hpp"
 
 namespace tapegrad::saturation {
 

@@ -6,7 +6,7 @@
 
 #include "examples/saturation/ablation.hpp"
 #include "examples/saturation/positions.hpp"
-#include "examples/saturation/report.hpp"
+#include "examples/saturation/report_study.hpp"
 
 namespace tapegrad::saturation {
 

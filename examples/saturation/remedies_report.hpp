@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/saturation/report.hpp"
+#include "examples/saturation/report_study.hpp"
 #include "examples/saturation/training.hpp"
 
 namespace tapegrad::saturation {

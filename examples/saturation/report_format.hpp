@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "examples/saturation/report.hpp"  // Check
+#include "examples/saturation/report_study.hpp"  // Check
 
 namespace tapegrad::saturation {
 
