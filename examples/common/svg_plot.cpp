@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <unistd.h>
@@ -140,147 +141,192 @@ LinePlot& LinePlot::add_hline(double y, std::string label, std::string color) {
   return *this;
 }
 
-std::string LinePlot::to_svg() const {
-  const PlotOptions& o = options_;
-  const double W = o.width, H = o.height;
-  const double left = 78, right = 24, top = o.title.empty() ? 24 : 48, bottom = 62;
-  const double pw = W - left - right, ph = H - top - bottom;
+namespace {
 
-  // Data ranges over the usable points (horizontal lines count for y only).
-  double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
-  for (const Series& s : series_) {
+// Where the plot area sits in the picture, and how data values map onto it.
+struct Frame {
+  double width, height;
+  double left, top, pw, ph;  // the plot area: its top-left corner and its size
+  double xlo, xhi, ylo, yhi;  // the data ranges, widened to the outer ticks
+  Scale x_scale, y_scale;
+  std::vector<Tick> x_ticks, y_ticks;
+
+  double x(double v) const {
+    double f = x_scale == Scale::Log ? (std::log10(v) - std::log10(xlo)) /
+                                           (std::log10(xhi) - std::log10(xlo))
+                                     : (v - xlo) / (xhi - xlo);
+    return left + f * pw;
+  }
+  double y(double v) const {
+    double f = y_scale == Scale::Log ? (std::log10(v) - std::log10(ylo)) /
+                                           (std::log10(yhi) - std::log10(ylo))
+                                     : (v - ylo) / (yhi - ylo);
+    return top + (1.0 - f) * ph;
+  }
+};
+
+// The margins leave room for the title, the tick labels and the axis labels; the data
+// ranges are over the usable points (horizontal lines count for y only).
+Frame frame_of(const PlotOptions& o, const std::vector<Series>& series) {
+  Frame f;
+  f.width = o.width;
+  f.height = o.height;
+  const double right = 24, bottom = 62;
+  f.left = 78;
+  f.top = o.title.empty() ? 24 : 48;
+  f.pw = f.width - f.left - right;
+  f.ph = f.height - f.top - bottom;
+  f.x_scale = o.x_scale;
+  f.y_scale = o.y_scale;
+  const double inf = std::numeric_limits<double>::infinity();
+  f.xlo = f.ylo = inf;
+  f.xhi = f.yhi = -inf;
+  for (const Series& s : series) {
     for (std::size_t i = 0; i < s.x.size(); ++i) {
       bool hline = std::isnan(s.x[i]);
       if (!usable(s.y[i], o.y_scale)) continue;
       if (!hline) {
         if (!usable(s.x[i], o.x_scale)) continue;
-        xlo = std::min(xlo, s.x[i]);
-        xhi = std::max(xhi, s.x[i]);
+        f.xlo = std::min(f.xlo, s.x[i]);
+        f.xhi = std::max(f.xhi, s.x[i]);
       }
-      ylo = std::min(ylo, s.y[i]);
-      yhi = std::max(yhi, s.y[i]);
+      f.ylo = std::min(f.ylo, s.y[i]);
+      f.yhi = std::max(f.yhi, s.y[i]);
     }
   }
-  std::vector<Tick> xt = axis_ticks(xlo, xhi, o.x_scale, 7);
-  std::vector<Tick> yt = axis_ticks(ylo, yhi, o.y_scale, 6);
+  f.x_ticks = axis_ticks(f.xlo, f.xhi, o.x_scale, 7);
+  f.y_ticks = axis_ticks(f.ylo, f.yhi, o.y_scale, 6);
+  return f;
+}
 
-  auto tx = [&](double x) {
-    double f = o.x_scale == Scale::Log ? (std::log10(x) - std::log10(xlo)) /
-                                             (std::log10(xhi) - std::log10(xlo))
-                                       : (x - xlo) / (xhi - xlo);
-    return left + f * pw;
-  };
-  auto ty = [&](double y) {
-    double f = o.y_scale == Scale::Log ? (std::log10(y) - std::log10(ylo)) /
-                                             (std::log10(yhi) - std::log10(ylo))
-                                       : (y - ylo) / (yhi - ylo);
-    return top + (1.0 - f) * ph;
-  };
-
-  std::ostringstream svg;
+// The opening tag, a white background and the title.
+void write_head(std::ostream& svg, const PlotOptions& o) {
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\""
       << o.height << "\" viewBox=\"0 0 " << o.width << ' ' << o.height
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg << "<rect x=\"0\" y=\"0\" width=\"" << o.width << "\" height=\"" << o.height
       << "\" fill=\"white\"/>\n";
   if (!o.title.empty()) {
-    svg << "<text class=\"title\" x=\"" << px(W / 2) << "\" y=\"28\" text-anchor=\"middle\" "
+    svg << "<text class=\"title\" x=\"" << px(double(o.width) / 2) << "\" y=\"28\" text-anchor=\"middle\" "
         << "font-size=\"16\">" << escape_xml(o.title) << "</text>\n";
   }
+}
 
-  // Grid, ticks and tick labels.
+// Grid lines, ticks and tick labels of both axes.
+void write_ticks(std::ostream& svg, const Frame& f) {
+  const double bottom = f.top + f.ph;
   svg << "<g class=\"x-ticks\">\n";
-  for (const Tick& t : xt) {
-    double X = tx(t.value);
-    svg << "<line class=\"grid\" x1=\"" << px(X) << "\" y1=\"" << px(top) << "\" x2=\"" << px(X)
-        << "\" y2=\"" << px(top + ph) << "\" stroke=\"#e6e6e6\"/>"
-        << "<line class=\"tick\" x1=\"" << px(X) << "\" y1=\"" << px(top + ph) << "\" x2=\""
-        << px(X) << "\" y2=\"" << px(top + ph + 5) << "\" stroke=\"black\"/>"
-        << "<text class=\"tick-label\" x=\"" << px(X) << "\" y=\"" << px(top + ph + 19)
+  for (const Tick& t : f.x_ticks) {
+    double X = f.x(t.value);
+    svg << "<line class=\"grid\" x1=\"" << px(X) << "\" y1=\"" << px(f.top) << "\" x2=\"" << px(X)
+        << "\" y2=\"" << px(bottom) << "\" stroke=\"#e6e6e6\"/>"
+        << "<line class=\"tick\" x1=\"" << px(X) << "\" y1=\"" << px(bottom) << "\" x2=\""
+        << px(X) << "\" y2=\"" << px(bottom + 5) << "\" stroke=\"black\"/>"
+        << "<text class=\"tick-label\" x=\"" << px(X) << "\" y=\"" << px(bottom + 19)
         << "\" text-anchor=\"middle\">" << escape_xml(t.label) << "</text>\n";
   }
   svg << "</g>\n<g class=\"y-ticks\">\n";
-  for (const Tick& t : yt) {
-    double Y = ty(t.value);
-    svg << "<line class=\"grid\" x1=\"" << px(left) << "\" y1=\"" << px(Y) << "\" x2=\""
-        << px(left + pw) << "\" y2=\"" << px(Y) << "\" stroke=\"#e6e6e6\"/>"
-        << "<line class=\"tick\" x1=\"" << px(left - 5) << "\" y1=\"" << px(Y) << "\" x2=\""
-        << px(left) << "\" y2=\"" << px(Y) << "\" stroke=\"black\"/>"
-        << "<text class=\"tick-label\" x=\"" << px(left - 8) << "\" y=\"" << px(Y + 4)
+  for (const Tick& t : f.y_ticks) {
+    double Y = f.y(t.value);
+    svg << "<line class=\"grid\" x1=\"" << px(f.left) << "\" y1=\"" << px(Y) << "\" x2=\""
+        << px(f.left + f.pw) << "\" y2=\"" << px(Y) << "\" stroke=\"#e6e6e6\"/>"
+        << "<line class=\"tick\" x1=\"" << px(f.left - 5) << "\" y1=\"" << px(Y) << "\" x2=\""
+        << px(f.left) << "\" y2=\"" << px(Y) << "\" stroke=\"black\"/>"
+        << "<text class=\"tick-label\" x=\"" << px(f.left - 8) << "\" y=\"" << px(Y + 4)
         << "\" text-anchor=\"end\">" << escape_xml(t.label) << "</text>\n";
   }
   svg << "</g>\n";
+}
 
-  // Axes and their labels.
-  svg << "<rect class=\"axes\" x=\"" << px(left) << "\" y=\"" << px(top) << "\" width=\""
-      << px(pw) << "\" height=\"" << px(ph) << "\" fill=\"none\" stroke=\"black\"/>\n";
+// The frame of the plot area and the axis labels.
+void write_axes(std::ostream& svg, const Frame& f, const PlotOptions& o) {
+  svg << "<rect class=\"axes\" x=\"" << px(f.left) << "\" y=\"" << px(f.top) << "\" width=\""
+      << px(f.pw) << "\" height=\"" << px(f.ph) << "\" fill=\"none\" stroke=\"black\"/>\n";
   if (!o.x_label.empty()) {
-    svg << "<text class=\"x-label\" x=\"" << px(left + pw / 2) << "\" y=\"" << px(H - 16)
+    svg << "<text class=\"x-label\" x=\"" << px(f.left + f.pw / 2) << "\" y=\"" << px(f.height - 16)
         << "\" text-anchor=\"middle\" font-size=\"13\">" << escape_xml(o.x_label)
         << "</text>\n";
   }
   if (!o.y_label.empty()) {
-    svg << "<text class=\"y-label\" x=\"18\" y=\"" << px(top + ph / 2)
+    svg << "<text class=\"y-label\" x=\"18\" y=\"" << px(f.top + f.ph / 2)
         << "\" text-anchor=\"middle\" font-size=\"13\" transform=\"rotate(-90 18 "
-        << px(top + ph / 2) << ")\">" << escape_xml(o.y_label) << "</text>\n";
+        << px(f.top + f.ph / 2) << ")\">" << escape_xml(o.y_label) << "</text>\n";
   }
+}
 
-  // The series, clipped to the plot area; unusable points break the line.
-  svg << "<defs><clipPath id=\"plot-area\"><rect x=\"" << px(left) << "\" y=\"" << px(top)
-      << "\" width=\"" << px(pw) << "\" height=\"" << px(ph) << "\"/></clipPath></defs>\n";
+// One series as a path (unusable points break the line) and, if asked, a dot per point.
+void write_series(std::ostream& svg, const Frame& f, const Series& s) {
+  std::string d;
+  bool pen_down = false;
+  std::vector<std::pair<double, double>> dots;
+  for (std::size_t i = 0; i < s.x.size(); ++i) {
+    double x = s.x[i];
+    if (std::isnan(x)) x = i == 0 ? f.xlo : f.xhi;  // a horizontal reference line
+    if (!usable(x, f.x_scale) || !usable(s.y[i], f.y_scale)) {
+      pen_down = false;
+      continue;
+    }
+    double X = f.x(x), Y = f.y(s.y[i]);
+    d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + px(X) + ',' + px(Y);
+    pen_down = true;
+    dots.emplace_back(X, Y);
+  }
+  if (d.empty()) return;
+  svg << "<path class=\"series\" data-label=\"" << escape_xml(s.label) << "\" d=\"" << d
+      << "\" fill=\"none\" stroke=\"" << escape_xml(s.color) << "\" stroke-width=\"1.8\""
+      << (s.dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>\n";
+  if (s.markers) {
+    for (auto [X, Y] : dots) {
+      svg << "<circle cx=\"" << px(X) << "\" cy=\"" << px(Y) << "\" r=\"2.8\" fill=\""
+          << escape_xml(s.color) << "\"/>\n";
+    }
+  }
+}
+
+// Every series, clipped to the plot area.
+void write_all_series(std::ostream& svg, const Frame& f, const std::vector<Series>& series) {
+  svg << "<defs><clipPath id=\"plot-area\"><rect x=\"" << px(f.left) << "\" y=\"" << px(f.top)
+      << "\" width=\"" << px(f.pw) << "\" height=\"" << px(f.ph) << "\"/></clipPath></defs>\n";
   svg << "<g clip-path=\"url(#plot-area)\">\n";
-  for (const Series& s : series_) {
-    std::string d;
-    bool pen_down = false;
-    std::vector<std::pair<double, double>> dots;
-    for (std::size_t i = 0; i < s.x.size(); ++i) {
-      double x = s.x[i];
-      if (std::isnan(x)) x = i == 0 ? xlo : xhi;  // a horizontal reference line
-      if (!usable(x, o.x_scale) || !usable(s.y[i], o.y_scale)) {
-        pen_down = false;
-        continue;
-      }
-      double X = tx(x), Y = ty(s.y[i]);
-      d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + px(X) + ',' + px(Y);
-      pen_down = true;
-      dots.emplace_back(X, Y);
-    }
-    if (d.empty()) continue;
-    svg << "<path class=\"series\" data-label=\"" << escape_xml(s.label) << "\" d=\"" << d
-        << "\" fill=\"none\" stroke=\"" << escape_xml(s.color) << "\" stroke-width=\"1.8\""
-        << (s.dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>\n";
-    if (s.markers) {
-      for (auto [X, Y] : dots) {
-        svg << "<circle cx=\"" << px(X) << "\" cy=\"" << px(Y) << "\" r=\"2.8\" fill=\""
-            << escape_xml(s.color) << "\"/>\n";
-      }
-    }
+  for (const Series& s : series) write_series(svg, f, s);
+  svg << "</g>\n";
+}
+
+// The labelled series, top right inside the plot area.
+void write_legend(std::ostream& svg, const Frame& f, const std::vector<Series>& series) {
+  std::vector<const Series*> listed;
+  for (const Series& s : series)
+    if (!s.label.empty()) listed.push_back(&s);
+  if (listed.empty()) return;
+  std::size_t longest = 0;
+  for (const Series* s : listed) longest = std::max(longest, s->label.size());
+  double lw = 36 + 7.0 * double(longest), lh = 8 + 18.0 * double(listed.size());
+  double lx = f.left + f.pw - lw - 8, ly = f.top + 8;
+  svg << "<g class=\"legend\">\n<rect x=\"" << px(lx) << "\" y=\"" << px(ly) << "\" width=\""
+      << px(lw) << "\" height=\"" << px(lh)
+      << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#bbbbbb\"/>\n";
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    double Y = ly + 14 + 18.0 * double(i);
+    svg << "<line x1=\"" << px(lx + 6) << "\" y1=\"" << px(Y - 4) << "\" x2=\""
+        << px(lx + 28) << "\" y2=\"" << px(Y - 4) << "\" stroke=\""
+        << escape_xml(listed[i]->color) << "\" stroke-width=\"2\""
+        << (listed[i]->dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>"
+        << "<text x=\"" << px(lx + 32) << "\" y=\"" << px(Y) << "\">"
+        << escape_xml(listed[i]->label) << "</text>\n";
   }
   svg << "</g>\n";
+}
 
-  // Legend, top right inside the plot area.
-  std::vector<const Series*> listed;
-  for (const Series& s : series_)
-    if (!s.label.empty()) listed.push_back(&s);
-  if (!listed.empty()) {
-    std::size_t longest = 0;
-    for (const Series* s : listed) longest = std::max(longest, s->label.size());
-    double lw = 36 + 7.0 * double(longest), lh = 8 + 18.0 * double(listed.size());
-    double lx = left + pw - lw - 8, ly = top + 8;
-    svg << "<g class=\"legend\">\n<rect x=\"" << px(lx) << "\" y=\"" << px(ly) << "\" width=\""
-        << px(lw) << "\" height=\"" << px(lh)
-        << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#bbbbbb\"/>\n";
-    for (std::size_t i = 0; i < listed.size(); ++i) {
-      double Y = ly + 14 + 18.0 * double(i);
-      svg << "<line x1=\"" << px(lx + 6) << "\" y1=\"" << px(Y - 4) << "\" x2=\""
-          << px(lx + 28) << "\" y2=\"" << px(Y - 4) << "\" stroke=\""
-          << escape_xml(listed[i]->color) << "\" stroke-width=\"2\""
-          << (listed[i]->dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>"
-          << "<text x=\"" << px(lx + 32) << "\" y=\"" << px(Y) << "\">"
-          << escape_xml(listed[i]->label) << "</text>\n";
-    }
-    svg << "</g>\n";
-  }
+}  // namespace
+
+std::string LinePlot::to_svg() const {
+  const Frame frame = frame_of(options_, series_);
+  std::ostringstream svg;
+  write_head(svg, options_);
+  write_ticks(svg, frame);
+  write_axes(svg, frame, options_);
+  write_all_series(svg, frame, series_);
+  write_legend(svg, frame, series_);
   svg << "</svg>\n";
   return svg.str();
 }
