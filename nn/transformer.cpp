@@ -261,19 +261,22 @@ template <class T>
 TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indices& targets,
                                               std::int64_t ignore_index) {
   TrainingLoss<T> out;
-  // the positions the LM loss ignores (prompts, padding) do not count in f and P either,
-  // for this forward only (an exception included)
+  // For this forward only (an exception included): the experts' capacity applies, and the
+  // positions the LM loss ignores (prompts, padding) do not count in f and P.
   std::vector<bool> counted(targets.size());
   for (std::size_t i = 0; i < targets.size(); ++i) counted[i] = targets.data()[i] != ignore_index;
-  struct CountedTokens {
+  struct TrainingForward {
     std::vector<Block<T>>& blocks;
-    CountedTokens(std::vector<Block<T>>& b, const std::vector<bool>& counted) : blocks(b) {
-      set(counted);
+    TrainingForward(std::vector<Block<T>>& b, const std::vector<bool>& counted) : blocks(b) {
+      set(true, counted);
     }
-    ~CountedTokens() { set({}); }
-    void set(const std::vector<bool>& counted) {
+    ~TrainingForward() { set(false, {}); }
+    void set(bool training, const std::vector<bool>& counted) {
       for (Block<T>& block : blocks)
-        if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens(counted);
+        if (MixtureOfExperts<T>* moe = block.moe()) {
+          moe->set_training(training);
+          moe->set_counted_tokens(counted);
+        }
     }
   } scope(blocks_, counted);
   out.lm = loss(tokens, targets, ignore_index);

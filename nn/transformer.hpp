@@ -68,7 +68,9 @@ class Transformer : public Module<T> {
                  std::int64_t ignore_index = -100);
 
   // The mean cross-entropy above plus the MoE auxiliary losses of that same forward (zero
-  // for a dense model): the training objective. Evaluation uses loss() alone.
+  // for a dense model): the training objective. Its forward is the model's one training
+  // forward, the only one moe_capacity limits; every other forward is dropless.
+  // Evaluation uses loss() alone.
   TrainingLoss<T> training_loss(const Indices& tokens, const Indices& targets,
                                 std::int64_t ignore_index = -100);
   // The MoE auxiliary losses of the last forward (zero scalars for a dense model).

@@ -1,5 +1,6 @@
 """A mixture of experts from Python: the config fields, the training loss with its
-auxiliary losses beside the LM loss, each layer's expert load, capacity dropping, and the
+auxiliary losses beside the LM loss, each layer's expert load, capacity dropping in training
+only (the decode equals the full forward), and the
 active parameter count against Mixtral 8x7B's public configuration."""
 import numpy as np
 import pytest
@@ -27,6 +28,17 @@ def test_the_training_loss_is_the_lm_loss_plus_the_weighted_aux_losses():
     assert np.abs(router.grad).max() > 0
 
 
+def test_with_a_capacity_the_incremental_decode_equals_the_full_forward():
+    model = nn.Transformer(toy(experts=4, moe_capacity=0.25), dtype="float64")
+    full = model(TOKENS).numpy()
+    cache = model.kv_cache(batch=2)
+    with tg.no_grad():
+        steps = [model.forward(TOKENS[:, t:t + 1], cache=cache).numpy() for t in range(6)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=0, atol=1e-12)
+    alone = model(TOKENS[:1]).numpy()
+    np.testing.assert_allclose(alone, full[:1], rtol=0, atol=1e-12)  # its batch mate changes nothing
+
+
 def test_expert_load_is_k_per_token_and_drops_only_with_a_capacity():
     model = nn.Transformer(toy(experts=4, experts_top_k=2))
     model(TOKENS)
@@ -37,7 +49,10 @@ def test_expert_load_is_k_per_token_and_drops_only_with_a_capacity():
         assert sum(d["fraction"]) == pytest.approx(2.0)  # each token chose 2 experts
         assert d["capacity"] == 0 and d["dropped_fraction"] == 0
     tight = nn.Transformer(toy(experts=4, experts_top_k=2, moe_capacity=0.25))
-    tight(TOKENS)
+    tight(TOKENS)  # evaluation: dropless whatever the capacity
+    for d in tight.expert_load():
+        assert d["capacity"] == 0 and d["dropped_fraction"] == 0
+    tight.training_loss(TOKENS, TARGETS)  # a training forward: over capacity is dropped
     for d in tight.expert_load():
         assert d["capacity"] == 2  # ceil(0.25 * 12 * 2 / 4)
         assert d["dropped_fraction"] >= 16 / 24 - 1e-12  # at most 4 experts x 2 slots of 24 choices kept
