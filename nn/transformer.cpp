@@ -232,8 +232,8 @@ std::string dead_router_warning() {
          "language-model loss sends the router no gradient; only the auxiliary losses train it\n";
 }
 
-// aux = moe_aux_coef x mean over MoE layers of E sum_e f_e P_e, z = moe_z_coef x mean over
-// MoE layers of mean_t logsumexp^2, both from the last forward; zero scalars when dense.
+// aux = mean over MoE layers of E sum_e f_e P_e, z = mean over MoE layers of
+// mean_t logsumexp^2, both raw and from the last forward; zero scalars when dense.
 template <class T>
 MoELosses<T> Transformer<T>::moe_losses() const {
   MoELosses<T> out;
@@ -250,13 +250,13 @@ MoELosses<T> Transformer<T>::moe_losses() const {
     out.aux = out.z = Tensor<T>::scalar(T(0));
     return out;
   }
-  out.aux = aux * static_cast<T>(config_.moe_aux_coef / double(layers));
-  out.z = z * static_cast<T>(config_.moe_z_coef / double(layers));
+  out.aux = aux / static_cast<T>(layers);
+  out.z = z / static_cast<T>(layers);
   return out;
 }
 
-// LM loss + aux + z: what training minimises; each part kept for the log. loss() (and so
-// every evaluation) stays the language-model loss alone.
+// LM loss + coefficients x aux losses: what training minimises; each part kept for the log.
+// loss() (and so every evaluation) stays the language-model loss alone.
 template <class T>
 TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indices& targets,
                                               std::int64_t ignore_index) {
@@ -283,7 +283,10 @@ TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indic
   const MoELosses<T> moe = moe_losses();
   out.aux = moe.aux;
   out.z = moe.z;
-  out.total = config_.experts > 0 ? out.lm + out.aux + out.z : out.lm;
+  out.total = config_.experts > 0
+                  ? out.lm + out.aux * static_cast<T>(config_.moe_aux_coef) +
+                        out.z * static_cast<T>(config_.moe_z_coef)
+                  : out.lm;
   return out;
 }
 

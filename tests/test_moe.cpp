@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -319,25 +320,69 @@ TEST_CASE("moe: a mixtral model has its parameter names, counts and decode path"
   CHECK(worst <= 1e-12);
 }
 
-TEST_CASE("moe: the training loss is the LM loss plus the weighted aux losses, loss() is the "
-          "LM loss alone", "[moe]") {
-  TransformerConfig c = toy_moe();
-  c.moe_aux_coef = 0.5;
-  c.moe_z_coef = 0.25;
-  Transformer<double> model(c);
-  const Indices tokens = random_tokens(2, 8, c.vocab, 1), targets = random_tokens(2, 8, c.vocab, 2);
-  const TrainingLoss<double> t = model.training_loss(tokens, targets);
+namespace {
+
+// The raw losses computed here from each MoE layer's router logits (read at the hook point),
+// by the docs' definitions: aux = E * sum_e f_e * P_e (f_e the fraction of tokens with e
+// among their top k, P_e the mean router probability), z = mean_t logsumexp(logits_t)^2,
+// each averaged over the MoE layers.
+std::pair<double, double> raw_moe_losses(Transformer<double>& model, const Indices& tokens) {
+  const CachedRun<double> run = run_with_cache(model, tokens);
+  const std::size_t E = model.config().experts, k = model.config().experts_top_k;
   double aux = 0, z = 0;
-  for (const Block<double>& b : model.blocks()) {
-    REQUIRE(b.moe() != nullptr);
-    aux += b.moe()->aux_loss().item();
-    z += b.moe()->z_loss().item();
+  std::size_t layers = 0;
+  for (std::size_t l = 0; l < model.config().layers; ++l) {
+    if (!model.config().is_moe_layer(l)) continue;
+    const Array<double>& logits = run.cache[block_point(l, "moe.router_logits")].value();
+    const std::size_t N = logits.shape()[0];
+    std::vector<double> f(E, 0.0), P(E, 0.0);
+    double z_sum = 0;
+    for (std::size_t t = 0; t < N; ++t) {
+      double top = logits(t, 0);
+      for (std::size_t e = 1; e < E; ++e) top = std::max(top, logits(t, e));
+      double total = 0;
+      for (std::size_t e = 0; e < E; ++e) total += std::exp(logits(t, e) - top);
+      const double lse = top + std::log(total);
+      z_sum += lse * lse;
+      std::vector<std::size_t> order(E);
+      for (std::size_t e = 0; e < E; ++e) {
+        order[e] = e;
+        P[e] += std::exp(logits(t, e) - lse) / double(N);
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return logits(t, a) > logits(t, b); });
+      for (std::size_t j = 0; j < k; ++j) f[order[j]] += 1.0 / double(N);
+    }
+    double layer_aux = 0;
+    for (std::size_t e = 0; e < E; ++e) layer_aux += f[e] * P[e];
+    aux += double(E) * layer_aux;
+    z += z_sum / double(N);
+    ++layers;
   }
-  CHECK(t.aux.item() == Approx(0.5 * aux / 4).epsilon(1e-14));
-  CHECK(t.z.item() == Approx(0.25 * z / 4).epsilon(1e-14));
-  CHECK(t.total.item() == Approx(t.lm.item() + t.aux.item() + t.z.item()).epsilon(1e-14));
-  CHECK(model.loss(tokens, targets).item() == t.lm.item());
-  CHECK(t.aux.item() > 0);
+  return {aux / double(layers), z / double(layers)};
+}
+
+}  // namespace
+
+TEST_CASE("moe: the training loss reports the raw aux and z losses and weighs them in the "
+          "total; loss() is the LM loss alone", "[moe]") {
+  TransformerConfig c = toy_moe();
+  c.moe_every = 2;
+  const Indices tokens = random_tokens(2, 8, c.vocab, 1), targets = random_tokens(2, 8, c.vocab, 2);
+  for (const double aux_coef : {0.0, 0.5}) {
+    INFO("moe_aux_coef " << aux_coef);
+    c.moe_aux_coef = aux_coef;
+    c.moe_z_coef = 0.25;
+    Transformer<double> model(c);
+    const auto [aux, z] = raw_moe_losses(model, tokens);
+    const TrainingLoss<double> t = model.training_loss(tokens, targets);
+    CHECK(t.aux.item() > 0);  // watched even when it is not trained on
+    CHECK(t.aux.item() == Approx(aux).epsilon(1e-12));
+    CHECK(t.z.item() == Approx(z).epsilon(1e-12));
+    CHECK(t.total.item() ==
+          Approx(t.lm.item() + aux_coef * aux + 0.25 * z).epsilon(1e-12));
+    CHECK(model.loss(tokens, targets).item() == t.lm.item());
+  }
 }
 
 TEST_CASE("moe: k = 1 with renorm warns that the router gets no gradient", "[moe]") {

@@ -353,10 +353,10 @@ TEST_CASE("train cli: --arch mixtral with 4 experts, top 2, learns sort and repo
   CHECK(field(metrics, "gradcheck") == "passed");
   CHECK(field(metrics, "experts") == 4);
   check_learned(metrics, 0.99);
-  // the aux loss is coef x (>= about 1 per layer, 2 at balance) and not in the LM loss
+  // the raw aux loss (about 1 or more per layer, k = 2 at balance), not in the LM loss
   const double aux = field(metrics, "final_moe_aux_loss").get<double>();
-  CHECK(aux > 0.005);
-  CHECK(aux < 0.05);
+  CHECK(aux > 0.5);
+  CHECK(aux < 5);
   CHECK(field(metrics, "final_moe_z_loss").get<double>() > 0);
   CHECK(field(metrics, "parameters_active").get<double>() <
         field(metrics, "parameters").get<double>());
