@@ -119,7 +119,8 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   if (routing_.dropped > 0) outputs.push_back(Tensor<T>::zeros({1, D}));
   const Tensor<T> joined = outputs.size() == 1 ? outputs[0] : concatenate(outputs, 0);
 
-  const Tensor<T> y = weighted_row_sum(joined, routing_.slot_of_choice, kept_weights(probs));
+  const Tensor<T> weights = hook_("moe.hook_weights", kept_weights(probs));
+  const Tensor<T> y = weighted_row_sum(joined, routing_.slot_of_choice, weights);
 
   aux_loss_ = aux_loss(probs);
   // logsumexp(l) = l_0 - log_softmax(l)_0: the stable form, from one column

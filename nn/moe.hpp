@@ -60,8 +60,9 @@ class MixtureOfExperts : public Module<T> {
   // (the default), every token goes through its k experts, so its output depends on its
   // own row alone: never on its batch mates, nor on how a sequence is split into calls.
   void set_training(bool training) { training_ = training; }
-  // The run's hook points: moe.router_logits (N, E), which the routing follows, and
-  // moe.choices (N, k), each token's experts as numbers, which can be read, not changed.
+  // The run's hook points: moe.router_logits (N, E), which the routing follows;
+  // moe.choices (N, k), each token's experts as numbers, which can be read, not changed;
+  // moe.hook_weights (N, k), the kept weights the experts' outputs are summed with.
   void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
  private:

@@ -1,6 +1,6 @@
 """A mixture of experts from Python: the config fields, the training loss with its raw
 auxiliary losses beside the LM loss, each layer's expert load, capacity dropping in training
-only (the decode equals the full forward), and the
+only (the decode equals the full forward), the kept routing weights' hook point, and the
 active parameter count against Mixtral 8x7B's public configuration."""
 import numpy as np
 import pytest
@@ -62,6 +62,22 @@ def test_with_a_capacity_the_incremental_decode_equals_the_full_forward():
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=0, atol=1e-12)
     alone = model(TOKENS[:1]).numpy()
     np.testing.assert_allclose(alone, full[:1], rtol=0, atol=1e-12)  # its batch mate changes nothing
+
+
+def test_zeroing_the_kept_routing_weights_zeroes_the_experts_output():
+    model = nn.Transformer(toy(), dtype="float64")
+    _, cache = tg.run_with_cache(model, TOKENS)
+    weights = cache["blocks.1.moe.hook_weights"]
+    assert weights.shape == (12, 2)
+    np.testing.assert_allclose(weights.sum(-1), 1, rtol=1e-12)  # renormalised top 2
+    seen = {}
+
+    def record(x, name):
+        seen[name] = x.numpy()
+
+    tg.run_with_hooks(model, TOKENS, {"blocks.1.moe.hook_weights": lambda w, n: np.zeros(w.shape),
+                                      "blocks.1.resid_mid": record, "blocks.1.resid_post": record})
+    assert np.array_equal(seen["blocks.1.resid_post"], seen["blocks.1.resid_mid"])
 
 
 def test_expert_load_is_k_per_token_and_drops_only_with_a_capacity():
