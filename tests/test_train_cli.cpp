@@ -365,6 +365,25 @@ TEST_CASE("train cli: --arch mixtral with 4 experts, top 2, learns sort and repo
   CHECK(c.experts_top_k == 2);
 }
 
+TEST_CASE("train cli: a mixture of experts reports its raw aux loss at --moe-aux-coef 0, and "
+          "the final evaluation its expert load and training's dropped fraction",
+          "[train_cli][moe]") {
+  fs::path dir = scratch("mixtral-capacity");
+  RunResult r = run(std::string(kTiny) + " --arch mixtral --experts 4 --moe-capacity 0.5 "
+                    "--moe-aux-coef 0 --steps 3 --warmup 0 --skip-gradcheck --out '" +
+                        (dir / "out").string() + "'", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const nlohmann::json metrics = read_json(dir / "out" / "metrics.json");
+  // E * sum_e f_e P_e is k = 2 at balance and never 0: watched though not trained on
+  CHECK(field(metrics, "final_moe_aux_loss").get<double>() > 0.5);
+  const std::size_t held_out = r.out.find("held-out");
+  REQUIRE(held_out != std::string::npos);
+  const std::string final_report = r.out.substr(held_out);
+  CHECK(final_report.find("layer 0 expert load: max") != std::string::npos);
+  CHECK(final_report.find("dropped in training") != std::string::npos);
+}
+
 TEST_CASE("train cli: --positions alibi learns sort with the default settings", "[train_cli][alibi]") {
   // no positional table and no rotation: the order comes from the causal mask and ALiBi's
   // distance penalty alone
