@@ -132,7 +132,8 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, double, moe_z_coef, 0.001, 0.0, kUnbounded, 5, 0.001,                         \
     "router z-loss weight: coef x mean over MoE layers of mean_t logsumexp(logits_t)^2")        \
   X(architecture, double, moe_capacity, 0.0, 0.0, kUnbounded, 5, 0.0,                           \
-    "capacity factor c: an expert takes at most ceil(c*T*k/E) tokens (0: dropless)")           \
+    "capacity factor c, in training only: an expert takes at most ceil(c*T*k/E) of a training " \
+    "forward's tokens (0: dropless); evaluation and generation are always dropless")          \
   X(architecture, std::size_t, moe_every, 1, 1, 1 << 24, 5, 1,                                  \
     "MoE in every n-th layer (layers n-1, 2n-1, ...), dense feed-forward elsewhere")
 

@@ -85,7 +85,8 @@ Tensor<T> MixtureOfExperts<T>::aux_loss(const Tensor<T>& probs) const {
 
 // x (..., D) -> flat (N, D) @ W_router (D, E) -> logits (N, E) -> p = softmax (N, E)
 // -> top k per token (routing, off the tape) -> dispatched = flat[token_of_slot] (S, D),
-// S = N*k less the choices over capacity, expert e on its rows [start_e, stop_e) -> joined
+// S = N*k less the choices over capacity (training forwards only; evaluation, generation
+// and hooks are dropless, as Mixtral runs them), expert e on its rows [start_e, stop_e) -> joined
 // (S, D), and a zero row (S+1, D) when any choice was dropped
 // -> y[t] = sum_j w[t, j] * joined[slot_of_choice(t, j)] (N, D) -> (..., D).
 // backward: embedding's scatter-add returns each slot's gradient to its token,
@@ -102,8 +103,9 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   const Tensor<T> flat = reshape(x, {N, D});
   const Tensor<T> logits = hook_("moe.router_logits", router_(flat));
   const Tensor<T> probs = softmax(logits, -1);
+  const double capacity = training_ ? config_.capacity : 0.0;
   routing_ = route_top_k(probs.value(), config_.top_k,
-                         expert_capacity(config_.capacity, N, config_.top_k, E));
+                         expert_capacity(capacity, N, config_.top_k, E));
   show_choices();
 
   const Tensor<T> dispatched = embedding(flat, routing_.token_of_slot);
@@ -117,7 +119,8 @@ Tensor<T> MixtureOfExperts<T>::forward(const Tensor<T>& x) {
   if (routing_.dropped > 0) outputs.push_back(Tensor<T>::zeros({1, D}));
   const Tensor<T> joined = outputs.size() == 1 ? outputs[0] : concatenate(outputs, 0);
 
-  const Tensor<T> y = weighted_row_sum(joined, routing_.slot_of_choice, kept_weights(probs));
+  const Tensor<T> weights = hook_("moe.hook_weights", kept_weights(probs));
+  const Tensor<T> y = weighted_row_sum(joined, routing_.slot_of_choice, weights);
 
   aux_loss_ = aux_loss(probs);
   // logsumexp(l) = l_0 - log_softmax(l)_0: the stable form, from one column

@@ -25,8 +25,9 @@ namespace tapegrad {
 struct MoEConfig {
   std::size_t d_model = 0, hidden = 0, experts = 0, top_k = 2;
   bool swiglu = false, mlp_bias = true, renorm = true;
-  // Switch's capacity factor: each expert takes at most ceil(capacity * N * k / E) of a
-  // forward's N tokens, the earliest; a dropped choice adds nothing. 0: dropless.
+  // Switch's capacity factor, in a training forward only (set_training): each expert takes
+  // at most ceil(capacity * N * k / E) of the forward's N tokens, the earliest; a dropped
+  // choice adds nothing. 0: dropless.
   double capacity = 0;
   double std = init::gpt2_std;          // router and expert input weights
   double out_std = init::gpt2_std;      // expert output weights (they write the residual)
@@ -55,8 +56,13 @@ class MixtureOfExperts : public Module<T> {
   // The last forward's routing (its `fraction` is the per-expert load over all tokens).
   const Routing& routing() const { return routing_; }
   const MoEConfig& config() const { return config_; }
-  // The run's hook points: moe.router_logits (N, E), which the routing follows, and
-  // moe.choices (N, k), each token's experts as numbers, which can be read, not changed.
+  // Whether forwards are training forwards, the only ones config().capacity limits. Off
+  // (the default), every token goes through its k experts, so its output depends on its
+  // own row alone: never on its batch mates, nor on how a sequence is split into calls.
+  void set_training(bool training) { training_ = training; }
+  // The run's hook points: moe.router_logits (N, E), which the routing follows;
+  // moe.choices (N, k), each token's experts as numbers, which can be read, not changed;
+  // moe.hook_weights (N, k), the kept weights the experts' outputs are summed with.
   void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
  private:
@@ -70,6 +76,7 @@ class MixtureOfExperts : public Module<T> {
   Tensor<T> aux_loss(const Tensor<T>& probs) const;
 
   std::vector<bool> counted_;
+  bool training_ = false;
   Tensor<T> aux_loss_, z_loss_;
   Routing routing_;
   HookPoint<T> hook_;

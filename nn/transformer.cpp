@@ -232,8 +232,8 @@ std::string dead_router_warning() {
          "language-model loss sends the router no gradient; only the auxiliary losses train it\n";
 }
 
-// aux = moe_aux_coef x mean over MoE layers of E sum_e f_e P_e, z = moe_z_coef x mean over
-// MoE layers of mean_t logsumexp^2, both from the last forward; zero scalars when dense.
+// aux = mean over MoE layers of E sum_e f_e P_e, z = mean over MoE layers of
+// mean_t logsumexp^2, both raw and from the last forward; zero scalars when dense.
 template <class T>
 MoELosses<T> Transformer<T>::moe_losses() const {
   MoELosses<T> out;
@@ -250,37 +250,43 @@ MoELosses<T> Transformer<T>::moe_losses() const {
     out.aux = out.z = Tensor<T>::scalar(T(0));
     return out;
   }
-  out.aux = aux * static_cast<T>(config_.moe_aux_coef / double(layers));
-  out.z = z * static_cast<T>(config_.moe_z_coef / double(layers));
+  out.aux = aux / static_cast<T>(layers);
+  out.z = z / static_cast<T>(layers);
   return out;
 }
 
-// LM loss + aux + z: what training minimises; each part kept for the log. loss() (and so
-// every evaluation) stays the language-model loss alone.
+// LM loss + coefficients x aux losses: what training minimises; each part kept for the log.
+// loss() (and so every evaluation) stays the language-model loss alone.
 template <class T>
 TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indices& targets,
                                               std::int64_t ignore_index) {
   TrainingLoss<T> out;
-  // the positions the LM loss ignores (prompts, padding) do not count in f and P either,
-  // for this forward only (an exception included)
+  // For this forward only (an exception included): the experts' capacity applies, and the
+  // positions the LM loss ignores (prompts, padding) do not count in f and P.
   std::vector<bool> counted(targets.size());
   for (std::size_t i = 0; i < targets.size(); ++i) counted[i] = targets.data()[i] != ignore_index;
-  struct CountedTokens {
+  struct TrainingForward {
     std::vector<Block<T>>& blocks;
-    CountedTokens(std::vector<Block<T>>& b, const std::vector<bool>& counted) : blocks(b) {
-      set(counted);
+    TrainingForward(std::vector<Block<T>>& b, const std::vector<bool>& counted) : blocks(b) {
+      set(true, counted);
     }
-    ~CountedTokens() { set({}); }
-    void set(const std::vector<bool>& counted) {
+    ~TrainingForward() { set(false, {}); }
+    void set(bool training, const std::vector<bool>& counted) {
       for (Block<T>& block : blocks)
-        if (MixtureOfExperts<T>* moe = block.moe()) moe->set_counted_tokens(counted);
+        if (MixtureOfExperts<T>* moe = block.moe()) {
+          moe->set_training(training);
+          moe->set_counted_tokens(counted);
+        }
     }
   } scope(blocks_, counted);
   out.lm = loss(tokens, targets, ignore_index);
   const MoELosses<T> moe = moe_losses();
   out.aux = moe.aux;
   out.z = moe.z;
-  out.total = config_.experts > 0 ? out.lm + out.aux + out.z : out.lm;
+  out.total = config_.experts > 0
+                  ? out.lm + out.aux * static_cast<T>(config_.moe_aux_coef) +
+                        out.z * static_cast<T>(config_.moe_z_coef)
+                  : out.lm;
   return out;
 }
 

@@ -30,14 +30,16 @@
 
 namespace tapegrad {
 
-// The mixture of experts' auxiliary losses of the last forward, each already times its
-// coefficient (moe_aux_coef, moe_z_coef) and averaged over the MoE layers.
+// The mixture of experts' auxiliary losses of the last forward, raw (not times their
+// coefficients), each the mean over the MoE layers: aux = E * sum_e f_e * P_e (k at
+// perfect balance), z = mean over tokens of logsumexp(router logits)^2.
 template <class T>
 struct MoELosses {
   Tensor<T> aux, z;
 };
 
-// What training minimises (total = lm + aux + z) and its parts, for the log.
+// What training minimises, total = lm + moe_aux_coef * aux + moe_z_coef * z, and its parts
+// (aux and z raw, as MoELosses), for the log.
 template <class T>
 struct TrainingLoss {
   Tensor<T> total, lm, aux, z;
@@ -68,7 +70,9 @@ class Transformer : public Module<T> {
                  std::int64_t ignore_index = -100);
 
   // The mean cross-entropy above plus the MoE auxiliary losses of that same forward (zero
-  // for a dense model): the training objective. Evaluation uses loss() alone.
+  // for a dense model): the training objective. Its forward is the model's one training
+  // forward, the only one moe_capacity limits; every other forward is dropless.
+  // Evaluation uses loss() alone.
   TrainingLoss<T> training_loss(const Indices& tokens, const Indices& targets,
                                 std::int64_t ignore_index = -100);
   // The MoE auxiliary losses of the last forward (zero scalars for a dense model).

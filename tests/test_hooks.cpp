@@ -79,6 +79,7 @@ std::map<std::string, Shape> documented_shapes(const TransformerConfig& c, std::
     if (c.is_moe_layer(l)) {
       s[p + "moe.router_logits"] = {B * T, c.experts};
       s[p + "moe.choices"] = {B * T, c.experts_top_k};
+      s[p + "moe.hook_weights"] = {B * T, c.experts_top_k};
     } else {
       s[p + "mlp.hidden"] = {B, T, c.resolved_mlp_hidden()};
     }
@@ -154,6 +155,32 @@ TEST_CASE("hooks: zeroing one head's z equals the head mask's ablation", "[hooks
     return Tensor<float>(std::move(zeroed));
   });
   CHECK(same_bits(model.run_with_hooks(tokens, hooks).value(), masked.value()));
+}
+
+TEST_CASE("hooks: the kept routing weights are each token's renormalised top k; zeroing "
+          "them zeroes the experts' output", "[hooks][moe]") {
+  Transformer<float> model(small_mixtral());
+  const Indices tokens = random_tokens(2, 5, 9, 8);
+  const CachedRun<float> run = run_with_cache(model, tokens);
+  const Array<float>& w = run.cache["blocks.1.moe.hook_weights"].value();  // (B*T, k)
+  const Array<float>& logits = run.cache["blocks.1.moe.router_logits"].value();
+  const Array<float>& choices = run.cache["blocks.1.moe.choices"].value();
+  for (std::size_t t = 0; t < 10; ++t) {
+    // renormalised: p_j / (p_0 + p_1) = 1 / (1 + exp(l_other - l_j)) for k = 2
+    const float l0 = logits(t, std::size_t(choices(t, 0))), l1 = logits(t, std::size_t(choices(t, 1)));
+    CHECK(w(t, 0) == Approx(1 / (1 + std::exp(l1 - l0))).epsilon(1e-5));
+    CHECK(w(t, 1) == Approx(1 / (1 + std::exp(l0 - l1))).epsilon(1e-5));
+  }
+
+  Hooks<float> hooks;
+  hooks.add("blocks.1.moe.hook_weights", [](const Tensor<float>& weights, const std::string&) {
+    return Tensor<float>::zeros(weights.shape());
+  });
+  hooks.cache({"blocks.1.resid_mid", "blocks.1.resid_post"});
+  const Tensor<float> patched = model.run_with_hooks(tokens, hooks);
+  const ActivationCache<float>& cache = hooks.activations();
+  CHECK(same_bits(cache["blocks.1.resid_post"].value(), cache["blocks.1.resid_mid"].value()));
+  CHECK_FALSE(same_bits(patched.value(), run.logits.value()));
 }
 
 TEST_CASE("hooks: patching with the run's own cache is the identity, with another run's, "

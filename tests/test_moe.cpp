@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -319,25 +320,69 @@ TEST_CASE("moe: a mixtral model has its parameter names, counts and decode path"
   CHECK(worst <= 1e-12);
 }
 
-TEST_CASE("moe: the training loss is the LM loss plus the weighted aux losses, loss() is the "
-          "LM loss alone", "[moe]") {
-  TransformerConfig c = toy_moe();
-  c.moe_aux_coef = 0.5;
-  c.moe_z_coef = 0.25;
-  Transformer<double> model(c);
-  const Indices tokens = random_tokens(2, 8, c.vocab, 1), targets = random_tokens(2, 8, c.vocab, 2);
-  const TrainingLoss<double> t = model.training_loss(tokens, targets);
+namespace {
+
+// The raw losses computed here from each MoE layer's router logits (read at the hook point),
+// by the docs' definitions: aux = E * sum_e f_e * P_e (f_e the fraction of tokens with e
+// among their top k, P_e the mean router probability), z = mean_t logsumexp(logits_t)^2,
+// each averaged over the MoE layers.
+std::pair<double, double> raw_moe_losses(Transformer<double>& model, const Indices& tokens) {
+  const CachedRun<double> run = run_with_cache(model, tokens);
+  const std::size_t E = model.config().experts, k = model.config().experts_top_k;
   double aux = 0, z = 0;
-  for (const Block<double>& b : model.blocks()) {
-    REQUIRE(b.moe() != nullptr);
-    aux += b.moe()->aux_loss().item();
-    z += b.moe()->z_loss().item();
+  std::size_t layers = 0;
+  for (std::size_t l = 0; l < model.config().layers; ++l) {
+    if (!model.config().is_moe_layer(l)) continue;
+    const Array<double>& logits = run.cache[block_point(l, "moe.router_logits")].value();
+    const std::size_t N = logits.shape()[0];
+    std::vector<double> f(E, 0.0), P(E, 0.0);
+    double z_sum = 0;
+    for (std::size_t t = 0; t < N; ++t) {
+      double top = logits(t, 0);
+      for (std::size_t e = 1; e < E; ++e) top = std::max(top, logits(t, e));
+      double total = 0;
+      for (std::size_t e = 0; e < E; ++e) total += std::exp(logits(t, e) - top);
+      const double lse = top + std::log(total);
+      z_sum += lse * lse;
+      std::vector<std::size_t> order(E);
+      for (std::size_t e = 0; e < E; ++e) {
+        order[e] = e;
+        P[e] += std::exp(logits(t, e) - lse) / double(N);
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return logits(t, a) > logits(t, b); });
+      for (std::size_t j = 0; j < k; ++j) f[order[j]] += 1.0 / double(N);
+    }
+    double layer_aux = 0;
+    for (std::size_t e = 0; e < E; ++e) layer_aux += f[e] * P[e];
+    aux += double(E) * layer_aux;
+    z += z_sum / double(N);
+    ++layers;
   }
-  CHECK(t.aux.item() == Approx(0.5 * aux / 4).epsilon(1e-14));
-  CHECK(t.z.item() == Approx(0.25 * z / 4).epsilon(1e-14));
-  CHECK(t.total.item() == Approx(t.lm.item() + t.aux.item() + t.z.item()).epsilon(1e-14));
-  CHECK(model.loss(tokens, targets).item() == t.lm.item());
-  CHECK(t.aux.item() > 0);
+  return {aux / double(layers), z / double(layers)};
+}
+
+}  // namespace
+
+TEST_CASE("moe: the training loss reports the raw aux and z losses and weighs them in the "
+          "total; loss() is the LM loss alone", "[moe]") {
+  TransformerConfig c = toy_moe();
+  c.moe_every = 2;
+  const Indices tokens = random_tokens(2, 8, c.vocab, 1), targets = random_tokens(2, 8, c.vocab, 2);
+  for (const double aux_coef : {0.0, 0.5}) {
+    INFO("moe_aux_coef " << aux_coef);
+    c.moe_aux_coef = aux_coef;
+    c.moe_z_coef = 0.25;
+    Transformer<double> model(c);
+    const auto [aux, z] = raw_moe_losses(model, tokens);
+    const TrainingLoss<double> t = model.training_loss(tokens, targets);
+    CHECK(t.aux.item() > 0);  // watched even when it is not trained on
+    CHECK(t.aux.item() == Approx(aux).epsilon(1e-12));
+    CHECK(t.z.item() == Approx(z).epsilon(1e-12));
+    CHECK(t.total.item() ==
+          Approx(t.lm.item() + aux_coef * aux + 0.25 * z).epsilon(1e-12));
+    CHECK(model.loss(tokens, targets).item() == t.lm.item());
+  }
 }
 
 TEST_CASE("moe: k = 1 with renorm warns that the router gets no gradient", "[moe]") {
@@ -375,6 +420,7 @@ TEST_CASE("moe: an expert over capacity keeps its earliest tokens and the rest r
   MixtureOfExperts<double> dropless(c, g1);
   c.capacity = 0.5;  // ceil(0.5 * 8 * 1 / 2) = 2 slots per expert for 8 tokens
   MixtureOfExperts<double> limited(c, g2);
+  limited.set_training(true);  // the capacity limits training forwards only
   const Tensor<double> x = random<double>({8, 4}, 7);
   const Array<double> a = dropless(x).value(), b = limited(x).value();
   const Routing& lr = limited.routing();
@@ -399,6 +445,7 @@ TEST_CASE("moe: gradcheck in double with capacity dropping (k = 1 and 2)", "[moe
     c.capacity = 0.6;
     Generator gen(30 + k);
     MixtureOfExperts<double> moe(c, gen);
+    moe.set_training(true);
     const Tensor<double> x = random<double>({2, 5, 4}, 41 + k);
     require_gradcheck<double>(
         [&](const std::vector<Tensor<double>>& in) { return outputs_and_losses(moe, in[0]); },
@@ -407,20 +454,20 @@ TEST_CASE("moe: gradcheck in double with capacity dropping (k = 1 and 2)", "[moe
   }
 }
 
-TEST_CASE("moe: a model with room for every choice equals the dropless one, a tight one differs",
-          "[moe][capacity]") {
+TEST_CASE("moe: in training, a model with room for every choice equals the dropless one, a "
+          "tight one differs", "[moe][capacity]") {
   Indices tokens = Indices::from_shape({2, 6});
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens.data()[i] = std::int64_t(i % 11);
+  const Indices targets = random_tokens(2, 6, 11, 3);
   TransformerConfig c = toy_moe();
-  const Array<float> dropless = Transformer<float>(c).forward(tokens).value();
+  const float dropless = Transformer<float>(c).training_loss(tokens, targets).lm.item();
   c.moe_capacity = 4.0;  // ceil(4 * 12 * 2 / 8) = 12 slots: every token fits one expert
-  const Array<float> roomy = Transformer<float>(c).forward(tokens).value();
-  CHECK(roomy == dropless);
+  CHECK(Transformer<float>(c).training_loss(tokens, targets).lm.item() == dropless);
   c.moe_capacity = 0.25;  // 2 slots per expert for 24 choices: most are dropped
   Transformer<float> tight(c);
-  const Array<float> dropped = tight.forward(tokens).value();
+  const float dropped = tight.training_loss(tokens, targets).lm.item();
   CHECK(dropped != dropless);
-  for (float v : dropped) CHECK(std::isfinite(v));
+  CHECK(std::isfinite(dropped));
   for (const Block<float>& b : tight.blocks()) CHECK(b.moe()->routing().dropped >= 8);
 }
 

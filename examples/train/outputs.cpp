@@ -45,7 +45,7 @@ void set_results(nlohmann::ordered_json& m, const RunSummary& r) {
   m["steps"] = s.steps;
   m["final_train_loss"] = p.losses.empty() ? std::nan("") : p.losses.back().loss;
   m["final_train_loss_avg50"] = mean_of_last(p.losses, 50);
-  // the LM loss above; a mixture of experts' auxiliary losses beside it, never inside
+  // the LM loss above; a mixture of experts' raw auxiliary losses beside it, never inside
   if (r.model.config().experts > 0) {
     m["final_moe_aux_loss"] = p.last_moe_aux;
     m["final_moe_z_loss"] = p.last_moe_z;

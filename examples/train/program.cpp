@@ -246,7 +246,8 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
     print_data_parallel(*ranks, progress, log);
   }
 
-  const FinalReport report = evaluate_and_report(model, task, eval, s, log);
+  const FinalReport report =
+      evaluate_and_report(model, task, eval, s, progress.last_moe_dropped, log);
   write_outputs({s, task, model, progress, report, gradcheck, state ? state->step : 0}, log);
   return 0;
 }

@@ -45,8 +45,31 @@ std::string sample_text(TinyGPT<float>& model, const tasks::TextTask& text,
 
 }  // namespace
 
+std::vector<std::string> expert_load_lines(const TinyGPT<float>& model,
+                                           const std::vector<double>& dropped_in_training) {
+  std::vector<std::string> lines;
+  for (std::size_t l = 0; l < model.blocks().size(); ++l) {
+    const MixtureOfExperts<float>* moe = model.blocks()[l].moe();
+    if (!moe || moe->routing().fraction.empty()) continue;
+    const std::vector<double>& f = moe->routing().fraction;
+    char line[200];
+    const int n = std::snprintf(line, sizeof line,
+                                "  layer %zu expert load: max %.3f  min %.3f  (k/E = %.3f)", l,
+                                *std::max_element(f.begin(), f.end()),
+                                *std::min_element(f.begin(), f.end()),
+                                double(moe->config().top_k) / double(moe->config().experts));
+    if (moe->config().capacity > 0 && l < dropped_in_training.size())
+      std::snprintf(line + n, sizeof line - std::size_t(n),
+                    "  dropped in training %.3f (capacity factor %g)", dropped_in_training[l],
+                    moe->config().capacity);
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
 FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
-                                const EvalData& eval, const Settings& s, std::FILE* log) {
+                                const EvalData& eval, const Settings& s,
+                                const std::vector<double>& dropped_in_training, std::FILE* log) {
   FinalReport r;
   if (!eval.batches.empty()) r.eval = tasks::evaluate(model, eval.batches);
   if (r.eval) {
@@ -54,6 +77,9 @@ FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
                  "held-out %s: loss %.6f  token accuracy %.4f  exact accuracy %.4f  (%zu %s)\n",
                  task.name.c_str(), r.eval->loss, r.eval->token_accuracy, r.eval->exact_accuracy,
                  r.eval->sequences, task.text ? "windows" : "sequences");
+    // the load of the evaluation's last batch, as every periodic eval prints it
+    for (const std::string& load : expert_load_lines(model, dropped_in_training))
+      std::fprintf(log, "%s\n", load.c_str());
   }
   if (r.eval && task.text) {
     // models with different tokens compare only over the same bytes: --eval-size decides

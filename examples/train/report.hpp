@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "examples/train/options.hpp"
 #include "examples/train/setup.hpp"
@@ -19,7 +20,18 @@ struct FinalReport {
   std::string sample_text;                // --sample of a text model
 };
 
+// `dropped_in_training`: per layer, the fraction of expert choices the last training step
+// dropped over capacity (TrainingProgress::last_moe_dropped), printed beside the load.
 FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
-                                const EvalData& eval, const Settings& s, std::FILE* log);
+                                const EvalData& eval, const Settings& s,
+                                const std::vector<double>& dropped_in_training, std::FILE* log);
+
+// A mixture of experts: one line per MoE layer with its expert load in the model's last
+// forward (the largest and smallest fraction of tokens with an expert among their k
+// choices; k/E each at perfect balance) and, when the model has a capacity, the fraction of
+// choices the last training step dropped (`dropped_in_training`, per layer; evaluation is
+// dropless). None for a dense model.
+std::vector<std::string> expert_load_lines(const TinyGPT<float>& model,
+                                           const std::vector<double>& dropped_in_training);
 
 }  // namespace tapegrad::train

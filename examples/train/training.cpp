@@ -10,6 +10,7 @@
 
 #include "autograd/tape.hpp"
 #include "examples/train/progress.hpp"
+#include "examples/train/report.hpp"
 #include "nn/schedule.hpp"
 #include "tasks/evaluate.hpp"
 
@@ -44,7 +45,8 @@ class TrainingClock {
 };
 
 void print_eval(TinyGPT<float>& model, const TaskSetup& task, const EvalData& eval,
-                std::size_t step, Progress& progress) {
+                std::size_t step, const std::vector<double>& dropped_in_training,
+                Progress& progress) {
   const tasks::EvalResult r = tasks::evaluate(model, eval.batches);
   char line[160];
   std::snprintf(line, sizeof line,
@@ -64,22 +66,8 @@ void print_eval(TinyGPT<float>& model, const TaskSetup& task, const EvalData& ev
                   h.second);
     progress.message(line);
   }
-  // a mixture of experts: each MoE layer's expert load on the last eval batch (the
-  // largest and smallest fraction of tokens an expert got; k/E each at perfect balance)
-  for (std::size_t l = 0; l < model.blocks().size(); ++l) {
-    const MixtureOfExperts<float>* moe = model.blocks()[l].moe();
-    if (!moe || moe->routing().fraction.empty()) continue;
-    const std::vector<double>& f = moe->routing().fraction;
-    const int n = std::snprintf(line, sizeof line,
-                                "  layer %zu expert load: max %.3f  min %.3f  (k/E = %.3f)", l,
-                                *std::max_element(f.begin(), f.end()),
-                                *std::min_element(f.begin(), f.end()),
-                                double(moe->config().top_k) / double(moe->config().experts));
-    if (moe->routing().capacity > 0)
-      std::snprintf(line + n, sizeof line - std::size_t(n), "  dropped %.3f (capacity %zu)",
-                    moe->routing().dropped_fraction(), moe->routing().capacity);
-    progress.message(line);
-  }
+  for (const std::string& load : expert_load_lines(model, dropped_in_training))
+    progress.message(load.c_str());
 }
 
 }  // namespace
@@ -111,6 +99,10 @@ double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& ba
   if (moe) {
     moe->aux = parts.aux.item();
     moe->z = parts.z.item();
+    moe->dropped.assign(model.blocks().size(), 0.0);
+    for (std::size_t l = 0; l < model.blocks().size(); ++l)
+      if (const MixtureOfExperts<float>* layer = model.blocks()[l].moe())
+        moe->dropped[l] = layer->routing().dropped_fraction();
   }
   // a non-finite total stops the step whatever its part, and is what is reported then
   if (const double total = loss.item(); !std::isfinite(total)) value = total;
@@ -152,6 +144,7 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
     if (run.model.config().experts > 0) {
       progress.last_moe_aux = moe.aux;
       progress.last_moe_z = moe.z;
+      progress.last_moe_dropped = moe.dropped;
     }
     if (!std::isfinite(loss)) {
       clock.pause();
@@ -168,7 +161,7 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
     if (s.eval_every > 0 && (step + 1) % s.eval_every == 0 && step + 1 < s.steps &&
         !run.eval.batches.empty()) {
       clock.pause();
-      print_eval(run.model, run.task, run.eval, step + 1, line);
+      print_eval(run.model, run.task, run.eval, step + 1, progress.last_moe_dropped, line);
       clock.resume();
     }
     if (run.after_step) {

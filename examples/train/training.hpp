@@ -48,15 +48,20 @@ struct TrainingProgress {
   std::size_t checkpoints_written = 0;
   double checkpoint_seconds = 0;
   std::size_t checkpoint_bytes = 0;
-  // A mixture-of-experts model's auxiliary losses at the last step (times their
-  // coefficients; NaN for a dense model): reported beside, never inside, the LM loss.
+  // A mixture-of-experts model's raw auxiliary losses at the last step (NaN for a dense
+  // model): reported beside, never inside, the LM loss.
   double last_moe_aux = std::nan("");
   double last_moe_z = std::nan("");
+  // Per layer, the fraction of expert choices the last step dropped over capacity (0 for
+  // a dense layer); evaluation never drops, so the evals print this beside the load.
+  std::vector<double> last_moe_dropped;
 };
 
-// The parts of a step's training loss beyond the LM loss train_step returns.
+// The parts of a step's training loss beyond the LM loss train_step returns: the raw
+// auxiliary losses and, per layer, the fraction of choices dropped over capacity.
 struct MoEStepLosses {
   double aux = 0, z = 0;
+  std::vector<double> dropped;
 };
 
 // One optimiser step on `batch` at learning rate `lr` (the gradient norm clipped to `clip`

@@ -281,9 +281,10 @@ void bind_transformer(py::module_& m, const char* name) {
         out["z"] = PyTensor(t.z);
         return out;
       }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100,
-      "{'total', 'lm', 'aux', 'z'}: the LM loss plus moe_aux_coef x the mean load-balancing "
-      "loss and moe_z_coef x the mean router z-loss over the MoE layers (what training "
-      "minimises; loss() is the LM loss alone)")
+      "{'total', 'lm', 'aux', 'z'}: aux and z are the raw mean load-balancing loss and mean "
+      "router z-loss over the MoE layers, total = lm + moe_aux_coef x aux + moe_z_coef x z "
+      "(what training minimises; its forward alone applies moe_capacity; loss() is the LM "
+      "loss alone)")
       .def("expert_load", [](Model& model) {
         py::list out;
         for (std::size_t l = 0; l < model.blocks().size(); ++l) {
