@@ -145,7 +145,6 @@ struct TransformerConfig {
   // What the zero defaults resolve to.
   std::size_t resolved_kv_heads() const { return kv_heads == 0 ? heads : kv_heads; }
   std::size_t resolved_head_dim() const;
-  std::size_t d_head() const { return resolved_head_dim(); }
   std::size_t resolved_mlp_hidden() const;
   double resolved_attention_scale() const;
   RopeSpec rope() const;
