@@ -65,6 +65,15 @@ const char* kind_name(FieldInfo::Kind k) {
   return "";
 }
 
+const char* role_name(FieldRole r) {
+  switch (r) {
+    case FieldRole::architecture: return "architecture";
+    case FieldRole::objective: return "objective";
+    case FieldRole::initialisation: return "initialisation";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string checkpoint_schema_json() {
@@ -75,7 +84,7 @@ std::string checkpoint_schema_json() {
         "{}    {{\"name\": {}, \"kind\": \"{}\", \"role\": \"{}\", \"since\": {}, \"default\": {}, "
         "\"old\": {}, \"choices\": {}, \"doc\": {}}}",
         fields.empty() ? "" : ",\n", quoted(f.name), kind_name(f.kind),
-        f.role == FieldRole::architecture ? "architecture" : "initialisation", f.since,
+        role_name(f.role), f.since,
         json_value(f, defaults), json_value(f, older), quoted_list(f.choices), quoted(f.doc));
   const std::vector<std::string> extras(kConfigExtras.begin(), kConfigExtras.end());
   return fmt::format(

@@ -79,9 +79,7 @@ std::string setting_name(const char* option) {
 
 template <class V>
 void notice_override(const char* option, V file_value, V given, std::vector<std::string>& notices) {
-  notices.push_back(fmt::format("--resume: {} {} differs from the checkpoint's {}; the run goes "
-                                "on with {} and no longer matches an uninterrupted one",
-                                option, given, file_value, given));
+  notices.push_back(override_notice(option, fmt::format("{}", file_value), fmt::format("{}", given)));
 }
 
 template <class Map>
@@ -130,6 +128,12 @@ void prune(const std::string& dir) {
 }
 
 }  // namespace
+
+std::string override_notice(const std::string& option, const std::string& file_value,
+                            const std::string& given) {
+  return fmt::format("--resume: {} {} differs from the checkpoint's {}; the run goes on with {} "
+                     "and no longer matches an uninterrupted one", option, given, file_value, given);
+}
 
 std::string checkpoint_path(const std::string& dir, std::size_t step) {
   return (fs::path(dir) / fmt::format("ckpt-{:08d}.npz", step)).string();

@@ -50,6 +50,11 @@ TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume)
 // against `model`; UsageError naming the entry when it does not fit.
 std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
                                                         const TinyGPT<float>& model);
+// The notice for an option given on --resume with another value than the checkpoint's, which
+// the run then uses: "--resume: --lr 0.002 differs from the checkpoint's 0.003; the run
+// goes on with 0.002 and no longer matches an uninterrupted one".
+std::string override_notice(const std::string& option, const std::string& file_value,
+                            const std::string& given);
 // The checkpoint's settings (the checkpoint interval included) for every option the user
 // did not give; a one-line notice in `notices` for each one given with another value (the
 // caller prints them once every check has passed). UsageError when the checkpoint is past
