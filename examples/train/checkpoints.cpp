@@ -103,6 +103,7 @@ TrainingState<float> capture(const TrainerState& t) {
   for (const RealSetting& r : kRealSettings) st.real_settings[setting_name(r.option)] = s.*r.field;
   for (const SizeSetting& z : kSizeSettings)
     st.integer_settings[setting_name(z.option)] = std::int64_t(s.*z.field);
+  st.precision = matmul_precision_from_name(s.precision);
   st.integer_settings["seed"] = std::int64_t(s.seed);
   st.integer_settings["checkpoint_every"] = std::int64_t(s.checkpoint_every);
   st.integer_settings["recall_dense_loss"] = s.recall_dense_loss;
@@ -245,6 +246,9 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
                                    every->second));
     s.checkpoint_every = std::size_t(every->second);
   }
+  const std::string& precision = matmul_precision_name(st.precision);
+  if (!s.given("--precision")) s.precision = precision;
+  else if (s.precision != precision) notices.push_back(override_notice("--precision", precision, s.precision));
   if (!s.given("--steps")) s.steps = st.total_steps;
   if (st.step > s.steps)
     throw UsageError(fmt::format("--resume: the checkpoint is at step {}, past --steps {}",
