@@ -72,8 +72,9 @@ void save_checkpoint(const std::string& path, const TinyGPT<T>& model);
 // A new TinyGPT built from the file's config, with the file's parameters.
 template <class T>
 TinyGPT<T> load_checkpoint(const std::string& path);
-// Into an existing model: its architecture (everything in the config but seed and
-// attention_init, which only affect initialisation) must equal the file's.
+// Into an existing model: its architecture (the config's fields of that role) must equal the
+// file's; the model keeps its own initialisation and objective fields, which the weights do
+// not depend on.
 template <class T>
 void load_checkpoint(const std::string& path, TinyGPT<T>& model);
 TinyGPTConfig read_checkpoint_config(const std::string& path);

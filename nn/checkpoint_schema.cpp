@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "nn/checkpoint.hpp"
+#include "nn/training_state.hpp"
 
 namespace tapegrad {
 
@@ -65,6 +66,26 @@ const char* kind_name(FieldInfo::Kind k) {
   return "";
 }
 
+const char* role_name(FieldRole r) {
+  switch (r) {
+    case FieldRole::architecture: return "architecture";
+    case FieldRole::objective: return "objective";
+    case FieldRole::initialisation: return "initialisation";
+  }
+  return "";
+}
+
+// The training state's entries a reader outside C++ must interpret (the rest are parameters'
+// moments, a generator's words and the caller's settings).
+std::string training_json() {
+  return fmt::format(
+      "{{\"prefix\": {}, \"format\": {}, \"entries\": [\n"
+      "    {{\"name\": \"precision\", \"kind\": \"choice\", \"since\": {}, \"old\": {}, "
+      "\"choices\": {}, \"doc\": \"the float32 matrix products' precision the run trained with\"}}\n  ]}}",
+      quoted(kTrainingPrefix), kTrainingFormat, kPrecisionSince,
+      quoted(matmul_precision_name(MatmulPrecision::f32)), quoted_list(matmul_precision_names()));
+}
+
 }  // namespace
 
 std::string checkpoint_schema_json() {
@@ -75,13 +96,14 @@ std::string checkpoint_schema_json() {
         "{}    {{\"name\": {}, \"kind\": \"{}\", \"role\": \"{}\", \"since\": {}, \"default\": {}, "
         "\"old\": {}, \"choices\": {}, \"doc\": {}}}",
         fields.empty() ? "" : ",\n", quoted(f.name), kind_name(f.kind),
-        f.role == FieldRole::architecture ? "architecture" : "initialisation", f.since,
+        role_name(f.role), f.since,
         json_value(f, defaults), json_value(f, older), quoted_list(f.choices), quoted(f.doc));
   const std::vector<std::string> extras(kConfigExtras.begin(), kConfigExtras.end());
   return fmt::format(
       "{{\n  \"generated_by\": \"build/tools/checkpoint_schema > tools/checkpoint_schema.json\",\n"
-      "  \"format\": {},\n  \"prefix\": {},\n  \"extras\": {},\n  \"fields\": [\n{}\n  ]\n}}\n",
-      kCheckpointFormat, quoted(kConfigPrefix), quoted_list(extras), fields);
+      "  \"format\": {},\n  \"prefix\": {},\n  \"extras\": {},\n  \"fields\": [\n{}\n  ],\n"
+      "  \"training\": {}\n}}\n",
+      kCheckpointFormat, quoted(kConfigPrefix), quoted_list(extras), fields, training_json());
 }
 
 }  // namespace tapegrad

@@ -400,7 +400,7 @@ void finish_preset(const std::string& name, TransformerConfig& c) {
 std::string config_summary(const TransformerConfig& c) {
   std::string out;
   for (const FieldInfo& f : config_fields()) {
-    if (f.role != FieldRole::architecture) continue;
+    if (f.role == FieldRole::initialisation) continue;
     if (!out.empty()) out += ' ';
     out += f.name;
     out += '=';

@@ -34,9 +34,11 @@ struct Seed {
 };
 enum class PositionKind { learned, rope, none, alibi };
 
-// The role of a field: the architecture (what a checkpoint's weights depend on) or only
-// how the parameters are first drawn (ignored when loading into an existing model).
-enum class FieldRole { architecture, initialisation };
+// The role of a field: the architecture (what a checkpoint's weights depend on), the
+// objective (a weight in the training loss only: the forward pass and the parameters do not
+// depend on it, so a resumed run may change it) or only how the parameters are first drawn.
+// Loading into an existing model compares the architecture alone.
+enum class FieldRole { architecture, objective, initialisation };
 
 inline constexpr double kUnbounded = 1e300;
 
@@ -127,9 +129,9 @@ inline constexpr double kUnbounded = 1e300;
     "experts each token is routed to, by router probability (ties: the lower index)")          \
   X(architecture, bool, moe_renorm, true, 0, 0, 5, true,                                        \
     "the k kept router probabilities are divided by their sum (Mixtral); off: raw (Switch)")    \
-  X(architecture, double, moe_aux_coef, 0.01, 0.0, kUnbounded, 5, 0.01,                         \
+  X(objective, double, moe_aux_coef, 0.01, 0.0, kUnbounded, 5, 0.01,                            \
     "load-balancing loss weight: coef x mean over MoE layers of E * sum_e f_e * P_e")           \
-  X(architecture, double, moe_z_coef, 0.001, 0.0, kUnbounded, 5, 0.001,                         \
+  X(objective, double, moe_z_coef, 0.001, 0.0, kUnbounded, 5, 0.001,                            \
     "router z-loss weight: coef x mean over MoE layers of mean_t logsumexp(logits_t)^2")        \
   X(architecture, double, moe_capacity, 0.0, 0.0, kUnbounded, 5, 0.0,                           \
     "capacity factor c, in training only: an expert takes at most ceil(c*T*k/E) of a training " \
@@ -146,7 +148,6 @@ struct TransformerConfig {
   // What the zero defaults resolve to.
   std::size_t resolved_kv_heads() const { return kv_heads == 0 ? heads : kv_heads; }
   std::size_t resolved_head_dim() const;
-  std::size_t d_head() const { return resolved_head_dim(); }
   std::size_t resolved_mlp_hidden() const;
   double resolved_attention_scale() const;
   RopeSpec rope() const;
@@ -212,7 +213,7 @@ double field_to_double(const TransformerConfig& c, const std::string& field);
 void set_field_from_int64(TransformerConfig& c, const std::string& field, std::int64_t v);
 void set_field_from_double(TransformerConfig& c, const std::string& field, double v);
 
-// "vocab=65 context=64 d_model=128 ..." over every architecture field.
+// "vocab=65 context=64 d_model=128 ..." over the architecture's and the objective's fields.
 std::string config_summary(const TransformerConfig& c);
 
 // Some fields shape the model only under another field's value: rope_theta under

@@ -11,7 +11,6 @@ namespace tapegrad {
 
 namespace {
 
-constexpr std::int64_t kTrainingFormat = 1;
 // Longer than any run the trainer accepts, short enough that a count cannot overflow.
 constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;
 
@@ -104,7 +103,8 @@ Array<T> need_moment(const EntryMap& found, const std::string& name, const Shape
 // Which names a parameter-keyed family ("m.", "v.", "t.") may use.
 void check_families(const EntryMap& found, const std::set<std::string>& parameters,
                     const std::string& label) {
-  static const std::set<std::string> fixed = {"format", "step", "total_steps", "loss", "lr"};
+  static const std::set<std::string> fixed = {"format", "step", "total_steps", "loss", "lr",
+                                              "precision"};
   for (const auto& [name, entry] : found) {
     if (fixed.count(name)) continue;
     const std::size_t dot = name.find('.');
@@ -160,6 +160,13 @@ void read_extras(const EntryMap& found, TrainingState<T>& s, const std::string& 
         fail_state(label, "'{}' must be a finite float64 or an int64", e->name);
     }
   }
+}
+
+// Required from the format that introduced it; a file written before stands for f32.
+MatmulPrecision read_precision(const EntryMap& found, std::int64_t format, const std::string& label) {
+  if (format < kPrecisionSince && found.count("precision") == 0) return MatmulPrecision::f32;
+  const std::int64_t last = std::int64_t(matmul_precision_names().size()) - 1;
+  return static_cast<MatmulPrecision>(need_count(found, "precision", 0, last, label));
 }
 
 }  // namespace
@@ -243,7 +250,8 @@ template <class T>
 std::vector<NpzEntry> training_state_entries(const TrainingState<T>& s) {
   std::vector<NpzEntry> out = {scalar<std::int64_t>("format", kTrainingFormat),
                                scalar<std::int64_t>("step", std::int64_t(s.step)),
-                               scalar<std::int64_t>("total_steps", std::int64_t(s.total_steps))};
+                               scalar<std::int64_t>("total_steps", std::int64_t(s.total_steps)),
+                               scalar<std::int64_t>("precision", std::int64_t(s.precision))};
   for (const auto& [name, st] : s.moments) {
     out.push_back(scalar<std::int64_t>("t." + name, std::int64_t(st.step)));
     out.emplace_back(key("m." + name), to_npz_array<T>(st.m));
@@ -270,7 +278,7 @@ template <class T>
 TrainingState<T> training_state_from_entries(const std::vector<NpzEntry>& entries,
                                              const Module<T>& model, const std::string& label) {
   const EntryMap found = training_entries(entries, label);
-  need_count(found, "format", kTrainingFormat, kTrainingFormat, label);
+  const std::int64_t format = need_count(found, "format", 1, kTrainingFormat, label);
   std::set<std::string> parameters;
   for (const NamedParameter<T>& p : model.named_parameters()) parameters.insert(p.name);
   check_families(found, parameters, label);
@@ -279,6 +287,7 @@ TrainingState<T> training_state_from_entries(const std::vector<NpzEntry>& entrie
   s.step = std::size_t(need_count(found, "step", 0, std::int64_t(s.total_steps), label));
   s.losses = need_series(found, "loss", s.step, label);
   s.lrs = need_series(found, "lr", s.step, label);
+  s.precision = read_precision(found, format, label);
   read_moments(found, model, s, label);
   read_extras(found, s, label);
   return s;

@@ -1,7 +1,7 @@
 #pragma once
 // A training checkpoint: a model checkpoint (nn/checkpoint) plus what a run needs to go on
 // exactly where it stopped, under the reserved prefix `__train__.`:
-//   format            int64 ()            1
+//   format            int64 ()            2 (1: written before the precision was recorded)
 //   step              int64 ()            optimiser steps done
 //   total_steps       int64 ()            the run's length (the schedule ends there)
 //   m.<parameter>     T (parameter shape) AdamW's first moment, for every parameter
@@ -10,6 +10,9 @@
 //   rng.<name>        int64 (n,)          a Generator's engine state, word by word
 //   loss, lr          float64 (step,)     the loss and learning rate of every step done
 //   setting.<name>    float64 or int64 () the run's settings (the caller's names)
+//   precision         int64 ()            the matrix products' precision, the index of its
+//                                         name in matmul_precision_names() (format 2 on; a
+//                                         format-1 file stands for f32)
 // Model-only readers (load_checkpoint, examples/generate) skip these entries, so a training
 // checkpoint is also a model checkpoint. The reader treats the file as hostile: every
 // name, dtype, shape and count is checked, the moments must be finite, and nothing is
@@ -21,8 +24,13 @@
 
 #include "nn/checkpoint.hpp"
 #include "nn/optim.hpp"
+#include "ops/precision.hpp"
 
 namespace tapegrad {
+
+// The training state's format, and the format that first recorded the precision.
+inline constexpr std::int64_t kTrainingFormat = 2;
+inline constexpr std::int64_t kPrecisionSince = 2;
 
 template <class T>
 struct TrainingState {
@@ -34,6 +42,8 @@ struct TrainingState {
   std::vector<double> losses, lrs;  // one per step done
   std::map<std::string, double> real_settings;
   std::map<std::string, std::int64_t> integer_settings;
+  // The float32 matrix products' precision: part of the arithmetic the run continues.
+  MatmulPrecision precision = MatmulPrecision::f32;
 };
 
 // A Generator's state as words, and back. restore_generator throws CheckpointError naming

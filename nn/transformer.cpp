@@ -291,6 +291,17 @@ TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indic
 }
 
 template <class T>
+void Transformer<T>::set_objective(const TransformerConfig& from) {
+  TransformerConfig c = config_;
+#define TAPEGRAD_COPY_OBJECTIVE(role, type, name, default_value, lo, hi, since, old, doc) \
+  if (FieldRole::role == FieldRole::objective) c.name = from.name;
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_COPY_OBJECTIVE)
+#undef TAPEGRAD_COPY_OBJECTIVE
+  c.validate();
+  config_ = c;
+}
+
+template <class T>
 void Transformer<T>::set_attention_path(AttentionPath path) {
   for (Block<T>& block : blocks_) block.attention().set_path(path);
 }

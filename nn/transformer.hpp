@@ -79,6 +79,10 @@ class Transformer : public Module<T> {
   MoELosses<T> moe_losses() const;
 
   const TransformerConfig& config() const { return config_; }
+  // The objective's fields (role objective: the auxiliary losses' weights) from `from`,
+  // which training_loss weighs from now on; the architecture and the parameters stay.
+  // ShapeError "config: ..." naming the field for a value out of its range.
+  void set_objective(const TransformerConfig& from);
   std::vector<Block<T>>& blocks() { return blocks_; }
   const std::vector<Block<T>>& blocks() const { return blocks_; }
   // Every block's attention takes this path (fused by default; composed is the reference).

@@ -19,6 +19,7 @@
 #include "nn/checkpoint_schema.hpp"
 #include "nn/npz.hpp"
 #include "nn/tinygpt.hpp"
+#include "nn/training_state.hpp"
 #include "run_program.hpp"
 #ifdef TAPEGRAD_WITH_EXAMPLES
 #include "tasks/tasks.hpp"
@@ -234,6 +235,18 @@ TEST_CASE("checkpoint schema: tools/checkpoint_schema.json is this build's schem
     CHECK(schema["fields"][i].at("since") == config_fields()[i].since);
   }
   CHECK(schema["fields"][0].at("default") == 0);  // vocab
+  // the training state's entry a reader must interpret: the precision, by its names
+  const nlohmann::json& training = schema.at("training");
+  CHECK(training.at("prefix") == kTrainingPrefix);
+  CHECK(training.at("format") == kTrainingFormat);
+  REQUIRE(training.at("entries").size() == 1);
+  const nlohmann::json& precision = training["entries"][0];
+  CHECK(precision.at("name") == "precision");
+  CHECK(precision.at("since") == kPrecisionSince);
+  CHECK(precision.at("old") == "f32");
+  CHECK(precision.at("choices") == nlohmann::json(matmul_precision_names()));
+  // the names' order is the enum's: the entry holds the index
+  CHECK(precision["choices"][std::size_t(MatmulPrecision::bf16)] == "bf16");
 }
 
 // What each fixture's command line set (tests/fixtures/checkpoints/README.md), read back.

@@ -4,10 +4,13 @@
 // parameter counts of the published Llama 3 8B shapes.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
+
+#include <unistd.h>
 
 #include "helpers.hpp"
 #include "nn/checkpoint.hpp"
@@ -344,4 +347,42 @@ TEST_CASE("config: a field refused as inapplicable changes nothing, and changes 
   // fields no condition governs are never refused
   for (const char* always : {"d_model", "window", "attn_softcap", "positions", "experts", "mlp", "qk_norm"})
     CHECK_FALSE(refusal_if_given(gpt2, always).has_value());
+}
+
+TEST_CASE("config: the objective's weights may change on a built or loaded model, the architecture not",
+          "[config][checkpoint]") {
+  for (const FieldInfo& f : config_fields())
+    if (std::string(f.name) == "moe_aux_coef" || std::string(f.name) == "moe_z_coef") {
+      INFO(f.name);
+      CHECK(f.role == FieldRole::objective);
+    }
+  TransformerConfig c = mixtral_preset();
+  c.vocab = 7;
+  c.context = 5;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 1;
+  c.experts = 2;
+  Transformer<float> model(c);
+  TransformerConfig other = c;
+  other.moe_aux_coef = 0.5;
+  other.experts = 4;  // not the objective's: stays
+  model.set_objective(other);
+  CHECK(model.config().moe_aux_coef == 0.5);
+  CHECK(model.config().experts == 2);
+  other.moe_z_coef = -1;
+  CHECK_THROWS_WITH(model.set_objective(other), Catch::Contains("moe_z_coef"));
+  CHECK(model.config().moe_z_coef == c.moe_z_coef);
+
+  // a file whose objective differs loads into the model, which keeps its own weights
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("tapegrad_objective_" + std::to_string(::getpid()) + ".npz")).string();
+  save_checkpoint(path, Transformer<float>(c));
+  load_checkpoint(path, model);
+  CHECK(model.config().moe_aux_coef == 0.5);
+  TransformerConfig wider = c;
+  wider.experts = 3;
+  Transformer<float> other_architecture(wider);
+  CHECK_THROWS_WITH(load_checkpoint(path, other_architecture), Catch::Contains("experts=2"));
+  std::filesystem::remove(path);
 }

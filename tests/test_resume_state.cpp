@@ -160,7 +160,10 @@ TEST_CASE("training state: the reader refuses each damaged field, naming it", "[
       {"an unknown entry", [](Saved& s) { s.entries.emplace_back(std::string(kTrainingPrefix) + "extra", xt::xarray<float>{1.0f}); }, "extra"},
       {"a missing moment", [](Saved& s) { s.entry("v.norm_f.weight").name = std::string(kTrainingPrefix) + "setting.x"; }, "v.norm_f.weight"},
       {"a generator state cut short", [](Saved& s) { s.entry("rng.data").array = xt::xarray<std::int64_t>{1, 2, 3}; }, "rng.data"},
-      {"a format from the future", [](Saved& s) { s.entry("format").as<std::int64_t>().data()[0] = 2; }, "format"},
+      {"a format from the future", [](Saved& s) { s.entry("format").as<std::int64_t>().data()[0] = kTrainingFormat + 1; }, "format"},
+      {"a precision that is none", [](Saved& s) { s.entry("precision").as<std::int64_t>().data()[0] = 2; }, "precision"},
+      {"a precision of the wrong dtype", [](Saved& s) { s.entry("precision").array = xt::xarray<double>(1.0); }, "precision"},
+      {"a state of the format that records the precision, without it", [](Saved& s) { s.entry("precision").name = std::string(kTrainingPrefix) + "setting.y"; }, "precision"},
       {"a setting that is not one value", [](Saved& s) { s.entry("setting.batch").array = xt::xarray<std::int64_t>{8, 8}; }, "setting.batch"},
   };
   for (const Case& c : cases) {
@@ -171,6 +174,23 @@ TEST_CASE("training state: the reader refuses each damaged field, naming it", "[
     CHECK(why.find("checkpoint f.npz") == 0);
     CHECK(why.find(c.named) != std::string::npos);
   }
+}
+
+TEST_CASE("training state: the precision reads back; a state written before it was recorded is f32",
+          "[resume]") {
+  Saved saved;
+  CHECK(training_state_from_entries<float>(saved.entries, saved.model, "mem").precision ==
+        MatmulPrecision::f32);
+  saved.entry("precision").as<std::int64_t>().data()[0] = std::int64_t(MatmulPrecision::bf16);
+  CHECK(training_state_from_entries<float>(saved.entries, saved.model, "mem").precision ==
+        MatmulPrecision::bf16);
+  // format 1 had no precision entry: the run it continues multiplied in f32
+  std::vector<NpzEntry> old;
+  for (NpzEntry& e : saved.entries)
+    if (e.name != std::string(kTrainingPrefix) + "precision") old.push_back(e);
+  for (NpzEntry& e : old)
+    if (e.name == std::string(kTrainingPrefix) + "format") e.as<std::int64_t>().data()[0] = 1;
+  CHECK(training_state_from_entries<float>(old, saved.model, "mem").precision == MatmulPrecision::f32);
 }
 
 TEST_CASE("training state: the fuzz seeds of a training checkpoint load with their state", "[resume][fuzz_corpus]") {

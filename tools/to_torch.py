@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_model import (FIELDS, IMPLEMENTED, SCHEMA, TRAINING_ONLY, Config,  # noqa: E402
+from torch_model import (FIELDS, IMPLEMENTED, SCHEMA, Config,  # noqa: E402
                          Transformer, typed)
 
 PROGRAM = "to_torch"
@@ -77,7 +77,7 @@ def config_from_npz(entries, path):
         setattr(c, field["name"], decode_field(field, v, path))
     for field in FIELDS:
         value = getattr(c, field["name"])
-        if (field["role"] == "architecture" and field["name"] not in IMPLEMENTED | TRAINING_ONLY
+        if (field["role"] == "architecture" and field["name"] not in IMPLEMENTED
                 and value != typed(field, field["old"])):
             raise UsageError(f"{path}: {field['name']}={value} has no PyTorch counterpart in "
                              "tools/torch_model.py yet")

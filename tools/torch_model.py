@@ -50,8 +50,8 @@ IMPLEMENTED = {
     "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
     "experts", "experts_top_k", "moe_renorm", "moe_every",
 }
-# Fields that change training only (the auxiliary losses' weights): any value converts.
-TRAINING_ONLY = {"moe_aux_coef", "moe_z_coef"}
+# The objective's fields (role "objective": the auxiliary losses' weights) change training
+# only, so any value converts.
 
 
 def typed(field, value):

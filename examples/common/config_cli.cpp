@@ -138,7 +138,9 @@ std::string ConfigOptions::given_text(const std::string& field, const Transforme
 void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std::string& whose) const {
   // --arch stands for its preset's fields, those the user did not give one by one
   for (const FieldInfo& f : config_fields()) {
-    if (app_.count("--arch") == 0 || !preset_field(f.name) || given(f.name)) continue;
+    if (app_.count("--arch") == 0 || !preset_field(f.name) || given(f.name) ||
+        f.role == FieldRole::objective)
+      continue;
     const std::string kept = field_to_string(fixed, f.name);
     if (field_to_string(preset(arch_), f.name) == kept) continue;
     const std::string found = matching_preset(fixed);
@@ -149,7 +151,7 @@ void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std:
     // a field this program left out (the trainer's own --seed) is not a model option here
     const bool option =
         text_.count(f.name) || flags_.count(f.name) || f.name == std::string("attention_scale");
-    if (!option || !given(f.name)) continue;
+    if (!option || !given(f.name) || f.role == FieldRole::objective) continue;
     std::string value;
     try {
       value = given_text(f.name, fixed);
@@ -159,6 +161,13 @@ void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std:
     const std::string kept = field_to_string(fixed, f.name);
     if (value != kept) throw disagreement(option_name(f.name), value, whose + " " + f.name + " " + kept);
   }
+}
+
+std::map<std::string, std::string> ConfigOptions::given_objective(const TransformerConfig& base) const {
+  std::map<std::string, std::string> out;
+  for (const FieldInfo& f : config_fields())
+    if (f.role == FieldRole::objective && given(f.name)) out[f.name] = given_text(f.name, base);
+  return out;
 }
 
 }  // namespace tapegrad::examples

@@ -69,12 +69,12 @@ inline CLI::Option* add_precision_option(CLI::App& app, std::string& precision,
   CLI::Option* o = app.add_option("--precision", precision,
                                   "matrix products in f32, or bf16 (operands rounded to bfloat16, "
                                   "sums in float32; weights, optimiser and checkpoints stay float32)")
-                       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
+                       ->check(CLI::IsMember(matmul_precision_names()))->capture_default_str();
   if (!group.empty()) o->group(group);
   return o;
 }
 inline void use_precision(const std::string& precision) {
-  set_matmul_precision(precision == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::f32);
+  set_matmul_precision(matmul_precision_from_name(precision));
 }
 
 // The rules between the optimiser's options, as UsageError.

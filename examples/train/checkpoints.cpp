@@ -79,9 +79,7 @@ std::string setting_name(const char* option) {
 
 template <class V>
 void notice_override(const char* option, V file_value, V given, std::vector<std::string>& notices) {
-  notices.push_back(fmt::format("--resume: {} {} differs from the checkpoint's {}; the run goes "
-                                "on with {} and no longer matches an uninterrupted one",
-                                option, given, file_value, given));
+  notices.push_back(override_notice(option, fmt::format("{}", file_value), fmt::format("{}", given)));
 }
 
 template <class Map>
@@ -105,6 +103,7 @@ TrainingState<float> capture(const TrainerState& t) {
   for (const RealSetting& r : kRealSettings) st.real_settings[setting_name(r.option)] = s.*r.field;
   for (const SizeSetting& z : kSizeSettings)
     st.integer_settings[setting_name(z.option)] = std::int64_t(s.*z.field);
+  st.precision = matmul_precision_from_name(s.precision);
   st.integer_settings["seed"] = std::int64_t(s.seed);
   st.integer_settings["checkpoint_every"] = std::int64_t(s.checkpoint_every);
   st.integer_settings["recall_dense_loss"] = s.recall_dense_loss;
@@ -130,6 +129,12 @@ void prune(const std::string& dir) {
 }
 
 }  // namespace
+
+std::string override_notice(const std::string& option, const std::string& file_value,
+                            const std::string& given) {
+  return fmt::format("--resume: {} {} differs from the checkpoint's {}; the run goes on with {} "
+                     "and no longer matches an uninterrupted one", option, given, file_value, given);
+}
 
 std::string checkpoint_path(const std::string& dir, std::size_t step) {
   return (fs::path(dir) / fmt::format("ckpt-{:08d}.npz", step)).string();
@@ -241,6 +246,9 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
                                    every->second));
     s.checkpoint_every = std::size_t(every->second);
   }
+  const std::string& precision = matmul_precision_name(st.precision);
+  if (!s.given("--precision")) s.precision = precision;
+  else if (s.precision != precision) notices.push_back(override_notice("--precision", precision, s.precision));
   if (!s.given("--steps")) s.steps = st.total_steps;
   if (st.step > s.steps)
     throw UsageError(fmt::format("--resume: the checkpoint is at step {}, past --steps {}",

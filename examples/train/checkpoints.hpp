@@ -50,9 +50,14 @@ TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume)
 // against `model`; UsageError naming the entry when it does not fit.
 std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
                                                         const TinyGPT<float>& model);
-// The checkpoint's settings (the checkpoint interval included) for every option the user
-// did not give; a one-line notice in `notices` for each one given with another value (the
-// caller prints them once every check has passed). UsageError when the checkpoint is past
+// The notice for an option given on --resume with another value than the checkpoint's, which
+// the run then uses: "--resume: --lr 0.002 differs from the checkpoint's 0.003; the run
+// goes on with 0.002 and no longer matches an uninterrupted one".
+std::string override_notice(const std::string& option, const std::string& file_value,
+                            const std::string& given);
+// The checkpoint's settings (the checkpoint interval and the precision included) for every
+// option the user did not give; a one-line notice in `notices` for each one given with
+// another value (the caller prints them once every check has passed). UsageError when the checkpoint is past
 // --steps, its settings are out of the options' ranges, or --seed disagrees with it (the
 // seed drew the weights and the data the run continues: another one changes nothing).
 void apply_checkpoint_settings(Settings& s, const TrainingState<float>& state,

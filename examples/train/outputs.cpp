@@ -107,7 +107,7 @@ void set_settings(nlohmann::ordered_json& m, const RunSummary& r) {
   m["beta2"] = s.beta2;
   m["clip"] = s.clip;
   m["threads"] = num_threads();
-  m["precision"] = matmul_precision() == MatmulPrecision::bf16 ? "bf16" : "f32";
+  m["precision"] = matmul_precision_name(matmul_precision());
   if (r.task.repeat) {
     m["repeat_length"] = r.task.repeat->length();
     m["repeat_symbols"] = r.task.repeat->symbols();

@@ -188,7 +188,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   read_resumed_checkpoint(s, resume, model_holder, state, notices);
   const TaskSetup task = build_task(s, resume);
   if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
-  const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults);
+  const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults, notices);
   check_sample_prompt(s, task, config);
   examples::check_memory(run_memory(config, task, s), s.max_memory, "training this model");
   if (s.stop_at > s.steps)
@@ -222,6 +222,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   }
 
   if (!model_holder) model_holder.emplace(config);
+  model_holder->set_objective(config);  // a resumed run's objective may be the options'
   TinyGPT<float>& model = *model_holder;
   if (ranks) ranks->check_same_parameters(model.parameters(), "at start-up");
   if (!s.quiet) print_summary(model, task, eval, model_options.arch(), resume, log);

@@ -148,6 +148,29 @@ tasks::RepeatTask build_repeat_task(const Settings& s, const ResumeSource& resum
   }
 }
 
+// The objective's weights given on --resume replace the checkpoint's, each change with its
+// notice; one that changes nothing in `c`'s model (a dense one) is refused, as when building.
+void apply_given_objective(TinyGPTConfig& c, const examples::ConfigOptions& model_options,
+                           std::vector<std::string>& notices) {
+  TinyGPTConfig changed = c;
+  std::map<std::string, std::string> given;
+  try {
+    given = model_options.given_objective(c);
+    for (const auto& [field, text] : given) set_field_from_string(changed, field, text);
+    changed.validate();
+  } catch (const std::exception& e) {
+    throw UsageError(one_line(e.what()));
+  }
+  const auto inapplicable = inapplicable_given_field(
+      changed, [&](const std::string& field) { return given.count(field) > 0; },
+      examples::option_name);
+  if (inapplicable) throw UsageError(*inapplicable);
+  for (const auto& [field, text] : given)
+    if (field_to_string(c, field) != text)
+      notices.push_back(override_notice(examples::option_name(field), field_to_string(c, field), text));
+  c = changed;
+}
+
 // --resume DIR: the newest training checkpoint in it.
 std::string resume_file(const std::string& path) {
   std::error_code ec;
@@ -285,9 +308,10 @@ tasks::Batch TaskSetup::check_batch(std::size_t batch, Generator& gen) const {
 
 TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
                            const examples::ConfigOptions& model_options,
-                           const std::map<std::string, std::string>& model_defaults) {
+                           const std::map<std::string, std::string>& model_defaults,
+                           std::vector<std::string>& notices) {
   if (resume.active()) {
-    const TinyGPTConfig& c = *resume.config;
+    TinyGPTConfig c = *resume.config;
     model_options.check_agrees_with(c, "the checkpoint's");
     if (c.vocab != task.vocab || c.context != task.context) {
       throw UsageError("--resume " + s.resume + ": the checkpoint has vocab " +
@@ -295,6 +319,7 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
                        ", the task needs " + std::to_string(task.vocab) + " and " +
                        std::to_string(task.context));
     }
+    apply_given_objective(c, model_options, notices);
     return c;
   }
   try {

@@ -64,11 +64,13 @@ std::map<std::string, std::string> apply_task_defaults(Settings& s, const std::s
 // characters of --text and of --sample's --prompt, the repeat task's length and symbols).
 TaskSetup build_task(Settings& s, const ResumeSource& resume);
 
-// The checkpoint's configuration (every model option given must agree with it), or the
-// options' (with the task's vocab and context).
+// The checkpoint's configuration (every model option given must agree with it, but the
+// objective's weights, which replace the checkpoint's with a notice in `notices` for each
+// change), or the options' (with the task's vocab and context).
 TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
                            const examples::ConfigOptions& model_options,
-                           const std::map<std::string, std::string>& model_defaults);
+                           const std::map<std::string, std::string>& model_defaults,
+                           std::vector<std::string>& notices);
 
 // --sample's --prompt read as examples/generate reads it (every character in the
 // vocabulary, the tokens within the context): UsageError before any work otherwise.
