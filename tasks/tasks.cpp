@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <xtensor/xadapt.hpp>
 
+#include "nn/file_io.hpp"
+
 namespace tapegrad::tasks {
 
 std::uint64_t hash_tokens(const std::vector<std::int64_t>& tokens) {
@@ -493,11 +495,7 @@ std::string text_warning(const std::string& bytes) {
 // Text
 
 TextTask TextTask::from_file(const std::string& path, std::size_t context) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read --text file " + path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::runtime_error("cannot read --text file " + path);
-  return from_string(text, context);
+  return from_string(read_text_file(path, "text file " + path), context);
 }
 
 TextTask TextTask::from_string(const std::string& utf8, std::size_t context) {
