@@ -282,7 +282,8 @@ class TextTask {
 // Bits per byte: a mean loss in nats over `tokens` targets that stand for `bytes` bytes.
 double bits_per_byte(double mean_loss, std::size_t tokens, std::size_t bytes);
 
-// Invalid bytes decode to U+FFFD, one each; `invalid`, when given, counts them.
+// Invalid bytes decode to U+FFFD, one per maximal invalid subpart (text/utf8.hpp, as shown
+// text reads them); `invalid`, when given, counts the invalid bytes.
 std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invalid = nullptr);
 std::string utf8_encode(const std::vector<std::uint32_t>& cps);
 
