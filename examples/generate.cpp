@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -41,6 +40,7 @@
 #include "examples/common/text_prompt.hpp"
 #include "tasks/tasks.hpp"
 #include "nn/checkpoint.hpp"
+#include "nn/file_io.hpp"
 #include "nn/generation.hpp"
 #include "ops/threads.hpp"
 
@@ -269,8 +269,7 @@ void write_patterns(const std::string& dir, TinyGPT<float>& model, const Codec& 
   const std::vector<std::string> svgs = examples::attention_pattern_svgs(model, tokens, labels);
   for (std::size_t l = 0; l < svgs.size(); ++l) {
     const std::string path = (std::filesystem::path(dir) / ("layer" + std::to_string(l) + ".svg")).string();
-    std::ofstream f(path);
-    if (!(f << svgs[l]) || !f.flush()) throw std::runtime_error("cannot write " + path);
+    detail::write_file_atomically(path, svgs[l], "--patterns " + path);
   }
   std::fprintf(stderr, "%s: attention patterns of %zu tokens, %zu layers: %s/layer<l>.svg\n",
                kProgram, tokens.size(), svgs.size(), dir.c_str());
@@ -313,6 +312,7 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::prepare_process();
   Settings s;
   CLI::App app{"Continue a prompt with a trained model, streaming the tokens (KV cache).",
                kProgram};
@@ -332,7 +332,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 256));
   app.add_flag("--no-cache", s.no_cache, "recompute the whole sequence per token (quadratic)");
   app.add_option("--prefill-chunk", s.prefill_chunk,
-                 "prompt positions per prefill step (0: the context)");
+                 "prompt positions per prefill step (0: the context)")
+      ->check(examples::unsigned_integer());
   app.add_option("--task", s.task, "how to read the prompt of a checkpoint that records no task: "
                  "sort, reverse, recall (the task's input tokens) or tokens (plain token ids); "
                  "must agree with a task the checkpoint records");

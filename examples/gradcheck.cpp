@@ -73,6 +73,7 @@ class JsonOutput {
 };
 
 int main(int argc, char** argv) {
+  examples::prepare_process();
   CLI::App app{"Finite-difference gradient check (double precision) of every tapegrad op.",
                kProgram};
   std::string json_path, filter;

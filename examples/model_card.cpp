@@ -94,6 +94,7 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::prepare_process();
   CLI::App app{"Print a transformer's parameters per component and its KV cache per token, from "
                "its configuration alone (--arch preset plus any architecture field as an option). "
                "Exit codes: 0 ok, 2 usage error.", kProgram};

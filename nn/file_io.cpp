@@ -1,7 +1,9 @@
 #include "nn/file_io.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -107,3 +109,70 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
 }
 
 }  // namespace tapegrad::detail
+
+namespace tapegrad {
+
+namespace {
+
+std::string describe_limit(std::uintmax_t bytes) {
+  if (bytes >= (std::uintmax_t(1) << 20) && bytes % (std::uintmax_t(1) << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+// Closes the descriptor on every way out of the reader.
+struct OpenFile {
+  int fd;
+  ~OpenFile() { ::close(fd); }
+};
+
+// Reads `fd` to its end into a buffer first sized for `expected` bytes; a file that grows
+// past `max_bytes` while being read is refused.
+std::string read_to_end(int fd, std::uintmax_t expected, const std::string& label,
+                        std::uintmax_t max_bytes) {
+  std::string bytes(static_cast<std::size_t>(expected) + 1, '\0');  // one more shows growth
+  std::size_t got = 0;
+  for (;;) {
+    if (got == bytes.size()) {
+      if (got > max_bytes)
+        throw TextInputError(label + " grew while being read past the limit of " +
+                             describe_limit(max_bytes));
+      bytes.resize(static_cast<std::size_t>(std::min<std::uintmax_t>(max_bytes + 1, 2 * got)));
+    }
+    const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error("cannot read " + label + ": " + std::strerror(errno));
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+}  // namespace
+
+std::string read_text_file(const std::string& path, const std::string& label,
+                           std::uintmax_t max_bytes) {
+  // O_NONBLOCK: a FIFO opens at once (to be refused) instead of waiting for a writer
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + label + ": " + std::strerror(errno));
+  const OpenFile file{fd};
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0)
+    throw std::runtime_error("cannot stat " + label + ": " + std::strerror(errno));
+  if (S_ISDIR(sb.st_mode)) throw TextInputError(label + " is a directory, not a text file");
+  if (!S_ISREG(sb.st_mode))
+    throw TextInputError(label + " is not a regular file (a device, a pipe or a socket)");
+  const auto size = static_cast<std::uintmax_t>(sb.st_size);
+  if (size > max_bytes)
+    throw TextInputError(label + " has " + std::to_string(size) + " bytes, larger than the limit of " +
+                         describe_limit(max_bytes));
+  try {
+    return read_to_end(file.fd, size, label, max_bytes);
+  } catch (const std::bad_alloc&) {
+    throw TextInputError("out of memory reading " + label + " (" + std::to_string(size) +
+                         " bytes)");
+  }
+}
+
+}  // namespace tapegrad

@@ -2,8 +2,32 @@
 // Whole files as bytes: read in one go, and written atomically (a temporary file in the same
 // directory, fsynced, renamed over the target, the directory fsynced). Errors are NpzError
 // naming `where`, as for the rest of the npz layer.
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+
+namespace tapegrad {
+
+// The largest text file a program reads whole: 64 MiB (a character model's tokens take 8
+// bytes per character in memory).
+inline constexpr std::uintmax_t kMaxTextBytes = std::uintmax_t(64) << 20;
+
+// A text input refused before or while reading it: not a regular file, larger than the
+// limit, or more than the memory left. The file is bad input, not a failed read.
+struct TextInputError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// The bytes of the regular file at `path`, named `label` in messages ("--text kjv.txt"),
+// at most `max_bytes` of them. A device or a pipe (/dev/zero) would grow the read without
+// bound and a FIFO's open would wait for a writer, so both are refused before a byte is
+// read (TextInputError), as is a file over the limit; std::runtime_error when the file
+// cannot be opened or read.
+std::string read_text_file(const std::string& path, const std::string& label,
+                           std::uintmax_t max_bytes = kMaxTextBytes);
+
+}  // namespace tapegrad
 
 namespace tapegrad::detail {
 

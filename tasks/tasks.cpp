@@ -11,6 +11,9 @@
 #include <fmt/format.h>
 #include <xtensor/xadapt.hpp>
 
+#include "nn/file_io.hpp"
+#include "text/utf8.hpp"
+
 namespace tapegrad::tasks {
 
 std::uint64_t hash_tokens(const std::vector<std::int64_t>& tokens) {
@@ -420,31 +423,11 @@ std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invali
   if (invalid) *invalid = 0;
   std::vector<std::uint32_t> out;
   out.reserve(s.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  std::size_t i = 0;
-  while (i < n) {
-    unsigned char c = p[i];
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
-    bool ok = len != 0 && i + len <= n;
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xc0) != 0x80) ok = false;
-      else cp = (cp << 6) | (p[i + k] & 0x3fu);
-    }
-    // Reject overlong forms, surrogates and values past U+10FFFF.
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-               (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)) {
-      ok = false;
-    }
-    if (!ok) {
-      if (invalid) ++*invalid;
-      out.push_back(0xfffd);
-      i += 1;  // resynchronise on the next byte
-      continue;
-    }
-    out.push_back(cp);
-    i += len;
+  for (std::size_t i = 0; i < s.size();) {
+    const text::Utf8Char c = text::decode_utf8_char(std::string_view(s).substr(i));
+    if (!c.valid && invalid) *invalid += c.length;
+    out.push_back(c.code_point);
+    i += c.length;
   }
   return out;
 }
@@ -482,7 +465,7 @@ std::string text_warning(const std::string& bytes) {
   std::string why;
   if (invalid > 0)
     why = std::to_string(invalid) + " of " + std::to_string(bytes.size()) +
-          " bytes are not valid UTF-8 (each becomes U+FFFD)";
+          " bytes are not valid UTF-8 (read as U+FFFD)";
   if (control * 20 > cps.size())
     why += (why.empty() ? "" : "; ") + std::to_string(control) + " of " +
            std::to_string(cps.size()) + " characters are control characters";
@@ -493,11 +476,7 @@ std::string text_warning(const std::string& bytes) {
 // Text
 
 TextTask TextTask::from_file(const std::string& path, std::size_t context) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read --text file " + path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::runtime_error("cannot read --text file " + path);
-  return from_string(text, context);
+  return from_string(read_text_file(path, "text file " + path), context);
 }
 
 TextTask TextTask::from_string(const std::string& utf8, std::size_t context) {

@@ -239,7 +239,8 @@ class TextTask {
  public:
   // The file's characters as tokens: its distinct code points, sorted (invalid bytes read
   // as U+FFFD). Throws std::runtime_error if the file cannot be read, or is too short for
-  // the context (it needs at least 10 * (context + 1) tokens).
+  // the context (it needs at least 10 * (context + 1) tokens); TextInputError if it is no
+  // regular file or larger than kMaxTextBytes (nn/file_io.hpp).
   static TextTask from_file(const std::string& path, std::size_t context);
   static TextTask from_string(const std::string& utf8, std::size_t context);
   // The text in `coder`'s tokens (a checkpoint's, for --resume; characters outside a
@@ -281,7 +282,8 @@ class TextTask {
 // Bits per byte: a mean loss in nats over `tokens` targets that stand for `bytes` bytes.
 double bits_per_byte(double mean_loss, std::size_t tokens, std::size_t bytes);
 
-// Invalid bytes decode to U+FFFD, one each; `invalid`, when given, counts them.
+// Invalid bytes decode to U+FFFD, one per maximal invalid subpart (text/utf8.hpp, as shown
+// text reads them); `invalid`, when given, counts the invalid bytes.
 std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invalid = nullptr);
 std::string utf8_encode(const std::vector<std::uint32_t>& cps);
 

@@ -190,7 +190,14 @@ TEST_CASE("induction cli: bad options and an unwritable --out exit 2 with one li
                        {"--bogus" + out, "--variants scaled,sideways" + out, "--variants nope" + out,
                         "--seeds -1" + out, "--lr nan" + out, "--steps 0" + out, "--half 1" + out,
                         "--d-model 30 --heads 4" + out, "--positions alibi" + out,
-                        "--quick --out '" + file + "'", "--quick --out '" + file + "/sub'"},
+                        "--quick --out '" + file + "'", "--quick --out '" + file + "/sub'",
+                        "--vocab 8" + out, "--vocab 31 --half 16" + out},
                        dir);
+  // the options are named, the program once
+  const Result r = run(TAPEGRAD_INDUCTION_BIN, "--vocab 8" + out, dir);
+  INFO(r.err);
+  CHECK(r.err.find("--vocab 8") != std::string::npos);
+  CHECK(r.err.find("--half 16") != std::string::npos);
+  CHECK(r.err.find("induction: induction") == std::string::npos);
 }
 #endif

@@ -11,6 +11,7 @@
 
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
+#include "text/utf8.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::tasks;
@@ -214,7 +215,25 @@ TEST_CASE("tasks: UTF-8 decoding and encoding round trip", "[tasks]") {
   CHECK(utf8_encode(cps) == s);
   // a lone continuation byte and a truncated sequence become U+FFFD
   CHECK(utf8_decode("a\x80" "b") == std::vector<std::uint32_t>{0x61, 0xfffd, 0x62});
-  CHECK(utf8_decode("\xe2\x82") == std::vector<std::uint32_t>{0xfffd, 0xfffd});
+}
+
+// Unicode's "maximal subpart" practice (Python's errors="replace"): one U+FFFD for the
+// longest prefix of a valid sequence that breaks off, one per byte that starts none.
+TEST_CASE("tasks: invalid UTF-8 decodes to one U+FFFD per maximal invalid subpart", "[tasks][utf8]") {
+  const std::uint32_t bad = 0xfffd;
+  CHECK(utf8_decode("\xe2\x82") == std::vector<std::uint32_t>{bad});
+  CHECK(utf8_decode("\xe2\x82" "a") == std::vector<std::uint32_t>{bad, 0x61});
+  CHECK(utf8_decode("\xf0\x9f\x98" "\xf0\x9f\x98\x80") == std::vector<std::uint32_t>{bad, 0x1f600});
+  // bytes that start no sequence: each its own
+  CHECK(utf8_decode("\xc0\xaf") == std::vector<std::uint32_t>{bad, bad});          // overlong
+  CHECK(utf8_decode("\xed\xa0\x80") == std::vector<std::uint32_t>{bad, bad, bad});  // a surrogate
+  CHECK(utf8_decode("\xf4\x90\x80\x80") == std::vector<std::uint32_t>{bad, bad, bad, bad});  // > U+10FFFF
+  // the same reading as text::replace_invalid_utf8, which shows decoded bytes
+  for (const std::string s : {"a\xe2\x82z", "\xf1\x80\x80", "\xe0\x80\xaf", "x\xff\xfe", "\xc3"})
+    CHECK(utf8_encode(utf8_decode(s)) == text::replace_invalid_utf8(s));
+  std::size_t invalid = 0;
+  utf8_decode("\xe2\x82" "a\x80", &invalid);
+  CHECK(invalid == 3);  // bytes, not replacements
 }
 
 TEST_CASE("tasks: text vocabulary is the distinct code points and windows shift by one", "[tasks]") {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "run_program.hpp"
 
@@ -66,6 +67,61 @@ TEST_CASE("tokenizer cli: train, encode and decode give back the same bytes", "[
   r = tokenizer("stats " + quoted(dir / "text.txt") + " --tokenizer " + quoted(dir / "tok.txt"), dir);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("the") != std::string::npos);
+}
+
+TEST_CASE("tokenizer cli: a bad value is exit 2 naming the option or the input", "[tokenizer_cli]") {
+  const fs::path dir = scratch_dir("tokenizer_cli", "bad_values");
+  write(dir / "text.txt", corpus());
+  REQUIRE(tokenizer("train " + quoted(dir / "text.txt") + " --vocab-size 300 --out " +
+                        quoted(dir / "tok.txt"), dir).code == 0);
+  write(dir / "ids.txt", "1 2 5000\n");  // the vocabulary has at most 300 ids
+  const std::string tok = " --tokenizer " + quoted(dir / "tok.txt");
+  for (const auto& [args, named] : std::vector<std::pair<std::string, std::string>>{
+           {"decode " + quoted(dir / "ids.txt") + tok + " --out " + quoted(dir / "out.txt"),
+            "ids.txt: BpeTokenizer: token id 5000 is outside [0, "},
+           {"stats " + quoted(dir / "text.txt") + tok + " --top -1", "--top"},
+           {"stats " + quoted(dir / "text.txt") + tok + " --top ' -2'", "--top"}}) {
+    const ProgramRun r = tokenizer(args, dir);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find(named) != std::string::npos);
+    CHECK(r.out.empty());
+    CHECK(!fs::exists(dir / "out.txt"));
+  }
+}
+
+TEST_CASE("tokenizer cli: stats shows a long token shortened, with its length", "[tokenizer_cli]") {
+  const fs::path dir = scratch_dir("tokenizer_cli", "long_token");
+  write(dir / "a.txt", std::string(100000, 'a'));
+  // 17 merges join the run of a's into tokens of up to 98304 bytes
+  const ProgramRun trained = tokenizer("train " + quoted(dir / "a.txt") + " --vocab-size 273 "
+                                       "--mode basic --out " + quoted(dir / "tok.txt"), dir);
+  INFO(trained.err);
+  REQUIRE(trained.code == 0);
+  const ProgramRun r = tokenizer("stats " + quoted(dir / "a.txt") + " --tokenizer " +
+                                 quoted(dir / "tok.txt"), dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // every token is a merged one: the lengths shown, times their uses, add up to the text
+  std::size_t bytes = 0, shortened = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line.substr(0, 200));
+    CHECK(line.size() < 120);
+    const std::size_t open = line.find('\''), close = line.rfind('\'');
+    if (open == std::string::npos || close == open) continue;
+    const std::size_t uses = std::stoul(line);
+    const std::size_t length = line.find("...' (", open);
+    if (length == std::string::npos) {
+      bytes += uses * (close - open - 1);
+    } else {
+      ++shortened;
+      bytes += uses * std::stoul(line.substr(length + 6));
+    }
+  }
+  CHECK(shortened > 0);
+  CHECK(bytes == 100000);
 }
 
 TEST_CASE("tokenizer cli: misuse exits 2 with one line and writes nothing", "[tokenizer_cli]") {

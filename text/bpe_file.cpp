@@ -4,10 +4,10 @@
 //   pattern <rest of the line>      the split pattern (empty in basic mode)
 //   specials N                      then N lines "<id> <token>" (ids follow the merges)
 //   merges M                        then M lines "<first> <second>": merge i makes id 256 + i
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include "nn/file_io.hpp"
 #include "text/bpe_tokenizer.hpp"
 
 namespace tapegrad::text {
@@ -133,17 +133,11 @@ BpeTokenizer BpeTokenizer::from_text(std::string_view contents, const std::strin
 }
 
 void BpeTokenizer::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary);
-  out << to_text();
-  if (!out.flush()) throw std::runtime_error("BpeTokenizer::save: cannot write " + path);
+  detail::write_file_atomically(path, to_text(), "BpeTokenizer::save: '" + path + "'");
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("BpeTokenizer::load: cannot open " + path);
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return from_text(contents.str(), path);
+  return from_text(read_text_file(path, "tokenizer file " + path), path);
 }
 
 }  // namespace tapegrad::text

@@ -48,16 +48,25 @@ std::size_t valid_utf8_sequence_length(std::string_view bytes) {
   return complete ? n : 0;
 }
 
+Utf8Char decode_utf8_char(std::string_view bytes) {
+  bool complete = false;
+  const std::size_t n = valid_prefix(bytes, complete);
+  if (!complete) return {0xFFFD, n, false};
+  const auto lead = static_cast<unsigned char>(bytes[0]);
+  std::uint32_t cp = n == 1 ? lead : lead & (0x7Fu >> n);  // the lead byte's payload bits
+  for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(bytes[k]) & 0x3Fu);
+  return {cp, n, true};
+}
+
 std::string replace_invalid_utf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());
   std::size_t i = 0;
   while (i < bytes.size()) {
-    bool complete = false;
-    std::size_t n = valid_prefix(bytes.substr(i), complete);
-    if (complete) out.append(bytes.substr(i, n));
+    const Utf8Char c = decode_utf8_char(bytes.substr(i));
+    if (c.valid) out.append(bytes.substr(i, c.length));
     else out.append("\xEF\xBF\xBD");
-    i += n;
+    i += c.length;
   }
   return out;
 }

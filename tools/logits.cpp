@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "autograd/tape.hpp"
+#include "examples/common/cli.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
 #include "nn/checkpoint.hpp"
@@ -74,6 +75,7 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::prepare_process();
   Settings s;
   CLI::App app{"Logits and loss of a checkpoint on a token batch (float32)."};
   app.add_option("--model", s.model, "checkpoint written by train_tiny_transformer")

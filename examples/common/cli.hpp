@@ -3,6 +3,7 @@
 // exit codes every program documents (0 help, 2 usage error).
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -15,6 +16,11 @@
 #include <CLI/CLI.hpp>
 
 namespace tapegrad::examples {
+
+// What every program's main does first. A write past a file-size limit (ulimit -f) raises
+// SIGXFSZ, which ends the process without a word and leaves its temporary file behind;
+// ignored, the write fails with EFBIG and is reported, and cleaned up, as any failed write.
+inline void prepare_process() { std::signal(SIGXFSZ, SIG_IGN); }
 
 // An exception's text on one line (CLI11 and xtensor messages can span several).
 inline std::string one_line(std::string s) {

@@ -155,7 +155,7 @@ std::optional<double> parse_size(const std::string& text) {
 }
 
 void add_max_memory_option(CLI::App& app, std::optional<double>& bytes, const std::string& group) {
-  app.add_option_function<std::string>(
+  CLI::Option* option = app.add_option_function<std::string>(
          "--max-memory",
          [&bytes](const std::string& text) { bytes = parse_size(text); },
          "refuse (exit 2) a configuration whose estimated memory exceeds this, e.g. 512M, 4G "
@@ -165,8 +165,10 @@ void add_max_memory_option(CLI::App& app, std::optional<double>& bytes, const st
             return parse_size(text) ? std::string()
                                     : "value " + text + " is not a size in bytes (e.g. 512M, 4G)";
           },
-          "SIZE"))
-      ->group(group);
+          "SIZE"));
+  // an empty group would hide the option, and CLI11 leaves a hidden option's name out of
+  // its errors
+  if (!group.empty()) option->group(group);
 }
 
 void check_memory(const MemoryNeed& need, const std::optional<double>& max_memory,

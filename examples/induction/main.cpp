@@ -72,6 +72,7 @@ void add_options(CLI::App& app, Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::prepare_process();
   CLI::App app{"Induction heads forming in a 2-layer attention-only transformer trained on repeated\n"
                "random segments, with the 1/sqrt(d_k) scale, without it and with QK-norm: each copy's\n"
                "loss and every head's scores over training, the phase change, each head zeroed;\n"
@@ -87,6 +88,11 @@ int main(int argc, char** argv) {
                  kProgram, s.d_model, s.heads);
     return 2;
   }
+  if (s.vocab < min_vocab(s)) {
+    std::fprintf(stderr, "%s: usage error: --vocab %zu is less than 2 x --half %zu: the held-out "
+                 "sequences draw distinct tokens (see --help)\n", kProgram, s.vocab, s.half);
+    return 2;
+  }
   if (o.quick) {
     if (app.count("--steps") == 0) s.steps = 1000;
     if (app.count("--seeds") == 0) s.seeds = {1};
@@ -96,6 +102,7 @@ int main(int argc, char** argv) {
   s.variants.clear();
   for (const std::string& v : o.variants) s.variants.push_back(variant_of(v));
   // minutes of training must not end in a folder that cannot be written
+  const examples::CreatedDirectory created_out(o.out);
   std::error_code error;
   std::filesystem::create_directories(o.out, error);
   if (error || !std::filesystem::is_directory(o.out)) {
@@ -128,6 +135,7 @@ int main(int argc, char** argv) {
     std::printf("\nwrote %zu files into %s\n", files.size(), o.out.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    created_out.remove_if_empty();  // a run that failed before writing leaves no --out behind
     return 1;
   }
   return 0;

@@ -129,8 +129,8 @@ TransformerConfig run_config(const StudyOptions& o, Variant v, std::uint64_t see
 
 Sequences repeated_sequences(const StudyOptions& o, std::size_t batch, std::uint64_t seed,
                              bool distinct) {
-  if (distinct && o.vocab < 2 * o.half)
-    throw std::invalid_argument("induction: distinct tokens need vocab >= 2 * half, got vocab " +
+  if (distinct && o.vocab < min_vocab(o))
+    throw std::invalid_argument("repeated_sequences: distinct tokens need vocab >= 2 * half, got vocab " +
                                 std::to_string(o.vocab) + ", half " + std::to_string(o.half));
   Generator gen(seed);
   std::vector<std::int64_t> ids(o.vocab);

@@ -86,6 +86,8 @@ struct Sequences {
 };
 Sequences repeated_sequences(const StudyOptions& o, std::size_t batch, std::uint64_t seed,
                              bool distinct = false);
+// The smallest vocab the held-out set's distinct tokens allow (run_one needs it).
+inline std::size_t min_vocab(const StudyOptions& o) { return 2 * o.half; }
 // patterns: one (B, heads, T, T) array per layer, row-major.
 HeadScores head_scores(const std::vector<std::vector<float>>& patterns, const Sequences& s,
                        std::size_t heads);

@@ -215,6 +215,7 @@ int ablate_checkpoint(const StudyOptions& o, const Limits& limits) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::prepare_process();
   StudyOptions o;
   CLI::App app{
       "The saturation study: why attention divides its scores by sqrt(d_k), and what modern\n"

@@ -2,26 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "nn/file_io.hpp"
 #include "text/utf8.hpp"
 
 namespace tapegrad::examples::tokenizer {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
+std::string read_input(const std::string& path, const std::string& label) {
+  return read_text_file(path, label + " " + path);
 }
 
 void write_file(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary);
-  out << contents;
-  if (!out.flush()) throw std::runtime_error("cannot write " + path);
+  detail::write_file_atomically(path, contents, "--out " + path);
 }
 
 std::vector<std::int32_t> parse_ids(const std::string& contents, const std::string& source) {
@@ -68,6 +61,17 @@ std::string printable(const std::string& bytes) {
   return shown;
 }
 
+// A token as one line of the listing: at most kShownTokenBytes of it, cut at a character
+// boundary, then its length (a token can be as long as the training text).
+constexpr std::size_t kShownTokenBytes = 40;
+std::string shown_token(const std::string& bytes) {
+  if (bytes.size() <= kShownTokenBytes) return "'" + text::replace_invalid_utf8(printable(bytes)) + "'";
+  std::size_t cut = kShownTokenBytes;
+  while (cut > 0 && (static_cast<unsigned char>(bytes[cut]) & 0xc0) == 0x80) --cut;
+  return "'" + text::replace_invalid_utf8(printable(bytes.substr(0, cut))) + "...' (" +
+         std::to_string(bytes.size()) + " bytes)";
+}
+
 }  // namespace
 
 void print_stats(const text::BpeTokenizer& tokenizer, const std::string& text, std::size_t top,
@@ -86,8 +90,7 @@ void print_stats(const text::BpeTokenizer& tokenizer, const std::string& text, s
   if (merged.size() > top) merged.resize(top);
   std::fprintf(out, "most frequent merged tokens:\n");
   for (std::int32_t id : merged)
-    std::fprintf(out, "%8zu  %5d  '%s'\n", uses[id], id,
-                 text::replace_invalid_utf8(printable(tokenizer.token_bytes(id))).c_str());
+    std::fprintf(out, "%8zu  %5d  %s\n", uses[id], id, shown_token(tokenizer.token_bytes(id)).c_str());
 }
 
 }  // namespace tapegrad::examples::tokenizer

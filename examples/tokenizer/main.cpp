@@ -3,9 +3,12 @@
 //   tokenizer encode --tokenizer kjv.bpe text.txt > ids.txt
 //   tokenizer decode --tokenizer kjv.bpe ids.txt
 //   tokenizer stats --tokenizer kjv.bpe text.txt
-// Exit codes: 0 ok, 1 a file could not be read or written, 2 usage error (one line, nothing
-// written).
+// Exit codes: 0 ok, 1 a file could not be read or written, 2 usage error or bad input (an
+// input that is no regular file or is over the size limit, an id outside the vocabulary,
+// out of memory): one line, nothing written.
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -35,7 +38,7 @@ void write_output(const Options& options, const std::string& contents) {
 int run(CLI::App& app, const Options& options) {
   if (app.got_subcommand("train")) {
     text::BpeMode mode = text::parse_bpe_mode(options.mode);
-    text::BpeTokenizer tokenizer = text::BpeTokenizer::train(read_file(options.input),
+    text::BpeTokenizer tokenizer = text::BpeTokenizer::train(read_input(options.input, "input"),
                                                              options.vocab_size, mode, options.specials);
     tokenizer.save(options.out);
     std::fprintf(stderr, "%s: %zu merges, %zu special tokens -> %s\n", kProgram,
@@ -43,13 +46,19 @@ int run(CLI::App& app, const Options& options) {
     return 0;
   }
   text::BpeTokenizer tokenizer = text::BpeTokenizer::load(options.tokenizer_path);
-  std::string input = read_file(options.input);
+  std::string input = read_input(options.input, "input");
   if (app.got_subcommand("encode")) {
     auto specials = options.no_specials ? text::SpecialTokens::as_text : text::SpecialTokens::allowed;
     write_output(options, format_ids(tokenizer.encode(input, specials)));
   } else if (app.got_subcommand("decode")) {
     std::vector<std::int32_t> ids = parse_ids(input, options.input);
-    write_output(options, options.bytes ? tokenizer.decode_bytes(ids) : tokenizer.decode(ids));
+    std::string decoded;
+    try {
+      decoded = options.bytes ? tokenizer.decode_bytes(ids) : tokenizer.decode(ids);
+    } catch (const std::out_of_range& e) {  // an id the tokenizer lacks: the input is wrong
+      throw std::invalid_argument("input " + options.input + ": " + e.what());
+    }
+    write_output(options, decoded);
   } else {
     print_stats(tokenizer, input, options.top, stdout);
   }
@@ -59,6 +68,7 @@ int run(CLI::App& app, const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  examples::prepare_process();
   CLI::App app{"Train, use and inspect a byte-level BPE tokenizer. Exit codes: 0 ok, 1 a file "
                "error, 2 usage error.", kProgram};
   app.require_subcommand(1);
@@ -84,13 +94,21 @@ int main(int argc, char** argv) {
                                          "encode special tokens' text as ordinary text");
   app.get_subcommand("decode")->add_flag("--bytes", options.bytes,
                                          "the raw bytes (no U+FFFD for invalid UTF-8)");
-  app.get_subcommand("stats")->add_option("--top", options.top, "merged tokens to list");
+  app.get_subcommand("stats")->add_option("--top", options.top, "merged tokens to list")
+      ->check(examples::unsigned_integer());
   if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
   try {
     return run(app, options);
-  } catch (const std::invalid_argument& e) {  // a bad vocab size, special or tokenizer file
+  } catch (const std::invalid_argument& e) {  // a bad vocab size, special or input file
     std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::error_code unknown;
+    const std::uintmax_t bytes = std::filesystem::file_size(options.input, unknown);
+    std::fprintf(stderr, "%s: out of memory: an allocation failed (std::bad_alloc) working on "
+                 "input %s (%ju bytes); use a smaller input or free memory\n", kProgram,
+                 options.input.c_str(), unknown ? std::uintmax_t(0) : bytes);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());

@@ -5,6 +5,7 @@
 #include "examples/common/cli.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
+#include "nn/file_io.hpp"
 
 namespace tapegrad::train {
 
@@ -16,7 +17,7 @@ void add_task_options(CLI::App& app, Settings& s) {
                  "loss is also reported on each half)")
       ->check(CLI::IsMember({"sort", "reverse", "recall", "repeat"}))->group(group);
   app.add_option("--text", s.text, "train a language model on this UTF-8 file, a regular file "
-                 "of at most 64 MiB (first 90% of its bytes train, last 10% eval)")
+                 "of at most " + std::to_string(kMaxTextBytes >> 20) + " MiB (first 90% of its bytes train, last 10% eval)")
       ->group(group);
   app.add_option("--tokenizer", s.tokenizer, "--text: char (one token per character, the "
                  "vocabulary its distinct code points; default), bpe (byte-level BPE trained on "

@@ -256,6 +256,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
 }  // namespace
 
 int tapegrad::train::train_program(int argc, char** argv) {
+  examples::prepare_process();
   Settings s;
   CLI::App app{
       "Train a small decoder-only transformer (TinyGPT) with tapegrad on a built-in task or a\n"

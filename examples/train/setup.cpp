@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "examples/common/cli.hpp"
 #include "examples/common/text_prompt.hpp"
 #include "tasks/evaluate.hpp"
 #include "examples/train/checkpoints.hpp"
 #include "nn/checkpoint.hpp"
+#include "nn/file_io.hpp"
 
 namespace tapegrad::train {
 
@@ -25,35 +24,6 @@ std::string ids_string(const xt::xarray<std::int64_t>& ids) {
   std::string s;
   for (std::int64_t c : ids) s += char(c);
   return s;
-}
-
-// A regular file of at most kMaxTextBytes: a device or a pipe (/dev/zero) could grow the
-// read without bound.
-std::string read_text_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code why;
-  if (fs::is_directory(path, why))
-    throw std::runtime_error("--text " + path + " is a directory, not a text file");
-  if (fs::exists(path, why) && !fs::is_regular_file(path, why))
-    throw std::runtime_error("--text " + path +
-                             " is not a regular file (a device, a pipe or a socket)");
-  const std::uintmax_t size = fs::file_size(path, why);
-  if (!why && size > kMaxTextBytes)
-    throw std::runtime_error("--text " + path + " has " + std::to_string(size) + " bytes, larger "
-                             "than the limit of " + std::to_string(kMaxTextBytes >> 20) + " MiB");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read --text file " + path);
-  std::string content;
-  try {
-    content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  } catch (const std::exception& e) {  // libstdc++ throws from underflow on a read error
-    throw std::runtime_error("cannot read --text file " + path + ": " + e.what());
-  }
-  if (in.bad()) throw std::runtime_error("cannot read --text file " + path);
-  if (content.size() > kMaxTextBytes)  // it grew while being read
-    throw std::runtime_error("--text " + path + " is larger than the limit of " +
-                             std::to_string(kMaxTextBytes >> 20) + " MiB");
-  return content;
 }
 
 // The tokens of --tokenizer: a file, or char or bpe built from the training part.
@@ -102,7 +72,7 @@ TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int
     throw examples::disagreement("--context", std::to_string(s.context),
                                  "the checkpoint's context " + std::to_string(ctx));
   if (!s.text_mode()) return TextTask::vocabulary_only(resume.coder.value_or(TextCoder()), ctx);
-  const std::string content = read_text_file(s.text);
+  const std::string content = read_text_file(s.text, "--text " + s.text);
   if (const std::string why = tasks::text_warning(content); !why.empty())
     std::fprintf(stderr, "%s: warning: --text %s: %s\n", kProgram, s.text.c_str(), why.c_str());
   hash = std::int64_t(tasks::hash_tokens(std::vector<std::int64_t>(content.begin(), content.end())));

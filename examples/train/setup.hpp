@@ -20,9 +20,6 @@ namespace tapegrad::train {
 // --resume) are evaluated on the same examples.
 inline constexpr std::uint64_t kEvalSeed = 0x5eed0fe7a1ULL;
 
-// The largest --text file read: 64 MiB (its tokens take 8 bytes per character in memory).
-inline constexpr std::uintmax_t kMaxTextBytes = std::uintmax_t(64) << 20;
-
 // What a --resume checkpoint holds besides its parameters.
 struct ResumeSource {
   std::string path;
