@@ -20,8 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "ops/kernels/cpu_features.hpp"
+#include "ops/kernels/dispatch.hpp"
 #include "ops/kernels/gemm.hpp"
-#include "ops/kernels/gemm_bf16.hpp"
 #include "ops/kernels/parallel.hpp"
 
 using namespace tapegrad::kernels;
@@ -149,7 +150,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_num_threads(threads);
-  const bool fast = cpu_has_avx512_bf16(), amx = cpu_has_amx_bf16();
+  const bool fast = cpu_features().avx512_bf16, amx = cpu_features().amx_bf16;
   const double peak = fast ? vdpbf16ps_peak(3) : 0;
   const Bf16Path own = resolve_bf16_path(Bf16Path::automatic);
   std::printf("cpu AVX512_BF16: %s  AMX-BF16: %s  threads %d  bf16 precision's own path here: %s\n",
@@ -177,7 +178,7 @@ int main(int argc, char** argv) {
       gemm<float>(false, false, M, N, K, 1.0f, A.data(), B.data(), 0.0f, C.data());
     });
     // the kernel itself where the CPU has it (automatic may take the rounded path instead:
-    // gemm_bf16.hpp), the portable path elsewhere
+    // dispatch.hpp), the portable path elsewhere
     const Bf16Path path = fast ? Bf16Path::avx512_bf16 : Bf16Path::portable;
     const double bf16 = best_seconds(repeat, [&] {
       gemm_bf16(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N, path);
