@@ -1,7 +1,8 @@
-// The bf16 matrix product (ops/kernels/gemm_bf16.*): float32 -> bf16 rounding on hand-built
-// bit patterns (ties to even, NaN payloads, overflow), then the product against a long
-// double loop over the bf16-rounded operands within float32's accumulation bound, for odd
-// sizes, transposes, strides and beta, on the portable, rounded and AMX paths; the fast
+// The bf16 matrix product (ops/kernels/gemm_bf16.*, ops/kernels/isa/, through
+// ops/kernels/dispatch.hpp): float32 -> bf16 rounding on hand-built bit patterns (ties to
+// even, NaN payloads, overflow), then the product against a long double loop over the
+// bf16-rounded operands within float32's accumulation bound, for odd sizes, transposes,
+// strides and beta, on the portable, rounded and AMX paths; the fast
 // (VDPBF16PS) and portable paths against each other; 1 and 2 threads; the one-row product
 // (gemv_bf16) on both of its paths.
 #include <catch2/catch.hpp>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "ops/kernels/cpu_features.hpp"
+#include "ops/kernels/dispatch.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/gemm_bf16.hpp"
 #include "ops/kernels/parallel.hpp"
@@ -125,7 +128,7 @@ TEST_CASE("bf16: float32 rounds to nearest, ties to even, on hand-built bit patt
 TEST_CASE("bf16 gemm: the portable, rounded and AMX paths are the product of the rounded operands within float32's bound", "[bf16]") {
   Generator g(3);
   std::vector<Bf16Path> paths = {Bf16Path::portable, Bf16Path::rounded};
-  if (cpu_has_amx_bf16())
+  if (cpu_features().amx_bf16)
     paths.push_back(Bf16Path::amx);
   else
     WARN("skipped: this CPU (or this process) has no AMX-BF16; the amx path was not tested");
@@ -165,7 +168,7 @@ TEST_CASE("bf16: the vectorised rounding of a matrix is to_bf16's, NaN and ties 
 }
 
 TEST_CASE("bf16 gemm: asking for AMX where it is missing is an error, not an illegal instruction", "[bf16]") {
-  if (cpu_has_amx_bf16()) {
+  if (cpu_features().amx_bf16) {
     CHECK(resolve_bf16_path(Bf16Path::automatic) == Bf16Path::amx);
     CHECK(bf16_products_are_fast());
     return;
@@ -177,7 +180,7 @@ TEST_CASE("bf16 gemm: asking for AMX where it is missing is an error, not an ill
 }
 
 TEST_CASE("bf16 gemm: the VDPBF16PS path equals the portable path", "[bf16]") {
-  if (!cpu_has_avx512_bf16()) {
+  if (!cpu_features().avx512_bf16) {
     WARN("skipped: this CPU has no AVX512_BF16; only the portable path was tested");
     Generator g(1);
     const Operands o = make_operands(kCases[0], g);
@@ -229,7 +232,7 @@ TEST_CASE("bf16 gemm: beta, NaN inputs and threads", "[bf16]") {
 TEST_CASE("bf16 gemv: one row against a matrix, both paths, within float32's bound", "[bf16]") {
   Generator g(9);
   std::vector<Bf16Path> paths = {Bf16Path::portable};
-  if (cpu_has_avx512_bf16())
+  if (cpu_features().avx512_bf16)
     paths.push_back(Bf16Path::avx512_bf16);
   else
     WARN("skipped: this CPU has no AVX512_BF16; the VDPBF16PS gemv was not tested");

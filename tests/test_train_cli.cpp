@@ -13,7 +13,7 @@
 #include <string>
 
 #include "nn/checkpoint.hpp"
-#include "ops/kernels/gemm_bf16.hpp"  // bf16_products_are_fast
+#include "ops/kernels/dispatch.hpp"  // bf16_products_are_fast
 #include "json_file.hpp"
 #include "run_program.hpp"
 

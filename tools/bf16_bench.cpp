@@ -20,8 +20,9 @@
 #include <utility>
 #include <vector>
 
+#include "ops/kernels/cpu_features.hpp"
+#include "ops/kernels/dispatch.hpp"
 #include "ops/kernels/gemm.hpp"
-#include "ops/kernels/gemm_bf16.hpp"
 #include "ops/kernels/parallel.hpp"
 
 using namespace tapegrad::kernels;
@@ -38,6 +39,14 @@ double best_seconds(int repeat, F&& f) {
   }
   return best;
 }
+
+// The peaks below are compiled for the instructions they time, and run only where the CPU
+// has them (an AVX512_BF16 CPU has AVX2 and FMA too). A `target` attribute on a function is
+// not inherited by the lambdas and templates it uses, so a baseline build (TAPEGRAD_NATIVE
+// off) could not inline the intrinsics into them; a target region covers every function
+// defined in it, lambdas and instantiations of its templates included.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avx512f,avx512bf16")
 
 // Twelve independent chains of `step` (a = step(a)) hide the instruction's latency on two
 // ports. The chains are indexed by constants (a fold over I...), so they live in registers:
@@ -59,7 +68,7 @@ double chains_seconds(int repeat, long iterations, V start, Step step,
 constexpr std::size_t kChains = 12;
 
 // flops: 2 per bf16 product, 32 products and 32 additions per instruction
-__attribute__((target("avx512f,avx512bf16"))) double vdpbf16ps_peak(int repeat) {
+double vdpbf16ps_peak(int repeat) {
   const long iterations = 20'000'000;
   const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80);
   const double s = chains_seconds(
@@ -68,7 +77,7 @@ __attribute__((target("avx512f,avx512bf16"))) double vdpbf16ps_peak(int repeat) 
   return double(kChains) * iterations * 64 / s / 1e9;
 }
 
-__attribute__((target("avx2,fma"))) double fma256_peak(int repeat) {
+double fma256_peak(int repeat) {
   const long iterations = 20'000'000;
   const __m256 x = _mm256_set1_ps(1.0f), y = _mm256_set1_ps(1e-9f);
   const double s = chains_seconds(
@@ -77,7 +86,7 @@ __attribute__((target("avx2,fma"))) double fma256_peak(int repeat) {
   return double(kChains) * iterations * 16 / s / 1e9;
 }
 
-__attribute__((target("avx512f,fma"))) double fma512_peak(int repeat) {
+double fma512_peak(int repeat) {
   const long iterations = 20'000'000;
   const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-9f);
   const double s = chains_seconds(
@@ -86,10 +95,14 @@ __attribute__((target("avx512f,fma"))) double fma512_peak(int repeat) {
   return double(kChains) * iterations * 32 / s / 1e9;
 }
 
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16")
+
 // Six independent tiles of sums, fed by two resident tiles: 16 x 16 sums of 32 products
 // each per instruction, no loads. gemm_bf16's own tiles are the library's business; this
 // configuration (eight tiles of 16 rows of 64 bytes) is the same.
-__attribute__((target("amx-tile,amx-bf16"))) double tdpbf16ps_peak(int repeat) {
+double tdpbf16ps_peak(int repeat) {
   struct {
     std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
     std::uint16_t colsb[16] = {};
@@ -117,6 +130,8 @@ __attribute__((target("amx-tile,amx-bf16"))) double tdpbf16ps_peak(int repeat) {
   return 6.0 * iterations * (16 * 16 * 32 * 2) / s / 1e9;
 }
 
+#pragma GCC pop_options
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,7 +150,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_num_threads(threads);
-  const bool fast = cpu_has_avx512_bf16(), amx = cpu_has_amx_bf16();
+  const bool fast = cpu_features().avx512_bf16, amx = cpu_features().amx_bf16;
   const double peak = fast ? vdpbf16ps_peak(3) : 0;
   const Bf16Path own = resolve_bf16_path(Bf16Path::automatic);
   std::printf("cpu AVX512_BF16: %s  AMX-BF16: %s  threads %d  bf16 precision's own path here: %s\n",
@@ -163,7 +178,7 @@ int main(int argc, char** argv) {
       gemm<float>(false, false, M, N, K, 1.0f, A.data(), B.data(), 0.0f, C.data());
     });
     // the kernel itself where the CPU has it (automatic may take the rounded path instead:
-    // gemm_bf16.hpp), the portable path elsewhere
+    // dispatch.hpp), the portable path elsewhere
     const Bf16Path path = fast ? Bf16Path::avx512_bf16 : Bf16Path::portable;
     const double bf16 = best_seconds(repeat, [&] {
       gemm_bf16(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(), N, path);

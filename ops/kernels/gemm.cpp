@@ -1,13 +1,10 @@
 #include "ops/kernels/gemm.hpp"
 
-#include <algorithm>
 #include <set>
 #include <type_traits>
 #include <vector>
 
-#include <cblas.h>
-
-#include "ops/kernels/gemm_bf16.hpp"
+#include "ops/kernels/dispatch.hpp"
 #include "ops/kernels/parallel.hpp"
 #include "ops/kernels/precision.hpp"
 
@@ -16,67 +13,6 @@ namespace tapegrad::kernels {
 namespace {
 // Below this many flops a gemm is not worth splitting over threads.
 constexpr double kParallelFlops = 4.0e6;
-
-inline CBLAS_TRANSPOSE flag(bool t) { return t ? CblasTrans : CblasNoTrans; }
-
-void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
-               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
-               float* C, std::size_t ldc) {
-  cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
-              int(ldb), beta, C, int(ldc));
-}
-void gemm_call(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, double alpha,
-               const double* A, std::size_t lda, const double* B, std::size_t ldb, double beta,
-               double* C, std::size_t ldc) {
-  cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
-              int(ldb), beta, C, int(ldc));
-}
-// C (1 x N) = alpha * op(A) @ op(B) + beta * C as BLAS's matrix-vector product: a decode
-// step's projections are one row against a weight matrix, where gemm_small's 8-row tile
-// wastes 7 rows and sgemm packs a whole panel for one row. Row-major op(B) (K x N) times
-// the row x is op(B)^T x: B itself (N x K) when transposed, else B read transposed.
-// op(A)'s one row is A's row, or A's first column (stride lda) when A is transposed.
-void gemv_call(bool ta, bool tb, std::size_t N, std::size_t K, float alpha, const float* A,
-               std::size_t lda, const float* B, std::size_t ldb, float beta, float* C) {
-  cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, int(tb ? N : K), int(tb ? K : N),
-              alpha, B, int(ldb), A, ta ? int(lda) : 1, beta, C, 1);
-}
-void gemv_call(bool ta, bool tb, std::size_t N, std::size_t K, double alpha, const double* A,
-               std::size_t lda, const double* B, std::size_t ldb, double beta, double* C) {
-  cblas_dgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, int(tb ? N : K), int(tb ? K : N),
-              alpha, B, int(ldb), A, ta ? int(lda) : 1, beta, C, 1);
-}
-
-// One single-threaded product: tapegrad's own kernel where BLAS does badly (a small K
-// against B^T, little work in all, a causal triangle to skip; ops/kernels/gemm_small.hpp),
-// BLAS for the rest (which computes the triangle's zeros too).
-template <class T>
-void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
-             const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
-             std::size_t ldc, Triangle structure = Triangle::none) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (matmul_precision() == MatmulPrecision::bf16) {
-      if (bf16_kernel_pays(M, N))  // computes a triangle's zeros too
-        return gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-      if (M == 1 && structure == Triangle::none)
-        return gemv_bf16(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C);
-      // where the bf16 kernels are no faster (gemm_bf16.hpp): the float32 product below, on
-      // copies of the operands rounded to bf16
-      thread_local std::vector<float> a, b;
-      const RoundedOperands r = round_operands(ta, tb, M, N, K, A, lda, B, ldb, a, b);
-      A = r.A, lda = r.lda, B = r.B, ldb = r.ldb;
-    }
-  }
-  if (M == 1 && structure == Triangle::none) {
-    // beta 0 means C is not read: clear it, so no NaN left in it can survive a 0 * NaN
-    if (beta == T(0)) std::fill(C, C + N, T(0));
-    return gemv_call(ta, tb, N, K, alpha, A, lda, B, ldb, beta, C);
-  }
-  if (gemm_small_applies<T>(ta, tb, M, N, K, beta, structure))
-    gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, C, ldc, structure);
-  else
-    gemm_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
 }  // namespace
 
 template <class T>

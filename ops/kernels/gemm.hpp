@@ -1,5 +1,7 @@
 #pragma once
-// BLAS-backed matrix products on contiguous row-major memory. No autograd, no xtensor.
+// Matrix products on contiguous row-major memory, split over the kernels' threads; each block
+// runs on the kernel ops/kernels/dispatch.hpp picks (OpenBLAS, tapegrad's small-K kernel,
+// or under bf16 precision a bf16 kernel). No autograd, no xtensor.
 #include <cstddef>
 #include <vector>
 

@@ -1,24 +1,12 @@
 #include "ops/kernels/gemm_bf16.hpp"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-#if defined(__linux__) && defined(__x86_64__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 #include <vector>
 
-#include "ops/kernels/bf16_pairs.hpp"
-#include "ops/kernels/gemm.hpp"
-#include "ops/kernels/gemm_bf16_amx.hpp"
+#include "ops/kernels/isa/bf16_pairs.hpp"  // the packed layout: kPanel, round_up
+#include "ops/kernels/isa/gemm_bf16_avx512.hpp"
 #include "ops/kernels/parallel.hpp"
-#include "ops/kernels/precision.hpp"
 
 namespace tapegrad::kernels {
 
@@ -28,65 +16,6 @@ std::uint16_t to_bf16(float x) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((u >> 16) | 0x40u);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to the even upper half
   return std::uint16_t(u >> 16);
-}
-
-bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-#else
-  return false;
-#endif
-}
-
-bool cpu_has_amx_bf16() {
-#if defined(__linux__) && defined(__x86_64__)
-  static const bool usable = [] {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    const bool tile = d & (1u << 24), bf16 = d & (1u << 22);
-    // the packing rounds with AVX512_BF16's VCVTNE2PS2BF16, which every AMX CPU has
-    if (!tile || !bf16 || !cpu_has_avx512_bf16()) return false;
-    __cpuid(1, a, b, c, d);
-    if (!(c & (1u << 27))) return false;  // OSXSAVE: xgetbv may be used
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & (3u << 17)) != (3u << 17)) return false;  // the tiles' state is saved
-    // Linux hands the tiles' 8 KiB of state only to a process that asks for it
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return usable;
-#else
-  return false;
-#endif
-}
-
-namespace {
-bool cpu_is_amd() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_is("amd");
-#else
-  return false;
-#endif
-}
-}  // namespace
-
-Bf16Path resolve_bf16_path(Bf16Path requested) {
-  if (requested != Bf16Path::automatic) return requested;
-  static const Bf16Path chosen = cpu_has_amx_bf16()                           ? Bf16Path::amx
-                                 : cpu_has_avx512_bf16() && cpu_is_amd() ? Bf16Path::avx512_bf16
-                                                                          : Bf16Path::rounded;
-  return chosen;
-}
-
-bool bf16_products_are_fast() {
-  const Bf16Path path = resolve_bf16_path(Bf16Path::automatic);
-  return path == Bf16Path::amx || path == Bf16Path::avx512_bf16;
-}
-
-bool bf16_kernel_pays(std::size_t M, std::size_t N) {
-  const Bf16Path path = resolve_bf16_path(Bf16Path::automatic);
-  return path == Bf16Path::avx512_bf16 || (path == Bf16Path::amx && M >= 16 && N >= 16);
 }
 
 namespace {
@@ -136,54 +65,11 @@ void gemv_rounded(bool trans_b, std::size_t N, std::size_t K, const float* x, co
   }
 }
 
-#if defined(__x86_64__)
-// gemv_rounded on VDPBF16PS: x's pairs against B's, rounded as they are loaded (subnormal
-// numbers become zero), in the instruction's order. 64 columns of y per pass down B's rows,
-// or four rows of a transposed B per pass along x.
-TAPEGRAD_BF16_PAIRS_TARGET void gemv_pairs(bool trans_b, std::size_t N, std::size_t K,
-                                           const std::uint32_t* x_pairs, const float* B,
-                                           std::size_t ldb, float* y) {
-  using namespace bf16_pairs;
-  constexpr std::size_t kWays = 4;
-  if (!trans_b) {
-    for (std::size_t n0 = 0; n0 < N; n0 += 16 * kWays) {
-      __m512 sum[kWays] = {};
-      for (std::size_t k = 0; k < K; k += 2) {
-        const __m512bh xk = (__m512bh)_mm512_set1_epi32(int(x_pairs[k / 2]));
-        const float* even = B + k * ldb + n0;
-        const float* odd = k + 1 < K ? even + ldb : nullptr;
-        for (std::size_t j = 0; j < kWays; ++j) {
-          const std::size_t at = 16 * j;
-          const __m512i b = column_pairs(even + at, odd ? odd + at : nullptr, left(N, n0 + at));
-          sum[j] = _mm512_dpbf16_ps(sum[j], xk, (__m512bh)b);
-        }
-      }
-      for (std::size_t j = 0; j < kWays; ++j)
-        _mm512_mask_storeu_ps(y + n0 + 16 * j, first(left(N, n0 + 16 * j)), sum[j]);
-    }
-    return;
-  }
-  for (std::size_t n0 = 0; n0 < N; n0 += kWays) {
-    const std::size_t rows = std::min(kWays, N - n0);
-    __m512 sum[kWays] = {};
-    for (std::size_t k = 0; k < K; k += 32) {
-      const __m512bh xk = (__m512bh)_mm512_loadu_si512(x_pairs + k / 2);
-      for (std::size_t r = 0; r < rows; ++r)
-        sum[r] = _mm512_dpbf16_ps(sum[r], xk, (__m512bh)row_pairs(B + (n0 + r) * ldb + k, K - k));
-    }
-    for (std::size_t r = 0; r < rows; ++r) y[n0 + r] = _mm512_reduce_add_ps(sum[r]);
-  }
-}
-#endif
 }  // namespace
 
-void gemv_bf16(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float alpha,
-               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
-               float* C, Bf16Path path) {
-  const bool pairs = path == Bf16Path::automatic ? cpu_has_avx512_bf16()
-                                                 : path == Bf16Path::avx512_bf16 || path == Bf16Path::amx;
-  if (pairs && !cpu_has_avx512_bf16())
-    throw std::runtime_error("gemv_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
+void gemv_bf16_kernel(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float alpha,
+                      const float* A, std::size_t lda, const float* B, std::size_t ldb,
+                      float beta, float* C, bool pairs) {
   // x: (1, K) @ op(B): (K, N) -> (1, N)
   const auto x_at = [&](std::size_t k) { return trans_a ? A[k * lda] : A[k]; };
   thread_local std::vector<float> y;
@@ -194,7 +80,7 @@ void gemv_bf16(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float a
     x_pairs.assign((K + 31) / 32 * 16, 0);  // whole registers of 16 pairs, zeros past K
     for (std::size_t k = 0; k < K; ++k)
       x_pairs[k / 2] |= std::uint32_t(to_bf16(x_at(k))) << (k % 2 ? 16 : 0);
-    gemv_pairs(trans_b, N, K, x_pairs.data(), B, ldb, y.data());
+    avx512_bf16::gemv_pairs(trans_b, N, K, x_pairs.data(), B, ldb, y.data());
   } else
 #endif
   {
@@ -223,7 +109,7 @@ RoundedOperands round_operands(bool trans_a, bool trans_b, std::size_t M, std::s
 
 namespace {
 
-constexpr std::size_t kRows = 8;     // rows of C per tile
+constexpr std::size_t kRows = avx512_bf16::kTileRows;  // rows of C per tile
 using bf16_pairs::kPanel;
 using bf16_pairs::round_up;
 constexpr std::size_t kCols = 2 * kPanel;  // columns of C per tile: two panels
@@ -241,27 +127,6 @@ struct Packed {
   std::vector<std::uint32_t> a, b;
 };
 
-#if defined(__x86_64__)
-// The fast path's packing of a row of K floats as (K + 1) / 2 pairs (an odd K's last pair
-// padded with a zero), 16 pairs at a time (bf16_pairs::row_pairs); the last few through a
-// masked store. Returns the number of pairs packed: all of them.
-TAPEGRAD_BF16_PAIRS_TARGET std::size_t pack_row_pairs_fast(const float* row, std::size_t K,
-                                                          std::uint32_t* out) {
-  const std::size_t pairs = (K + 1) / 2;
-  for (std::size_t p = 0; p < pairs; p += 16)
-    _mm512_mask_storeu_epi32(out + p, bf16_pairs::first(pairs - p),
-                             bf16_pairs::row_pairs(row + 2 * p, K - 2 * p));
-  return pairs;
-}
-
-// Rows 2p and 2p + 1 of B, 16 columns from `even`/`odd`, as 16 pairs: the two rows' bf16
-// interleaved (low half the even row).
-TAPEGRAD_BF16_PAIRS_TARGET void pack_column_pairs_fast(const float* even, const float* odd,
-                                                       std::uint32_t* out) {
-  _mm512_storeu_si512(out, bf16_pairs::column_pairs(even, odd, 16));
-}
-#endif
-
 // Pairs [0, P.pairs) of the rows m0 .. m0 + 15 of a transposed A (A[k * lda + m]): each
 // pair of rows of A, 16 columns wide, gives one pair for each of the 16 rows of the
 // packed A. Returns the first pair it did not pack (an odd K's last).
@@ -272,7 +137,7 @@ std::size_t pack_transposed_rows(const float* A, std::size_t lda, std::size_t K,
   if (!fast) return 0;
   alignas(64) std::uint32_t pairs[kPanel];
   for (; 2 * p + 1 < K; ++p) {
-    pack_column_pairs_fast(A + 2 * p * lda + m0, A + (2 * p + 1) * lda + m0, pairs);
+    avx512_bf16::pack_column_pairs(A + 2 * p * lda + m0, A + (2 * p + 1) * lda + m0, pairs);
     for (std::size_t i = 0; i < kPanel; ++i) P.a[(m0 + i) * P.pairs + p] = pairs[i];
   }
 #else
@@ -288,7 +153,7 @@ std::size_t pack_transposed_column(const float* B, std::size_t ldb, std::size_t 
   std::size_t p = 0;
 #if defined(__x86_64__)
   if (!fast) return 0;
-  p = pack_row_pairs_fast(B + n * ldb, K, row.data());
+  p = avx512_bf16::pack_row_pairs(B + n * ldb, K, row.data());
   std::uint32_t* panel = P.b.data() + (n / kPanel) * P.pairs * kPanel + n % kPanel;
   for (std::size_t q = 0; q < p; ++q) panel[q * kPanel] = row[q];
 #else
@@ -315,7 +180,7 @@ Packed pack(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_
 #if defined(__x86_64__)
   if (fast && !trans_a)
     for (std::size_t m = 0; m < M; ++m)
-      a_done[m] = pack_row_pairs_fast(A + m * lda, K, P.a.data() + m * P.pairs);
+      a_done[m] = avx512_bf16::pack_row_pairs(A + m * lda, K, P.a.data() + m * P.pairs);
   if (fast && trans_a)
     for (std::size_t m0 = 0; m0 + kPanel <= M; m0 += kPanel)
       std::fill_n(a_done.begin() + long(m0), kPanel, pack_transposed_rows(A, lda, K, m0, P, fast));
@@ -329,8 +194,8 @@ Packed pack(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_
   if (fast && !trans_b)  // whole panels, 16 columns at a time
     for (std::size_t n0 = 0; n0 + kPanel <= N; n0 += kPanel) {
       for (std::size_t p = 0; 2 * p + 1 < K; ++p)
-        pack_column_pairs_fast(B + 2 * p * ldb + n0, B + (2 * p + 1) * ldb + n0,
-                               P.b.data() + (n0 / kPanel * P.pairs + p) * kPanel);
+        avx512_bf16::pack_column_pairs(B + 2 * p * ldb + n0, B + (2 * p + 1) * ldb + n0,
+                                       P.b.data() + (n0 / kPanel * P.pairs + p) * kPanel);
       std::fill_n(b_done.begin() + long(n0), kPanel, K / 2);
     }
   if (fast && trans_b) {
@@ -365,35 +230,6 @@ void tile_portable(const Packed& P, std::size_t r0, std::size_t j0, float* tile)
   }
 }
 
-#if defined(__x86_64__)
-// 8 rows x 32 columns in 16 registers; per pair two loads of B and 8 broadcasts of A feed
-// 16 VDPBF16PS.
-__attribute__((target("avx512f,avx512bf16"))) void tile_avx512_bf16(const Packed& P,
-                                                                     std::size_t r0,
-                                                                     std::size_t j0,
-                                                                     float* tile) {
-  __m512 acc[kRows][2];
-  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
-  const std::uint32_t* a = P.a.data() + r0 * P.pairs;
-  const std::uint32_t* b0 = P.b.data() + j0 * P.pairs * kPanel;
-  const std::uint32_t* b1 = b0 + P.pairs * kPanel;
-  for (std::size_t p = 0; p < P.pairs; ++p) {
-    const __m512bh x0 = (__m512bh)_mm512_loadu_si512(b0 + p * kPanel);
-    const __m512bh x1 = (__m512bh)_mm512_loadu_si512(b1 + p * kPanel);
-    for (std::size_t r = 0; r < kRows; ++r) {
-      const __m512bh w = (__m512bh)_mm512_set1_epi32(int(a[r * P.pairs + p]));
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], w, x0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], w, x1);
-    }
-  }
-  for (std::size_t r = 0; r < kRows; ++r) {
-    _mm512_storeu_ps(tile + r * kCols, acc[r][0]);
-    _mm512_storeu_ps(tile + r * kCols + kPanel, acc[r][1]);
-  }
-}
-
-#endif
-
 }  // namespace
 
 void store_tile(const float* tile, std::size_t r0, std::size_t rows, std::size_t c0,
@@ -410,38 +246,20 @@ void store_tile(const float* tile, std::size_t r0, std::size_t rows, std::size_t
   }
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
-               float alpha, const float* A, std::size_t lda, const float* B, std::size_t ldb,
-               float beta, float* C, std::size_t ldc, Bf16Path path) {
-  path = resolve_bf16_path(path);
-  if (path == Bf16Path::avx512_bf16 && !cpu_has_avx512_bf16())
-    throw std::runtime_error("gemm_bf16: the avx512_bf16 path needs a CPU with AVX512_BF16");
-  if (path == Bf16Path::amx && !cpu_has_amx_bf16())
-    throw std::runtime_error("gemm_bf16: the amx path needs a CPU with AMX-BF16 that this "
-                             "process may use");
-  if (M == 0 || N == 0) return;
-  if (path == Bf16Path::rounded) {
-    // the float32 product of rounded copies: what a float32 matmul under bf16 precision
-    // computes where this is the automatic path (kernels::gemm_strided rounds the same way)
-    thread_local std::vector<float> a, b;
-    const RoundedOperands r = round_operands(trans_a, trans_b, M, N, K, A, lda, B, ldb, a, b);
-    MatmulPrecisionGuard f32(MatmulPrecision::f32);
-    return gemm_strided<float>(trans_a, trans_b, M, N, K, alpha, r.A, r.lda, r.B, r.ldb, beta, C,
-                               ldc);
-  }
-  if (path == Bf16Path::amx)
-    return gemm_bf16_amx(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+void gemm_bf16_pairs(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+                     float alpha, const float* A, std::size_t lda, const float* B,
+                     std::size_t ldb, float beta, float* C, std::size_t ldc, bool vdpbf16ps) {
   const double flops = 2.0 * double(M) * double(N) * double(K);
-  const Packed P =
-      pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, path == Bf16Path::avx512_bf16);
+  const Packed P = pack(trans_a, trans_b, M, N, K, A, lda, B, ldb, vdpbf16ps);
   const std::size_t row_tiles = P.rows / kRows, col_tiles = P.cols / kCols;
   const auto run_tile = [&](std::size_t t) {
     const std::size_t r0 = (t % row_tiles) * kRows, j0 = (t / row_tiles) * (kCols / kPanel);
     alignas(64) float tile[kRows * kCols];
 #if defined(__x86_64__)
-    if (path == Bf16Path::avx512_bf16)
-      tile_avx512_bf16(P, r0, j0, tile);
-    else
+    if (vdpbf16ps) {
+      const std::uint32_t* b0 = P.b.data() + j0 * P.pairs * kPanel;
+      avx512_bf16::tile(P.a.data() + r0 * P.pairs, P.pairs, b0, b0 + P.pairs * kPanel, tile);
+    } else
 #endif
       tile_portable(P, r0, j0, tile);
     store_tile(tile, r0, kRows, j0 * kPanel, M, N, alpha, beta, C, ldc);

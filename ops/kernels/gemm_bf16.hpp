@@ -1,26 +1,15 @@
 #pragma once
-// Matrix products on bfloat16 operands with float32 accumulation: the operands are float32
-// in memory, rounded to bf16 (round to nearest, ties to even) while they are packed, their
-// products summed in float32, the result float32. No autograd, no xtensor.
+// The kernels of matrix products on bfloat16 operands with float32 accumulation: the
+// operands are float32 in memory, rounded to bf16 (round to nearest, ties to even) while
+// they are packed, their products summed in float32, the result float32. No autograd, no
+// xtensor. Which kernel a product runs on, and the entry points gemm_bf16 and gemv_bf16,
+// are ops/kernels/dispatch.hpp's; the AMX and VDPBF16PS kernels are in ops/kernels/isa/.
 //
-// Two paths compute the same sums in the same order:
-// - avx512_bf16: VDPBF16PS, 32 bf16 multiply-adds per instruction into 16 float32 sums,
-//   compiled for that instruction set alone and chosen at run time, so one build runs on
-//   every x86-64 CPU;
-// - portable: plain float32 arithmetic on the same rounded operands.
-// - amx: Intel's AMX tiles (TDPBF16PS: a 16 x 16 block of float32 sums from 16 x 32 bf16
-//   operands per instruction), on the same packed pairs; the same products, each pair's two
-//   added in the instruction's order, so within float32's accumulation bound of the other
-//   paths rather than equal to them.
-// A fourth, `rounded`, rounds copies of the operands and multiplies them with the float32
-// product (kernels::gemm_strided: OpenBLAS's sgemm or tapegrad's small-K kernel): the same
-// products, summed in that product's order, so within float32's accumulation bound of the
-// other two rather than equal to them. It runs at float32's rate, which is where bf16
-// products go on CPUs whose VDPBF16PS is no faster than their float32 FMAs.
 // A product of two bf16 numbers is exact in float32 (8 + 8 significant bits), so each step
-// is one float32 addition in both paths, adding the odd k of a pair before the even one as
-// the instruction does. They differ only where the instruction flushes subnormal numbers to
-// zero (inputs and results below 2^-126 in magnitude).
+// of the packed-pairs kernel below is one float32 addition whether VDPBF16PS or plain
+// float32 arithmetic does it, adding the odd k of a pair before the even one as the
+// instruction does: the two give the same sums, but where the instruction flushes
+// subnormal numbers to zero (inputs and results below 2^-126 in magnitude).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -40,29 +29,6 @@ inline float from_bf16(std::uint16_t b) {
 }
 inline float round_to_bf16(float x) { return from_bf16(to_bf16(x)); }
 
-enum class Bf16Path { automatic, portable, avx512_bf16, rounded, amx };
-
-// Whether this CPU executes VDPBF16PS (cpuid's AVX512_BF16 with AVX512F).
-bool cpu_has_avx512_bf16();
-// Whether this process may use AMX's bf16 tiles: the CPU has AMX-TILE and AMX-BF16, the
-// operating system saves their state, and Linux granted the process its use (asked once).
-bool cpu_has_amx_bf16();
-// The path `automatic` takes here: amx where the process may use it (measured on a Xeon:
-// 3.9x OpenBLAS's sgemm at 1024^3, one core); else avx512_bf16 on an AMD CPU that has
-// VDPBF16PS, where it does twice the multiply-adds of a 512-bit FMA per cycle (measured:
-// 2.0x sgemm at 1024^3); `rounded` elsewhere: on Intel's cores with two 512-bit FMA units
-// VDPBF16PS issues at half their rate (0.57x sgemm), and a CPU without it would otherwise
-// take the portable path, several times slower than float32.
-Bf16Path resolve_bf16_path(Bf16Path requested);
-// Whether bf16 products run faster than float32 ones here (automatic resolves to amx or
-// avx512_bf16).
-bool bf16_products_are_fast();
-// Whether the automatic path's kernel is worth packing both operands for an M x N product
-// (bf16_products_are_fast, and for AMX both at least one tile of 16): a decode step's
-// one-row products cost 2.7 times as much on the tiles as rounded copies multiplied in
-// float32 (measured, decode_ctx1024_bf16).
-bool bf16_kernel_pays(std::size_t M, std::size_t N);
-
 // dst[i] = round_to_bf16(src[i]) for i < n, as a float32 (dst may be src).
 void round_to_bf16(const float* src, float* dst, std::size_t n);
 // The operands of op(A) @ op(B) (as stored: A is M x K, or K x M when transposed, B K x N
@@ -78,22 +44,25 @@ RoundedOperands round_operands(bool trans_a, bool trans_b, std::size_t M, std::s
                                std::size_t K, const float* A, std::size_t lda, const float* B,
                                std::size_t ldb, std::vector<float>& a, std::vector<float>& b);
 
-// The one-row product (a decode step's): C (1 x N) = alpha * bf16(op(A)) @ bf16(op(B)) +
-// beta * C, rounding B's numbers as it reads them, so it reads B once as float32's product
-// does instead of writing a rounded copy first. op(A)'s row is A's first row, or A's first
-// column (stride lda) when A is transposed; with beta 0, C is not read. Two paths: VDPBF16PS
-// on pairs where the CPU has it (avx512_bf16 or amx asked, or automatic), float32 sums of
-// the rounded numbers otherwise (portable or rounded asked); within float32's accumulation
-// bound of each other.
-void gemv_bf16(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float alpha,
-               const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
-               float* C, Bf16Path path = Bf16Path::automatic);
+// C (M x N, M and N > 0) = alpha * bf16(op(A)) @ bf16(op(B)) + beta * C on operands packed
+// as bf16 pairs, summed by VDPBF16PS (`vdpbf16ps`: the caller has checked the CPU has it)
+// or by plain float32 arithmetic in the same order. With beta 0, C is not read.
+void gemm_bf16_pairs(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+                     float alpha, const float* A, std::size_t lda, const float* B,
+                     std::size_t ldb, float beta, float* C, std::size_t ldc, bool vdpbf16ps);
 
-// C (M x N) = alpha * bf16(op(A)) @ bf16(op(B)) + beta * C, op(X) = X or X^T, row-major with
-// leading dimensions (lda, ldb: of A and B as stored); with beta 0, C is overwritten, never
-// read. Asking for avx512_bf16 on a CPU without it throws std::runtime_error.
-void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
-               float alpha, const float* A, std::size_t lda, const float* B, std::size_t ldb,
-               float beta, float* C, std::size_t ldc, Bf16Path path = Bf16Path::automatic);
+// C (1 x N) = alpha * bf16(op(A)) @ bf16(op(B)) + beta * C (dispatch.hpp's gemv_bf16),
+// on VDPBF16PS pairs (`pairs`: the caller has checked the CPU has it) or as float32 sums of
+// the rounded numbers.
+void gemv_bf16_kernel(bool trans_a, bool trans_b, std::size_t N, std::size_t K, float alpha,
+                      const float* A, std::size_t lda, const float* B, std::size_t ldb,
+                      float beta, float* C, bool pairs);
+
+// C[r0 : r0 + rows, c0 : c0 + 32] (clipped to M x N) = alpha * tile + beta * C (with beta 0,
+// C is not read), the tile 32 floats a row: where the pairs' and the AMX kernels' blocks
+// meet C's edges.
+void store_tile(const float* tile, std::size_t r0, std::size_t rows, std::size_t c0,
+                std::size_t M, std::size_t N, float alpha, float beta, float* C,
+                std::size_t ldc);
 
 }  // namespace tapegrad::kernels

@@ -1,7 +1,8 @@
 #include "ops/kernels/parallel.hpp"
 
 #include "ops/kernels/precision.hpp"
-#include "ops/kernels/gemm_bf16.hpp"  // bf16_products_are_fast
+#include "ops/kernels/cpu_features.hpp"
+#include "ops/kernels/dispatch.hpp"  // bf16_products_are_fast
 
 #include <algorithm>
 #include <atomic>
@@ -165,9 +166,9 @@ int num_threads() { return g_threads; }
 
 MatmulPrecision matmul_precision() { return tl_matmul_precision; }
 // bf16 where no bf16 kernel is faster than float32 (VDPBF16PS missing or at half the FMAs'
-// rate, and no AMX tiles) rounds the operands and
-// multiplies in float32 (gemm_bf16.hpp): bf16's numbers, the rounding pass costing a little
-// more than float32 alone. Said once per process, when first asked for.
+// rate, and no AMX tiles) rounds the operands and multiplies in float32 (dispatch.hpp):
+// bf16's numbers, the rounding pass costing a little more than float32 alone. Said once per
+// process, when first asked for.
 void set_matmul_precision(MatmulPrecision precision) {
   static std::once_flag warned;
   if (precision == MatmulPrecision::bf16 && !bf16_products_are_fast())
@@ -175,7 +176,7 @@ void set_matmul_precision(MatmulPrecision precision) {
       std::fprintf(stderr, "tapegrad: warning: bf16 matrix products: no faster bf16 "
                            "instruction on this CPU (%s), so the operands are rounded to bf16 "
                            "and multiplied in float32: bf16's results, no faster than float32\n",
-                   cpu_has_avx512_bf16()
+                   cpu_features().avx512_bf16
                        ? "its VDPBF16PS runs at half its float32 FMA rate, and it has no AMX "
                          "tiles this process may use"
                        : "it has no AVX512_BF16");

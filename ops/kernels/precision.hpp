@@ -2,8 +2,9 @@
 // The precision of float32 matrix products: f32 (the default) or bf16, where every float32
 // product that goes through kernels::gemm* (projections, the MLP, the head, attention's score
 // and value products, forward and backward) rounds its operands to bf16 and sums in float32
-// (ops/kernels/gemm_bf16.hpp). Everything else (softmax, norms, RoPE, the loss, reductions,
-// the optimiser, the weights themselves) stays float32; float64 products are never rounded.
+// (the kernel chosen by ops/kernels/dispatch.hpp). Everything else (softmax, norms, RoPE, the
+// loss, reductions, the optimiser, the weights themselves) stays float32; float64 products
+// are never rounded.
 //
 // The setting belongs to the calling thread, and the kernels' pool threads take the caller's
 // setting for the work they do on its behalf: two threads may train at two precisions.

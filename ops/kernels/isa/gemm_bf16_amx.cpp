@@ -1,4 +1,4 @@
-#include "ops/kernels/gemm_bf16_amx.hpp"
+#include "ops/kernels/isa/gemm_bf16_amx.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -8,7 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/kernels/bf16_pairs.hpp"
+#include "ops/kernels/gemm_bf16.hpp"  // store_tile
+#include "ops/kernels/isa/bf16_pairs.hpp"
 #include "ops/kernels/parallel.hpp"
 
 // GCC 12 warns of the register the unpack intrinsics leave undefined on purpose, once
