@@ -54,6 +54,9 @@ void bind_elementwise(py::module_& m) {
   m.def("pow", [](const PyTensor& a, double e) {
     return unary(a, TAPEGRAD_CALL(pow(x, element_t<decltype(x)>(e))));
   }, py::arg("a"), py::arg("exponent"));
+  m.def("softcap", [](const PyTensor& a, double c) {
+    return unary(a, TAPEGRAD_CALL(tapegrad::softcap(x, c)));
+  }, py::arg("a"), py::arg("c"), "c * tanh(a / c): every value kept inside (-c, c)");
 }
 
 std::vector<long> axes_of(const py::object& axis) {
