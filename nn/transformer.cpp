@@ -92,12 +92,6 @@ std::optional<Linear<T>> make_head(const TransformerConfig& c, Generator& gen) {
   return Linear<T>(c.d_model, c.vocab, false, gen);
 }
 
-// logits (B, T, V) -> c * tanh(logits / c): every logit kept inside (-c, c), smoothly
-template <class T>
-Tensor<T> softcapped(const Tensor<T>& logits, double c) {
-  return mul(tanh(mul(logits, 1 / c)), c);
-}
-
 }  // namespace
 
 template <class T>
@@ -185,7 +179,7 @@ Tensor<T> Transformer<T>::run(const Indices& tokens, KVCacheSet<T>* caches) {
   const Tensor<T> h = hook_("ln_final.out", norm_f_(x));
   const Tensor<T> logits = head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
   return hook_("logits",
-               config_.final_softcap > 0 ? softcapped(logits, config_.final_softcap) : logits);
+               config_.final_softcap > 0 ? softcap(logits, config_.final_softcap) : logits);
 }
 
 template <class T>

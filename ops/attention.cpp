@@ -188,36 +188,52 @@ AttentionResult<T> attend(const char* op, const Tensor<T>& q, const Tensor<T>& k
   return {attention_mix(w, v, d), w};
 }
 
-// The shared body of both multi-head entry points; `op` names the one the user called.
-// Self-attention is the spec with q, k, v = x @ Wq, x @ Wk, x @ Wv, all (B, T, D). Without
-// `want_weights` a long sequence takes the flash path, which never forms them.
+// The shared body of the multi-head entry points; `op` names the one the user called.
+// Self-attention is the spec with q, k, v = x @ Wq, x @ Wk, x @ Wv. Without `want_weights`
+// a long sequence takes the flash path, which never forms them.
 template <class T>
 AttentionResult<T> multi_head(const char* op, const Tensor<T>& x, const Tensor<T>& Wq,
                               const Tensor<T>& Wk, const Tensor<T>& Wv, const Tensor<T>& Wo,
-                              std::size_t heads, const MultiHeadOptions& options,
-                              bool want_weights) {
+                              const AttentionSpec& spec, bool fused, bool want_weights,
+                              bool square_weights = false) {
   const Shape xs = x.shape();
   if (xs.size() != 3) fail(op, "x must be (B, T, D), got {}", shape_str(xs));
   const std::size_t D = xs[2];
+  // the entry points by heads take (D, D) weights: named before the spec sees their widths
   const std::pair<const char*, const Tensor<T>*> weights[] = {
       {"Wq", &Wq}, {"Wk", &Wk}, {"Wv", &Wv}, {"Wo", &Wo}};
   for (const auto& [name, w] : weights)
-    if (!w->has_shape({D, D}))
+    if (square_weights && !w->has_shape({D, D}))
       fail(op, "{} must be (D, D) = ({},{}), got {} (x is {})", name, D, D, w->shape_string(),
            shape_str(xs));
-  AttentionSpec spec;
-  spec.heads = heads;
-  spec.scale = options.scale;
-  spec.causal = options.causal;
+  const std::pair<const char*, const Tensor<T>*> projections[] = {
+      {"Wq", &Wq}, {"Wk", &Wk}, {"Wv", &Wv}};
+  for (const auto& [name, w] : projections)
+    if (w->shape().size() != 2 || w->shape()[0] != D)
+      fail(op, "{} must be (D={}, width), got {} (x is {})", name, D, w->shape_string(),
+           shape_str(xs));
   // checked on the projections' shapes before any product is computed
-  const AttentionDims d = check_attention_spec(op, xs, xs, xs, spec);
-  // (B, T, D) @ (D, D) -> (B, T, D)
+  const auto projected = [&](const Tensor<T>& w) { return Shape{xs[0], xs[1], w.shape()[1]}; };
+  const AttentionDims d = check_attention_spec(op, projected(Wq), projected(Wk), projected(Wv), spec);
+  const std::size_t merged = d.heads * d.v_head_dim;
+  if (!Wo.has_shape({merged, D}))
+    fail(op, "Wo must be (heads*v_head_dim, D) = ({},{}), got {} (x is {})", merged, D,
+         Wo.shape_string(), shape_str(xs));
+  // (B, T, D) @ (D, width) -> (B, T, width)
   const Tensor<T> q = matmul(x, Wq), k = matmul(x, Wk), v = matmul(x, Wv);
   const AttentionPath path =
-      options.fused ? default_attention_path(d.Tk, want_weights) : AttentionPath::composed;
+      fused ? default_attention_path(d.Tk, want_weights) : AttentionPath::composed;
   const AttentionResult<T> r = attend(op, q, k, v, d, path);
-  // y = merged heads @ Wo: (B, T, D) @ (D, D) -> (B, T, D)
+  // y = merged heads @ Wo: (B, T, heads*v_head_dim) @ (heads*v_head_dim, D) -> (B, T, D)
   return {matmul(r.out, Wo), r.weights};
+}
+
+AttentionSpec multi_head_spec(std::size_t heads, bool causal, std::optional<double> scale) {
+  AttentionSpec spec;
+  spec.heads = heads;
+  spec.causal = causal;
+  spec.scale = scale;
+  return spec;
 }
 
 }  // namespace
@@ -286,11 +302,24 @@ Tensor<T> attention_scores(const Tensor<T>& q, const Tensor<T>& k, const Attenti
 
 template <class T>
 Tensor<T> multi_head_attention(const Tensor<T>& x, const Tensor<T>& Wq, const Tensor<T>& Wk,
+                               const Tensor<T>& Wv, const Tensor<T>& Wo, const AttentionSpec& spec) {
+  return multi_head<T>("multi_head_attention", x, Wq, Wk, Wv, Wo, spec, true, false).out;
+}
+
+template <class T>
+Tensor<T> multi_head_attention(const Tensor<T>& x, const Tensor<T>& Wq, const Tensor<T>& Wk,
                                const Tensor<T>& Wv, const Tensor<T>& Wo, std::size_t heads,
                                bool causal) {
-  MultiHeadOptions options;
-  options.causal = causal;
-  return multi_head<T>("multi_head_attention", x, Wq, Wk, Wv, Wo, heads, options, false).out;
+  return multi_head<T>("multi_head_attention", x, Wq, Wk, Wv, Wo,
+                       multi_head_spec(heads, causal, std::nullopt), true, false, true).out;
+}
+
+template <class T>
+AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const Tensor<T>& Wq,
+                                                     const Tensor<T>& Wk, const Tensor<T>& Wv,
+                                                     const Tensor<T>& Wo, const AttentionSpec& spec,
+                                                     bool fused) {
+  return multi_head<T>("multi_head_attention_with_weights", x, Wq, Wk, Wv, Wo, spec, fused, true);
 }
 
 template <class T>
@@ -298,7 +327,8 @@ AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const T
                                                      const Tensor<T>& Wk, const Tensor<T>& Wv,
                                                      const Tensor<T>& Wo, std::size_t heads,
                                                      const MultiHeadOptions& options) {
-  return multi_head<T>("multi_head_attention_with_weights", x, Wq, Wk, Wv, Wo, heads, options,
+  return multi_head<T>("multi_head_attention_with_weights", x, Wq, Wk, Wv, Wo,
+                       multi_head_spec(heads, options.causal, options.scale), options.fused, true,
                        true);
 }
 
@@ -314,7 +344,13 @@ AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const T
   template Tensor<T> attention_scores(const Tensor<T>&, const Tensor<T>&, const AttentionSpec&); \
   template Tensor<T> multi_head_attention(const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, const Tensor<T>&,               \
+                                          const Tensor<T>&, const AttentionSpec&);          \
+  template Tensor<T> multi_head_attention(const Tensor<T>&, const Tensor<T>&,               \
+                                          const Tensor<T>&, const Tensor<T>&,               \
                                           const Tensor<T>&, std::size_t, bool);             \
+  template AttentionResult<T> multi_head_attention_with_weights(                            \
+      const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,                \
+      const Tensor<T>&, const AttentionSpec&, bool);                                         \
   template AttentionResult<T> multi_head_attention_with_weights(                            \
       const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,                \
       const Tensor<T>&, std::size_t, const MultiHeadOptions&);

@@ -103,17 +103,29 @@ struct MultiHeadOptions {
   bool fused = true;
 };
 
-// x (B, T, D); Wq, Wk, Wv, Wo (D, D). Project, split into heads (B, heads, T, D/heads),
-// attend per head (one causal mask shared by every head and batch item when causal),
-// merge heads back to (B, T, D), project through Wo. The weights are not returned, so from
+// Self-attention: x (B, T, D) projected to q = x @ Wq, k = x @ Wk, v = x @ Wv, attended as
+// `spec` says (every option of attention()), the merged heads projected through Wo:
+// Wq (D, heads*head_dim), Wk (D, kv_heads*head_dim), Wv (D, kv_heads*v_head_dim),
+// Wo (heads*v_head_dim, D) -> (B, T, D). The weights are not returned, so from
 // kFlashFromKeys positions on they are never formed (the flash path; the same result to
 // round-off).
+template <class T>
+Tensor<T> multi_head_attention(const Tensor<T>& x, const Tensor<T>& Wq, const Tensor<T>& Wk,
+                               const Tensor<T>& Wv, const Tensor<T>& Wo, const AttentionSpec& spec);
+// The same on `heads` heads of D / heads, causal or not, with (D, D) weights.
 template <class T>
 Tensor<T> multi_head_attention(const Tensor<T>& x, const Tensor<T>& Wq, const Tensor<T>& Wk,
                                const Tensor<T>& Wv, const Tensor<T>& Wo, std::size_t heads,
                                bool causal = false);
 
-// The same, with options, also returning the per-head weights (B, heads, T, T).
+// The same, also returning the per-head weights (B, heads, T, T); `fused` false takes the
+// composed path.
+template <class T>
+AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const Tensor<T>& Wq,
+                                                     const Tensor<T>& Wk, const Tensor<T>& Wv,
+                                                     const Tensor<T>& Wo, const AttentionSpec& spec,
+                                                     bool fused = true);
+// With MultiHeadOptions: the spec of `heads` heads, options.causal and options.scale.
 template <class T>
 AttentionResult<T> multi_head_attention_with_weights(const Tensor<T>& x, const Tensor<T>& Wq,
                                                      const Tensor<T>& Wk, const Tensor<T>& Wv,

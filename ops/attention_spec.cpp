@@ -104,6 +104,24 @@ PositionBias position_bias_from_name(std::string_view op, const std::string& nam
   fail(op, "bias must be one of {}, got '{}'", position_bias_names(), name);
 }
 
+namespace {
+// A field's value as Python writes it.
+std::string spec_value(std::size_t n) { return std::to_string(n); }
+std::string spec_value(double x) { return fmt::format("{}", x); }
+std::string spec_value(bool b) { return b ? "True" : "False"; }
+std::string spec_value(const std::optional<double>& x) { return x ? spec_value(*x) : "None"; }
+std::string spec_value(PositionBias b) { return "'" + to_string(b) + "'"; }
+}  // namespace
+
+std::string to_string(const AttentionSpec& spec) {
+  std::string fields;
+#define TAPEGRAD_PRINT_SPEC_FIELD(ctx, type, name, default_value, doc) \
+  fields += (fields.empty() ? "" : ", ") + std::string(#name "=") + spec_value(spec.name);
+  TAPEGRAD_ATTENTION_SPEC_FIELDS(TAPEGRAD_PRINT_SPEC_FIELD, )
+#undef TAPEGRAD_PRINT_SPEC_FIELD
+  return "AttentionSpec(" + fields + ")";
+}
+
 AttentionSpec causal_spec(std::size_t heads, std::size_t kv_heads, std::size_t window) {
   AttentionSpec spec;
   spec.heads = heads;

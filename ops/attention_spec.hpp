@@ -28,18 +28,41 @@ PositionBias position_bias_from_name(std::string_view op, const std::string& nam
 // Every bias's name, quoted and comma-separated: "'none', 'alibi'".
 std::string position_bias_names();
 
+// Every field of AttentionSpec, declared once: X(ctx, type, name, default, doc), `ctx` passed
+// through unchanged (a caller's context: the Python bindings pass the defaults they show).
+// The struct, its printer (to_string), the Python class and every Python attention
+// function's keyword arguments walk this list; check_attention_spec holds the checks that
+// tie fields to each other and to the shapes. `heads` comes first: Python takes it, or a
+// whole AttentionSpec, positionally; the options after it are keywords.
+#define TAPEGRAD_ATTENTION_SPEC_FIELDS(X, ctx)                                                 \
+  X(ctx, std::size_t, heads, 1, "query heads")                                                \
+  TAPEGRAD_ATTENTION_OPTIONS(X, ctx)
+#define TAPEGRAD_ATTENTION_OPTIONS(X, ctx)                                                     \
+  X(ctx, std::size_t, kv_heads, 0,                                                            \
+    "key/value heads, each shared by heads/kv_heads query heads (0: = heads, MHA; 1: MQA)")   \
+  X(ctx, std::size_t, head_dim, 0, "width of one head (0: q's width / heads)")                \
+  X(ctx, std::optional<double>, scale, std::nullopt,                                          \
+    "factor on q.k (None: 1/sqrt(head_dim); 1.0: unscaled); finite and > 0")                  \
+  X(ctx, bool, causal, false, "query i sees keys j <= i only (positions bottom-right aligned)") \
+  X(ctx, std::size_t, window, 0,                                                              \
+    "0: no window; w: query i sees key j exactly when 0 <= i - j < w (itself included); "     \
+    "needs causal")                                                                           \
+  X(ctx, PositionBias, bias, PositionBias::none,                                              \
+    "positional bias added to the scores: 'none' or 'alibi' (-slope(h) * (i - j)); needs "    \
+    "causal")                                                                                 \
+  X(ctx, double, softcap, 0.0,                                                                \
+    "c > 0: scaled scores s -> c * tanh(s / c), before the bias and the mask; 0: off; else "  \
+    "in [1e-30, 1e30]")
+
 struct AttentionSpec {
-  std::size_t heads = 1;
-  std::size_t kv_heads = 0;      // 0: = heads (MHA); kv_heads must divide heads; 1 = MQA
-  std::size_t head_dim = 0;      // 0: q's width / heads
-  std::optional<double> scale;   // default 1/sqrt(head_dim); 1.0 = unscaled; must be finite and > 0
-  bool causal = false;
-  std::size_t window = 0;        // 0: no window; w >= 1: query at absolute position i sees key j
-                                 // exactly when 0 <= i - j < w (itself included); needs causal
-  PositionBias bias = PositionBias::none;
-  double softcap = 0;            // c > 0: scaled scores s -> c * tanh(s / c), before the bias
-                                 // and the mask; 0: off; else in [kMinSoftcap, kMaxSoftcap]
+#define TAPEGRAD_DECLARE_SPEC_FIELD(ctx, type, name, default_value, doc) type name = default_value;
+  TAPEGRAD_ATTENTION_SPEC_FIELDS(TAPEGRAD_DECLARE_SPEC_FIELD, )
+#undef TAPEGRAD_DECLARE_SPEC_FIELD
 };
+
+// "AttentionSpec(heads=4, kv_heads=2, head_dim=0, scale=None, causal=True, window=0,
+// bias='alibi', softcap=20)": every field, written as Python writes it.
+std::string to_string(const AttentionSpec& spec);
 
 // A soft-cap c (attention's or the final logits') is 0, off, or in [kMinSoftcap, kMaxSoftcap]:
 // there float32 holds both c and 1 / c as normal numbers, so c * tanh(s / c) never meets

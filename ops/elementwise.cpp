@@ -3,6 +3,8 @@
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
+#include "ops/attention_spec.hpp"  // valid_softcap
+#include "ops/kernels/rowwise.hpp"  // softcap_backward_inplace
 #include "ops/kernels/activation.hpp"
 #include "ops/kernels/elementwise.hpp"
 
@@ -218,6 +220,23 @@ Tensor<T> tanh(const Tensor<T>& a) {
   });
 }
 
+// z = c * tanh(a * (1 / c)), the products and tanh of mul and tanh themselves; backward:
+// da = dz * (1 - (z / c)^2), 1 - tanh^2 from the output
+template <class T>
+Tensor<T> softcap(const Tensor<T>& a, double c) {
+  if (!(c > 0) || !valid_softcap(c))
+    fail("softcap", "c must be in [{}, {}], got {} (a is {})", kMinSoftcap, kMaxSoftcap, c,
+         a.shape_string());
+  const T cap = T(c), inv = T(1 / c);
+  Array<T> z = binary_value(Binary::mul, unary_value(Unary::tanh, binary_value(Binary::mul, a.value(), inv)),
+                            cap);
+  return record<T>("softcap", {a}, std::move(z), [cap](BackwardContext<T>& ctx) {
+    Array<T> da = ctx.grad();
+    kernels::softcap_backward_inplace(ctx.output().data(), da.data(), da.size(), cap);
+    ctx.accumulate(0, std::move(da));
+  });
+}
+
 // z = max(a, 0); backward: da = dz * [a > 0]
 template <class T>
 Tensor<T> relu(const Tensor<T>& a) {
@@ -285,6 +304,7 @@ Tensor<T> gelu(const Tensor<T>& a) {
   template Tensor<T> sqrt(const Tensor<T>&);                            \
   template Tensor<T> pow(const Tensor<T>&, T);                          \
   template Tensor<T> tanh(const Tensor<T>&);                            \
+  template Tensor<T> softcap(const Tensor<T>&, double);                            \
   template Tensor<T> relu(const Tensor<T>&);                            \
   template Tensor<T> sigmoid(const Tensor<T>&);                         \
   template Tensor<T> silu(const Tensor<T>&);                            \

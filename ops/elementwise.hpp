@@ -30,6 +30,9 @@ template <class T> Tensor<T> silu(const Tensor<T>& a);
 // GELU, tanh approximation (as GPT-2 and PyTorch's approximate="tanh"):
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T> Tensor<T> gelu(const Tensor<T>& a);
+// The logit soft-cap c * tanh(a / c): every value kept inside (-c, c), near-linear well
+// inside it. c > 0 as valid_softcap (ops/attention_spec.hpp) allows, else a ShapeError.
+template <class T> Tensor<T> softcap(const Tensor<T>& a, double c);
 
 template <class T> Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) { return add(a, b); }
 template <class T> Tensor<T> operator-(const Tensor<T>& a, const Tensor<T>& b) { return sub(a, b); }

@@ -44,6 +44,7 @@ std::vector<RegisteredOp> elementwise_ops() {
       {"sqrt", 1, {{"sqrt", {{3, 2}}, positive, [](const Inputs& x) { return sqrt(x[0]); }}}},
       {"pow", 1, {{"pow", {{3, 2}}, positive, [](const Inputs& x) { return pow(x[0], 2.5); }}}},
       {"tanh", 1, {{"tanh", {{3, 2}}, any, [](const Inputs& x) { return tanh(x[0]); }}}},
+      {"softcap", 1, {{"softcap (c 0.7)", {{3, 4}}, any, [](const Inputs& x) { return softcap(x[0], 0.7); }}}},
       {"relu", 1, {{"relu", {{3, 4}}, InputDomain::away_from_zero, [](const Inputs& x) { return relu(x[0]); }}}},
       {"sigmoid", 1, {{"sigmoid", {{3, 2}}, any, [](const Inputs& x) { return sigmoid(x[0]); }}}},
       {"gelu", 1, {{"gelu (tanh form)", {{3, 4}}, any, [](const Inputs& x) { return gelu(x[0]); }}}},

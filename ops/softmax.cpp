@@ -66,10 +66,15 @@ Tensor<T> softmax_impl(const char* op, const Tensor<T>& x, long axis, const Mask
   Array<T> y = Array<T>::from_shape(s);
   kernels::softmax_forward<T>(r, x.data(), mask ? mb.bytes.data() : nullptr, mb.period,
                               y.data());
-  // backward: dx = y * (dy - sum(dy * y)); masked entries have y = 0, so dx = 0 there
-  return record<T>(op, {x}, std::move(y), [r](BackwardContext<T>& c) {
+  // backward: dx = y * (dy - sum(dy * y)); masked entries have y = 0, and dx = 0 there
+  // exactly, also in a row whose sum is NaN (0 * NaN would reach what the mask hides)
+  return record<T>(op, {x}, std::move(y), [r, mb = std::move(mb), masked = mask != nullptr](
+                                              BackwardContext<T>& c) {
     Array<T> dx = Array<T>::from_shape(c.grad().shape());
     kernels::softmax_backward<T>(r, c.output().data(), c.grad().data(), dx.data());
+    if (masked)
+      for (std::size_t i = 0; i < dx.size(); ++i)
+        if (!mb.bytes[i % mb.period]) dx.data()[i] = T(0);
     c.accumulate(0, std::move(dx));
   });
 }

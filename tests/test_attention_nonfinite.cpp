@@ -182,6 +182,96 @@ TEST_CASE("a NaN key poisons exactly the rows that see it on every path", "[atte
     }
 }
 
+namespace {
+
+// Where a NaN key's gradient may reach: rows of the poisoned kv head that see the key
+// (their weights are NaN), and the keys and values those rows see.
+struct KeyPoison {
+  std::size_t b, j, kv, column;
+};
+
+bool row_sees_poison(const Case& c, const KeyPoison& p, std::size_t b, std::size_t r,
+                     std::size_t h) {
+  return b == p.b && h / (c.H / c.KV) == p.kv && sees(c, r, p.j);
+}
+
+bool key_seen_by_poisoned_row(const Case& c, const KeyPoison& p, std::size_t b, std::size_t j,
+                              std::size_t kv) {
+  if (b != p.b || kv != p.kv) return false;
+  for (std::size_t r = 0; r < c.Tq; ++r)
+    if (sees(c, r, p.j) && sees(c, r, j)) return true;
+  return false;
+}
+
+// Every element of head h's columns of row r equals the clean run's; `nan_column` (if
+// < width) must be NaN instead.
+template <class T>
+void check_row_except(const Array<T>& got, const Array<T>& clean, std::size_t b, std::size_t r,
+                      std::size_t h, std::size_t width, std::size_t nan_column) {
+  for (std::size_t c = 0; c < width; ++c) {
+    const T x = at(got, b, r, h, c, width), want = at(clean, b, r, h, c, width);
+    INFO("[" << b << ", " << r << ", head " << h << ", " << c << "] = " << x << ", clean " << want);
+    if (c == nan_column)
+      CHECK(std::isnan(x));
+    else
+      CHECK(double(x) == Approx(double(want)).epsilon(1e-5).margin(1e-6));
+  }
+}
+
+}  // namespace
+
+// A masked score's gradient is exactly 0 and never multiplies the key it hides: the query
+// gradient of a row that does not see the NaN key is the clean one. Head widths 4 and 16
+// take both products (BLAS and the small-K kernel with its causal triangle); 40 rows span
+// two row blocks of the banded code, 150 keys two key blocks of flash.
+TEMPLATE_TEST_CASE("a NaN key leaves the gradients of the rows that do not see it unchanged",
+                   "[attention][nonfinite]", float, double) {
+  using T = TestType;
+  const Case cases[] = {
+      {"square causal", 2, 2, 7, 7, true, 0},       {"square causal 40", 2, 2, 40, 40, true, 0},
+      {"square full", 2, 2, 7, 7, false, 0},        {"gqa causal 40", 4, 2, 40, 40, true, 0},
+      {"gqa window 3", 4, 2, 7, 7, true, 3},        {"gqa window 5 of 40", 4, 2, 40, 40, true, 5},
+      {"gqa Tq < Tk", 4, 2, 5, 9, true, 0},         {"mha window 9 of 150", 2, 2, 150, 150, true, 9},
+      {"gqa causal 150", 4, 2, 150, 150, true, 0},
+  };
+  for (const std::size_t width : {std::size_t(4), std::size_t(16)})
+    for (const Case& c : cases)
+      for (const AttentionPath path : kPaths) {
+        INFO(c.name << ", head width " << width << ", " << path_name(path));
+        const Array<T> q0 = randn_array<T>({B, c.Tq, c.H * width}, 41);
+        const Array<T> k0 = randn_array<T>({B, c.Tk, c.KV * width}, 42);
+        const Array<T> v0 = randn_array<T>({B, c.Tk, c.KV * dv}, 43);
+        const Array<T> g = randn_array<T>({B, c.Tq, c.H * dv}, 44);
+        // a key in the middle: rows before it (causal) or past its window never see it
+        const KeyPoison p{0, c.Tk / 2, c.KV - 1, 2};
+        Array<T> k = k0;
+        at(k, p.b, p.j, p.kv, p.column, width) = std::numeric_limits<T>::quiet_NaN();
+        AttentionSpec spec = spec_of(c);
+        spec.head_dim = width;
+        const Results<T> clean = run(path, q0, k0, v0, spec, g);
+        const Results<T> got = run(path, q0, k, v0, spec, g);
+        for (std::size_t b = 0; b < B; ++b)
+          for (std::size_t r = 0; r < c.Tq; ++r)
+            for (std::size_t h = 0; h < c.H; ++h) {
+              if (row_sees_poison(c, p, b, r, h)) continue;
+              check_row(got.out, clean.out, b, r, h, dv, false);
+              // the composed path multiplies the masked scores' zero gradients by every key
+              // (a generic matmul knows no mask): NaN in the poisoned column only
+              const bool same_kv = b == p.b && h / (c.H / c.KV) == p.kv;
+              const std::size_t nan_column =
+                  path == AttentionPath::composed && same_kv ? p.column : width;
+              check_row_except(got.dq, clean.dq, b, r, h, width, nan_column);
+            }
+        for (std::size_t b = 0; b < B; ++b)
+          for (std::size_t j = 0; j < c.Tk; ++j)
+            for (std::size_t kv = 0; kv < c.KV; ++kv)
+              if (!key_seen_by_poisoned_row(c, p, b, j, kv)) {
+                check_row(got.dk, clean.dk, b, j, kv, width, false);
+                check_row(got.dv, clean.dv, b, j, kv, dv, false);
+              }
+      }
+}
+
 TEST_CASE("decode: a NaN or infinite query or a NaN visible key gives NaN, an unseen one nothing",
           "[attention][nonfinite][kv_cache]") {
   using T = double;

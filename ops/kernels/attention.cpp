@@ -1,9 +1,13 @@
 #include "ops/kernels/attention.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "ops/kernels/attention_band.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/parallel.hpp"
 #include "ops/kernels/rowwise.hpp"
@@ -55,8 +59,9 @@ void square_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
       }
       // weights below kTinyWeight as 0: ALiBi makes far keys' weights subnormal
       softmax_rows_inplace(wbh + i0 * Tn, rows, Tn, lengths, modified ? kTinyWeight<T> : T(0));
+      // the keys after the row's own 0 (the -inf padding too: a NaN row gives NaN there)
       for (std::size_t r = 0; r < rows; ++r)
-        std::fill(wbh + (i0 + r) * Tn + lengths[r], wbh + (i0 + r + 1) * Tn, T(0));
+        std::fill(wbh + (i0 + r) * Tn + L.hi(i0 + r), wbh + (i0 + r + 1) * Tn, T(0));
     }
   });
 }
@@ -99,9 +104,9 @@ void square_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
       softmax_backward_row(wbh + i * Tn, dwbh + i * Tn, ds.data() + i * Tn, Tn, scale);
     // ds is zero wherever w is (causal: above the diagonal)
     if (L.softcap > 0) scale_by_softcap_grad(L, q + off, k + off, scale, ds.data());
-    // dq_bh = ds @ k_bh: (T, T) @ (T, dh)
-    if (dq) gemm_strided<T>(false, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, k + off, D, T(0),
-                            dq + off, D, causal ? Triangle::a_lower : Triangle::none);
+    // dq_bh = ds @ k_bh: (T, T) @ (T, dh), each row over the keys it sees
+    if (dq) visible_keys_product<T>(L, 0, Tn, 0, Tn, L.dh, T(1), ds.data(), Tn, k + off, D, T(0),
+                                    dq + off, D, causal ? Triangle::a_lower : Triangle::none);
     // dk_bh = ds^T @ q_bh: (T, T)^T @ (T, dh)
     if (dk) gemm_strided<T>(true, false, Tn, L.dh, Tn, T(1), ds.data(), Tn, q + off, D, T(0),
                             dk + off, D, causal ? Triangle::a_upper : Triangle::none);
@@ -196,9 +201,10 @@ void banded_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale
       }
       // weights below kTinyWeight as 0: ALiBi makes far keys' weights subnormal
       softmax_rows_inplace(wb + klo, rows, Tk, lengths, kTinyWeight<T>);
+      // every key outside the row's own band 0 (its -inf keys too: a NaN row gives NaN there)
       for (std::size_t r = 0; r < rows; ++r) {
-        std::fill(wb + r * Tk, wb + r * Tk + klo, T(0));
-        std::fill(wb + r * Tk + khi, wb + (r + 1) * Tk, T(0));
+        std::fill(wb + r * Tk, wb + r * Tk + L.lo(r0 + r), T(0));
+        std::fill(wb + r * Tk + L.hi(r0 + r), wb + (r + 1) * Tk, T(0));
       }
     });
   });
@@ -251,10 +257,10 @@ void banded_weights_backward(const HeadLayout& L, const T* q, const T* k, const 
             L.scale_grad_by_softcap_from_scores(raw.data() + r * n, ds.data() + r * n, klo,
                                                 L.lo(r0 + r), L.hi(r0 + r));
         }
-        // dq_bh[r0:] = ds @ k_kv[klo:khi]: (rows, n) @ (n, dh)
+        // dq_bh[r0:] = ds @ k_kv[klo:khi]: (rows, n) @ (n, dh), each row over the keys it sees
         if (dqbh)
-          gemm_strided<T>(false, false, rows, L.dh, n, T(1), ds.data(), n, kb + klo * kld, kld,
-                          T(0), dqbh + r0 * qld, qld);
+          visible_keys_product<T>(L, r0, rows, klo, n, L.dh, T(1), ds.data(), n, kb + klo * kld,
+                                  kld, T(0), dqbh + r0 * qld, qld);
         // dk_kv[klo:khi] += ds^T @ q_bh[r0:]: (n, rows) @ (rows, dh)
         if (dkb)
           gemm_strided<T>(true, false, n, L.dh, rows, T(1), ds.data(), n, qbh + r0 * qld, qld,
@@ -310,7 +316,45 @@ void banded_mix_backward(const HeadLayout& L, const T* w, const T* v, const T* d
   });
 }
 
+// Whether the (rows, width) block at p (row stride ld) holds only finite numbers: a test
+// of the exponent bits, which vectorizes (a floating-point sum would not be reordered).
+template <class T>
+bool all_finite(const T* p, std::size_t rows, std::size_t width, std::size_t ld) {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  constexpr Bits exponent = sizeof(T) == 4 ? Bits(0x7f800000u) : Bits(0x7ff0000000000000ull);
+  Bits nonfinite = 0;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < width; ++c) {
+      Bits b;
+      std::memcpy(&b, p + r * ld + c, sizeof b);
+      nonfinite |= Bits((b & exponent) == exponent);
+    }
+  return nonfinite == 0;
+}
+
 }  // namespace
+
+template <class T>
+void visible_keys_product(const AttentionRule& rule, std::size_t r0, std::size_t rows,
+                          std::size_t j0, std::size_t n, std::size_t dh, T alpha, const T* ds,
+                          std::size_t ldds, const T* k, std::size_t ldk, T beta, T* dq,
+                          std::size_t lddq, Triangle structure) {
+  // finite keys: the zeros of ds contribute exact zeros, so one product over all of them
+  if (all_finite(k, n, dh, ldk))
+    return gemm_strided<T>(false, false, rows, dh, n, alpha, ds, ldds, k, ldk, beta, dq, lddq,
+                           structure);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::size_t a = std::max(rule.lo(r0 + r), j0), e = std::min(rule.hi(r0 + r), j0 + n);
+    T* out = dq + r * lddq;
+    if (a >= e) {  // no key of this range: an empty sum
+      if (beta == T(0)) std::fill(out, out + dh, T(0));
+      continue;
+    }
+    // dq[r] (1, dh) (+)= alpha * ds[r, a:e] (1, e - a) @ k[a:e] (e - a, dh)
+    gemm_strided<T>(false, false, 1, dh, e - a, alpha, ds + r * ldds + (a - j0), ldds,
+                    k + (a - j0) * ldk, ldk, beta, out, lddq);
+  }
+}
 
 template <class T>
 void attention_weights_forward(const HeadLayout& L, const T* q, const T* k, T scale, T* w) {
@@ -339,6 +383,10 @@ void attention_mix_backward(const HeadLayout& L, const T* w, const T* v, const T
 }
 
 #define TAPEGRAD_INSTANTIATE(T)                                                              \
+  template void visible_keys_product(const AttentionRule&, std::size_t, std::size_t,         \
+                                     std::size_t, std::size_t, std::size_t, T, const T*,     \
+                                     std::size_t, const T*, std::size_t, T, T*, std::size_t, \
+                                     Triangle);                                              \
   template void attention_weights_forward(const HeadLayout&, const T*, const T*, T, T*);     \
   template void attention_weights_backward(const HeadLayout&, const T*, const T*, const T*,  \
                                            const T*, T, T*, T*);                             \

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/kernels/attention_band.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/parallel.hpp"
 #include "ops/kernels/rowwise.hpp"
@@ -217,15 +218,17 @@ void block_probs(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g, s
                     hd.v + j0 * L.v_ld(), L.v_ld(), T(0), ds, n);
   else
     std::fill(ds, ds + rows * n, T(0));
+  // exactly 0 on the keys a row does not see (its D may be NaN: never 0 * NaN there)
   for (std::size_t r = 0; r < rows; ++r) {
     const T D = g.D[r0 + r];
-    for (std::size_t j = 0; j < n; ++j)
-      ds[r * n + j] = unless_tiny(p[r * n + j] * (ds[r * n + j] - D));
-    if (L.softcap > 0) {
-      const Range vis = visible(L, r0 + r, j0, n);
-      L.scale_grad_by_softcap(capped.data() + r * n, ds + r * n, j0, j0 + vis.begin,
-                              j0 + vis.end);
-    }
+    const Range vis = visible(L, r0 + r, j0, n);
+    T* dsr = ds + r * n;
+    std::fill(dsr, dsr + vis.begin, T(0));
+    for (std::size_t j = vis.begin; j < vis.end; ++j)
+      dsr[j] = unless_tiny(p[r * n + j] * (dsr[j] - D));
+    std::fill(dsr + vis.end, dsr + n, T(0));
+    if (L.softcap > 0)
+      L.scale_grad_by_softcap(capped.data() + r * n, dsr, j0, j0 + vis.begin, j0 + vis.end);
   }
 }
 
@@ -283,10 +286,10 @@ void pair_backward(const HeadLayout& L, const Head<T>& hd, const HeadGrad<T>& g,
   if (out.dk && L.dh)
     gemm_strided<T>(true, false, m, L.dh, rows, scale, ds.data(), m, hd.q + r0 * L.q_ld(),
                     L.q_ld(), T(1), out.dk + off * L.k_ld(), L.k_ld());
-  // dq[r0:] (rows, dh) += scale * ds (rows, m) @ k[a:a+m] (m, dh)
+  // dq[r0:] (rows, dh) += scale * ds (rows, m) @ k[a:a+m] (m, dh), each row over the keys it sees
   if (out.dq && L.dh)
-    gemm_strided<T>(false, false, rows, L.dh, m, scale, ds.data(), m, hd.k + a * L.k_ld(),
-                    L.k_ld(), T(1), out.dq, L.q_ld());
+    visible_keys_product<T>(L, r0, rows, a, m, L.dh, scale, ds.data(), m, hd.k + a * L.k_ld(),
+                            L.k_ld(), T(1), out.dq, L.q_ld());
 }
 
 // The gradients' memory at batch item b: dk and dv of kv head kv, dq of query head h, each

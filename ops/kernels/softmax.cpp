@@ -24,10 +24,15 @@ void softmax_forward(const RowLayout& r, const T* x, const std::uint8_t* mask,
         row[k] = allowed ? x[o * L + k] : neg_inf;
         any_allowed |= allowed;
       }
-      if (any_allowed)
-        softmax_row_inplace(row, L);
-      else
+      if (!any_allowed) {
         std::fill(row, row + L, T(0));
+        continue;
+      }
+      softmax_row_inplace(row, L);
+      // a masked key's weight is exactly 0, also in a row whose scores hold a NaN
+      if (mask)
+        for (std::size_t k = 0; k < L; ++k)
+          if (mask[(o * L + k) % mask_period] == 0) row[k] = T(0);
     }
     return;
   }
@@ -56,7 +61,8 @@ void softmax_forward(const RowLayout& r, const T* x, const std::uint8_t* mask,
         sum += e;
       }
       const T inv = T(1) / sum;
-      for (std::size_t k = 0; k < L; ++k) y[base + k * I] *= inv;
+      for (std::size_t k = 0; k < L; ++k)
+        if (allowed(k)) y[base + k * I] *= inv;  // masked: exactly 0, whatever inv is
     }
   }
 }

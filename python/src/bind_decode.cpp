@@ -40,24 +40,17 @@ PyTensor on_q_k(const char* op, const PyTensor& q, const PyTensor& k, F&& f) {
 }
 
 void bind_attention_parts(py::module_& m) {
-  m.def("attention_weights", [](const PyTensor& q, const PyTensor& k, const py::object& heads,
-                                std::size_t kv_heads, std::size_t head_dim,
-                                std::optional<double> scale, bool causal, std::size_t window,
-                                const std::string& bias, double softcap) {
-    const AttentionSpec spec = spec_of("attention_weights", heads, kv_heads, head_dim, scale, causal,
-                                       window, bias, softcap);
+  m.def("attention_weights", [](const PyTensor& q, const PyTensor& k, TAPEGRAD_SPEC_PARAMS) {
+    const AttentionSpec spec = spec_of("attention_weights", TAPEGRAD_SPEC_VALUES);
     return on_q_k("attention_weights", q, k, [&](const auto& Q, const auto& K) {
       return attention_weights(Q, K, check_attention_spec("attention_weights", Q.shape(), K.shape(),
                                                           K.shape(), spec));
     });
   }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
   "q (B,Tq,heads*hd), k (B,Tk,kv_heads*hd) -> softmax weights (B,heads,Tq,Tk), 0 where masked");
-  m.def("attention_mix", [](const PyTensor& weights, const PyTensor& v, const py::object& heads,
-                            std::size_t kv_heads, std::size_t head_dim, std::optional<double> scale,
-                            bool causal, std::size_t window, const std::string& bias, double softcap) {
+  m.def("attention_mix", [](const PyTensor& weights, const PyTensor& v, TAPEGRAD_SPEC_PARAMS) {
     check_same_dtype("attention_mix", weights, v);
-    const AttentionSpec spec = spec_of("attention_mix", heads, kv_heads, head_dim, scale, causal,
-                                       window, bias, softcap);
+    const AttentionSpec spec = spec_of("attention_mix", TAPEGRAD_SPEC_VALUES);
     return std::visit([&](const auto& W) {
       using T = element_t<decltype(W)>;
       const Tensor<T>& V = v.get<T>();
@@ -75,24 +68,17 @@ void bind_attention_parts(py::module_& m) {
     }, weights.v);
   }, py::arg("weights"), py::arg("v"), TAPEGRAD_SPEC_ARGS,
   "weights (B,heads,Tq,Tk) from attention_weights, v (B,Tk,kv_heads*dv) -> (B,Tq,heads*dv)");
-  m.def("attention_scores", [](const PyTensor& q, const PyTensor& k, const py::object& heads,
-                               std::size_t kv_heads, std::size_t head_dim,
-                               std::optional<double> scale, bool causal, std::size_t window,
-                               const std::string& bias, double softcap) {
-    const AttentionSpec spec = spec_of("attention_scores", heads, kv_heads, head_dim, scale, causal,
-                                       window, bias, softcap);
+  m.def("attention_scores", [](const PyTensor& q, const PyTensor& k, TAPEGRAD_SPEC_PARAMS) {
+    const AttentionSpec spec = spec_of("attention_scores", TAPEGRAD_SPEC_VALUES);
     return on_q_k("attention_scores", q, k,
                   [&](const auto& Q, const auto& K) { return attention_scores(Q, K, spec); });
   }, py::arg("q"), py::arg("k"), TAPEGRAD_SPEC_ARGS,
   "scale * q.k (B,heads,Tq,Tk), -inf where masked: what the softmax sees; a constant");
   m.def("flash_attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v,
-                              const py::object& heads, std::size_t kv_heads, std::size_t head_dim,
-                              std::optional<double> scale, bool causal, std::size_t window,
-                              const std::string& bias, double softcap) {
+                              TAPEGRAD_SPEC_PARAMS) {
     check_same_dtype("flash_attention", q, k);
     check_same_dtype("flash_attention", q, v);
-    const AttentionSpec spec = spec_of("flash_attention", heads, kv_heads, head_dim, scale, causal,
-                                       window, bias, softcap);
+    const AttentionSpec spec = spec_of("flash_attention", TAPEGRAD_SPEC_VALUES);
     return std::visit([&](const auto& Q) {
       using T = element_t<decltype(Q)>;
       const Tensor<T>&K = k.get<T>(), &V = v.get<T>();
@@ -139,12 +125,8 @@ void bind_cache(py::module_& nn, py::module_& m, const std::string& suffix) {
         return s[i];
       }, py::return_value_policy::reference_internal)
       .def("reset", &Set::reset);
-  m.def("attention_decode", [](const PyTensor& q, const Cache& cache, const py::object& heads,
-                               std::size_t kv_heads, std::size_t head_dim,
-                               std::optional<double> scale, bool causal, std::size_t window,
-                               const std::string& bias, double softcap) {
-    const AttentionSpec spec = spec_of("attention_decode", heads, kv_heads, head_dim, scale, causal,
-                                       window, bias, softcap, true);
+  m.def("attention_decode", [](const PyTensor& q, const Cache& cache, TAPEGRAD_SPEC_PARAMS) {
+    const AttentionSpec spec = spec_of("attention_decode", TAPEGRAD_SPEC_VALUES, true);
     return PyTensor(cache.decode(for_cache<T>("attention_decode", q), spec));
   }, py::arg("q"), py::arg("cache"), TAPEGRAD_SPEC_ARGS_CAUSAL(true),
   "q (B,1,heads*hd), the newest held position's query -> (B,1,heads*dv) over the cache");

@@ -54,6 +54,9 @@ void bind_elementwise(py::module_& m) {
   m.def("pow", [](const PyTensor& a, double e) {
     return unary(a, TAPEGRAD_CALL(pow(x, element_t<decltype(x)>(e))));
   }, py::arg("a"), py::arg("exponent"));
+  m.def("softcap", [](const PyTensor& a, double c) {
+    return unary(a, TAPEGRAD_CALL(tapegrad::softcap(x, c)));
+  }, py::arg("a"), py::arg("c"), "c * tanh(a / c): every value kept inside (-c, c)");
 }
 
 std::vector<long> axes_of(const py::object& axis) {
@@ -151,13 +154,11 @@ void bind_attention(py::module_& m) {
   }, py::arg("Q"), py::arg("K"), py::arg("V"), py::arg("mask") = py::none(),
   py::arg("scale") = py::none(), "-> (out, weights); scale defaults to 1/sqrt(d_k)");
   m.def("attention", [](const PyTensor& q, const PyTensor& k, const PyTensor& v,
-                        const py::object& heads, std::size_t kv_heads, std::size_t head_dim,
-                        std::optional<double> scale, bool causal, std::size_t window,
-                        const std::string& bias, double softcap, const std::string& path) {
+                        TAPEGRAD_SPEC_PARAMS, const std::string& path) {
     check_same_dtype("attention", q, k);
     check_same_dtype("attention", q, v);
     const AttentionSpec spec =
-        spec_of("attention", heads, kv_heads, head_dim, scale, causal, window, bias, softcap);
+        spec_of("attention", TAPEGRAD_SPEC_VALUES);
     const AttentionPath p = attention_path_of("attention", path);
     return std::visit([&](const auto& Q) {
       using T = element_t<decltype(Q)>;
@@ -169,23 +170,36 @@ void bind_attention(py::module_& m) {
     for (const PyTensor* w : ws) check_same_dtype("multi_head_attention", x, *w);
   };
   m.def("multi_head_attention", [mha_inputs](const PyTensor& x, const PyTensor& wq, const PyTensor& wk,
-                                             const PyTensor& wv, const PyTensor& wo, std::size_t heads,
-                                             bool causal) {
+                                             const PyTensor& wv, const PyTensor& wo,
+                                             const py::object& heads, bool causal) {
     mha_inputs(x, {&wq, &wk, &wv, &wo});
+    AttentionSpec keywords;
+    keywords.causal = causal;
+    const AttentionSpec spec = spec_with("multi_head_attention", heads, keywords);
+    const bool by_heads = !py::isinstance<AttentionSpec>(heads);  // (D, D) weights
     return unary(x, [&](const auto& X) {
       using T = element_t<decltype(X)>;
-      return multi_head_attention(X, wq.get<T>(), wk.get<T>(), wv.get<T>(), wo.get<T>(), heads, causal);
+      const Tensor<T>&Q = wq.get<T>(), &K = wk.get<T>(), &V = wv.get<T>(), &O = wo.get<T>();
+      return by_heads ? multi_head_attention(X, Q, K, V, O, spec.heads, spec.causal)
+                      : multi_head_attention(X, Q, K, V, O, spec);
     });
   }, py::arg("x"), py::arg("Wq"), py::arg("Wk"), py::arg("Wv"), py::arg("Wo"), py::arg("heads"),
   py::arg("causal") = false);
   m.def("multi_head_attention_with_weights", [mha_inputs](const PyTensor& x, const PyTensor& wq,
-        const PyTensor& wk, const PyTensor& wv, const PyTensor& wo, std::size_t heads, bool causal,
-        std::optional<double> scale, bool fused) {
+        const PyTensor& wk, const PyTensor& wv, const PyTensor& wo, const py::object& heads,
+        bool causal, std::optional<double> scale, bool fused) {
     mha_inputs(x, {&wq, &wk, &wv, &wo});
+    AttentionSpec keywords;
+    keywords.causal = causal;
+    keywords.scale = scale;
+    const AttentionSpec spec = spec_with("multi_head_attention_with_weights", heads, keywords);
     return std::visit([&](const auto& X) {
       using T = element_t<decltype(X)>;
+      const Tensor<T>&Q = wq.get<T>(), &K = wk.get<T>(), &V = wv.get<T>(), &O = wo.get<T>();
+      if (py::isinstance<AttentionSpec>(heads))
+        return result_tuple(multi_head_attention_with_weights(X, Q, K, V, O, spec, fused));
       return result_tuple(multi_head_attention_with_weights(
-          X, wq.get<T>(), wk.get<T>(), wv.get<T>(), wo.get<T>(), heads, {causal, scale, fused}));
+          X, Q, K, V, O, spec.heads, MultiHeadOptions{spec.causal, spec.scale, fused}));
     }, x.v);
   }, py::arg("x"), py::arg("Wq"), py::arg("Wk"), py::arg("Wv"), py::arg("Wo"), py::arg("heads"),
   py::arg("causal") = false, py::arg("scale") = py::none(), py::arg("fused") = true);

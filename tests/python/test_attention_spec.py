@@ -83,3 +83,31 @@ def test_the_model_options_reach_python():
     model = nn.Transformer(cfg)
     logits = model(np.arange(8, dtype=np.int64).reshape(1, 8)).numpy()
     assert np.all(np.abs(logits) < 10.0)  # the final soft-cap bounds every logit
+
+
+def test_multi_head_attention_takes_a_spec(rng):
+    B, T, D, H, KV, dh = 2, 6, 8, 4, 2, 2
+    x = rng.standard_normal((B, T, D))
+    Wq, Wo = rng.standard_normal((D, H * dh)), rng.standard_normal((H * dh, D))
+    Wk, Wv = rng.standard_normal((D, KV * dh)), rng.standard_normal((D, KV * dh))
+    W = [tg.tensor(w) for w in (Wq, Wk, Wv, Wo)]
+    spec = tg.AttentionSpec(H, kv_heads=KV, causal=True, window=3, bias="alibi", softcap=2.0)
+    got = tg.multi_head_attention(tg.tensor(x), *W, spec).numpy()
+    # the same spec by attention() on the projections, then Wo
+    out, _ = tg.attention(tg.tensor(x @ Wq), tg.tensor(x @ Wk), tg.tensor(x @ Wv), spec)
+    np.testing.assert_allclose(got, out.numpy() @ Wo, rtol=1e-12, atol=1e-12)
+    # an integer heads and causal, as before, is the spec of those two
+    Wsq = [tg.tensor(rng.standard_normal((D, D))) for _ in range(4)]
+    np.testing.assert_array_equal(
+        tg.multi_head_attention(tg.tensor(x), *Wsq, heads=2, causal=True).numpy(),
+        tg.multi_head_attention(tg.tensor(x), *Wsq, tg.AttentionSpec(2, causal=True)).numpy())
+    with pytest.raises(TypeError, match="not both"):
+        tg.multi_head_attention(tg.tensor(x), *Wsq, tg.AttentionSpec(2), causal=True)
+
+
+def test_softcap_is_c_tanh_x_over_c(rng):
+    x = rng.standard_normal((3, 4)) * 5
+    np.testing.assert_allclose(tg.softcap(tg.tensor(x), 2.0).numpy(), 2.0 * np.tanh(x / 2.0),
+                               rtol=1e-14, atol=1e-14)
+    with pytest.raises(tg.ShapeError, match="softcap: c must be in"):
+        tg.softcap(tg.tensor(x), 0.0)
