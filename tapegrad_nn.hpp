@@ -6,7 +6,7 @@
 #include "tapegrad.hpp"
 
 #include "nn/block.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/generation.hpp"
 #include "nn/hooks.hpp"
@@ -15,7 +15,7 @@
 #include "nn/kv_cache.hpp"
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 #include "nn/optim.hpp"
 #include "nn/sampling.hpp"
 #include "nn/schedule.hpp"

@@ -10,9 +10,9 @@
 #include "ops/attention.hpp"
 #include "nn/config.hpp"
 #include "nn/kv_cache.hpp"
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 #include "nn/optim.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "tapegrad.hpp"
 
@@ -199,8 +199,8 @@ Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
 // ------------------------------------------------------------ TOY-GPT training step
 
 // One step = zero_grad, forward + cross-entropy, backward, AdamW, as a training loop runs.
-TinyGPTConfig toygpt_config(const bench::ToyGptShape& g) {
-  TinyGPTConfig c;
+TransformerConfig toygpt_config(const bench::ToyGptShape& g) {
+  TransformerConfig c;
   c.vocab = g.vocab;
   c.context = g.context;
   c.d_model = g.d_model;
@@ -225,7 +225,7 @@ AdamWOptions adamw_options(const bench::ToyGptShape& g) {
 
 Result run_toygpt(const Args& a) {
   const bench::ToyGptShape g;
-  TinyGPT<float> model(toygpt_config(g));
+  Transformer<float> model(toygpt_config(g));
   AdamW<float> opt(model.parameters(), adamw_options(g));
 
   const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
@@ -664,11 +664,11 @@ std::vector<NpzEntry> mha_reference(const bench::MhaWorkload& w) {
   return e;
 }
 
-// The batch (B, T+1), TinyGPT's initial parameters ("param.<name>", Linear weights (in, out)),
+// The batch (B, T+1), Transformer's initial parameters ("param.<name>", Linear weights (in, out)),
 // and the first step's loss and gradients ("grad.<name>") on the whole batch.
 std::vector<NpzEntry> toygpt_reference() {
   const bench::ToyGptShape g;
-  TinyGPT<float> model(toygpt_config(g));
+  Transformer<float> model(toygpt_config(g));
   const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
   std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.batch, g.context + 1}, seq)};
   for (const auto& p : model.named_parameters())

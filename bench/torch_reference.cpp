@@ -194,8 +194,8 @@ Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
 
 // ------------------------------------------------------------ TOY-GPT training step
 
-// TinyGPT written out as a PyTorch user would, with the same structure as tapegrad's
-// nn::TinyGPT: token + learned positional embedding, `layers` pre-norm blocks
+// Transformer written out as a PyTorch user would, with the same structure as tapegrad's
+// nn::Transformer: token + learned positional embedding, `layers` pre-norm blocks
 // x + mha(ln1(x)), x + proj(gelu_tanh(fc(ln2(x)))), final LayerNorm, untied bias-free
 // head. Linear layers are F.linear with nn.Linear's (out, in) weights; attention is the
 // textbook mha() above with (D, D) weights and no biases, as tapegrad's. GPT-2 init:

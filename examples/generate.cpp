@@ -39,8 +39,8 @@
 #include "examples/common/run_options.hpp"
 #include "examples/common/text_prompt.hpp"
 #include "tasks/tasks.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/file_io.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/file_io.hpp"
 #include "nn/generation.hpp"
 #include "ops/threads.hpp"
 
@@ -77,7 +77,7 @@ struct Settings {
 
 // What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
 struct Loaded {
-  TinyGPT<float> model;
+  Transformer<float> model;
   std::string task;                 // "text", "sort", ...; empty: plain token ids
   std::optional<TextCoder> coder;   // text models: their characters or BPE tokenizer
 };
@@ -204,7 +204,7 @@ Codec make_codec(const Loaded& l, const std::string& task_name, const std::strin
   return c;
 }
 
-GenerateOptions options_from(const Settings& s, const Codec& codec, const TinyGPT<float>& model) {
+GenerateOptions options_from(const Settings& s, const Codec& codec, const Transformer<float>& model) {
   GenerateOptions o;
   o.max_new_tokens = s.max_new_tokens.value_or(codec.default_new_tokens);
   o.sampling.temperature = s.temperature.value_or(codec.greedy_default ? 0.0 : 1.0);
@@ -258,7 +258,7 @@ void print_summary(const GenerateResult& r, const TransformerConfig& c, const Ge
 
 // --patterns DIR: the attention patterns of the prompt and the new tokens (the last
 // `context` of them), one SVG per layer, layer<l>.svg.
-void write_patterns(const std::string& dir, TinyGPT<float>& model, const Codec& codec,
+void write_patterns(const std::string& dir, Transformer<float>& model, const Codec& codec,
                     const std::vector<std::int64_t>& generated) {
   std::vector<std::int64_t> tokens = codec.prompt;
   tokens.insert(tokens.end(), generated.begin(), generated.end());

@@ -16,16 +16,16 @@
 
 #include <xtensor/xnpy.hpp>
 
-#include "nn/npz.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/io/npz.hpp"
+#include "nn/transformer.hpp"
 
 namespace tapegrad::fuzz {
 
 enum : std::uint8_t { kAsDouble = 1, kIntoExisting = 2 };
 
 // The architecture of fuzz/corpus/checkpoint/tiny.npz (and of the existing model).
-inline TinyGPTConfig existing_config() {
-  TinyGPTConfig c;
+inline TransformerConfig existing_config() {
+  TransformerConfig c;
   c.vocab = 5;
   c.context = 4;
   c.d_model = 4;

@@ -1,11 +1,11 @@
-// libFuzzer target: the TinyGPT checkpoint loader (nn/checkpoint). load_checkpoint takes a
+// libFuzzer target: the Transformer checkpoint loader (nn/io/checkpoint). load_checkpoint takes a
 // path, so each input is written to a temporary file (in /dev/shm when there is one) and
 // loaded from there: read_checkpoint_config, load_checkpoint<T>(path) building a model
 // from the file's config, or load_checkpoint(path, model) into an existing one. The input
 // is a raw checkpoint file (starting with "PK") or the records format of
 // fuzz/checkpoint_records.hpp, which reaches the config and parameter checks without
 // having to keep zip CRCs intact. A file whose model loads also has its training state
-// (nn/training_state: AdamW's moments, generator states, the step and the loss curve)
+// (nn/io/training_state: AdamW's moments, generator states, the step and the loss curve)
 // read against that model when it holds one. Allowed outcomes: a load, NpzError or
 // CheckpointError.
 // A hostile config must not build a giant model (-malloc_limit_mb, -rss_limit_mb).
@@ -20,8 +20,8 @@
 
 #include "fuzz/checkpoint_records.hpp"
 #include "fuzz/round_trip.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/training_state.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/training_state.hpp"
 
 using namespace tapegrad;
 
@@ -44,15 +44,15 @@ struct TempFile {
 };
 
 template <class T>
-TinyGPT<T>& existing_model() {
-  static TinyGPT<T> model(fuzz::existing_config());
+Transformer<T>& existing_model() {
+  static Transformer<T> model(fuzz::existing_config());
   return model;
 }
 
 // What a training state that loaded must satisfy: a loss and a rate per step done, and
 // moments that AdamW accepts.
 template <class T>
-void check_training_state(const std::string& path, const TinyGPT<T>& model) {
+void check_training_state(const std::string& path, const Transformer<T>& model) {
   const std::vector<NpzEntry> entries = load_npz(path);
   if (!holds_training_state(entries)) return;
   const TrainingState<T> s = training_state_from_entries<T>(entries, model, path);
@@ -65,14 +65,14 @@ void check_training_state(const std::string& path, const TinyGPT<T>& model) {
 template <class T>
 void load(const std::string& path, bool into_existing) {
   if (into_existing) {
-    TinyGPT<T>& model = existing_model<T>();
+    Transformer<T>& model = existing_model<T>();
     load_checkpoint(path, model);
     if (model.config().vocab != fuzz::existing_config().vocab)
       fuzz::violated("loading changed the existing model's architecture");
     check_training_state(path, model);
     return;
   }
-  TinyGPT<T> model = load_checkpoint<T>(path);
+  Transformer<T> model = load_checkpoint<T>(path);
   // what loaded must describe itself: its config validates and matches the file's
   model.config().validate();
   if (model.config() != read_checkpoint_config(path))

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "fuzz/round_trip.hpp"
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   tapegrad::NpzEntry entry;

@@ -5,7 +5,7 @@
 //   checkpoint/tiny_*.rec          the same entries in the records format, with each flag
 //   checkpoint/huge_config.rec     a config describing ~2^48 parameters (must be refused)
 //   checkpoint/truncated.npz       tiny.npz cut in half
-//   checkpoint/training.npz        tiny.npz plus a training state (nn/training_state) after
+//   checkpoint/training.npz        tiny.npz plus a training state (nn/io/training_state) after
 //                                  two AdamW steps
 //   checkpoint/training_*.rec      the same entries in the records format (flags 0 and 2)
 //   npz/tapegrad_*.npz             save_npz_bytes output, stored and deflated
@@ -18,8 +18,8 @@
 #include <xtensor/xnpy.hpp>
 
 #include "fuzz/checkpoint_records.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/training_state.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/training_state.hpp"
 
 using namespace tapegrad;
 
@@ -39,7 +39,7 @@ std::string slurp(const std::string& path) {
 }
 
 // The entries of a training checkpoint of `model` after two AdamW steps on fixed tokens.
-std::vector<NpzEntry> training_checkpoint(TinyGPT<float>& model) {
+std::vector<NpzEntry> training_checkpoint(Transformer<float>& model) {
   AdamW<float> opt(model.parameters());
   Indices tokens = Indices::from_shape({1, 4}), targets = Indices::from_shape({1, 4});
   for (std::size_t i = 0; i < 4; ++i) {
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  TinyGPT<float> model(fuzz::existing_config());
+  Transformer<float> model(fuzz::existing_config());
   save_checkpoint(dir + "/checkpoint/tiny.npz", model);
   const std::string tiny = slurp(dir + "/checkpoint/tiny.npz");
   write(dir + "/checkpoint/truncated.npz", tiny.substr(0, tiny.size() / 2));
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   for (std::uint8_t flags = 0; flags < 4; ++flags)
     write(dir + "/checkpoint/tiny_" + std::to_string(flags) + ".rec",
           fuzz::encode_records(flags, entries));
-  TinyGPT<float> trained(fuzz::existing_config());
+  Transformer<float> trained(fuzz::existing_config());
   const std::vector<NpzEntry> training = training_checkpoint(trained);
   write(dir + "/checkpoint/training.npz", save_npz_bytes(training));
   for (std::uint8_t flags : {0, 2})

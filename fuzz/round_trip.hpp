@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 
 namespace tapegrad::fuzz {
 

@@ -49,7 +49,7 @@ inline constexpr double kUnbounded = 1e300;
 // of an earlier format stands for (the model that was built before the field existed). The
 // format this build writes is the newest `since`, so a new field is a line here with
 // since = that format + 1 and old = the value that keeps older files' models unchanged
-// (nn/checkpoint.hpp has the rule; docs/ARCHITECTURE.md walks through it).
+// (nn/io/checkpoint.hpp has the rule; docs/ARCHITECTURE.md walks through it).
 #define TAPEGRAD_TRANSFORMER_FIELDS(X)                                                          \
   X(architecture, std::size_t, vocab, 0, 1, 1 << 24, 1, 0,                                      \
     "vocabulary size: tokens are ids in [0, vocab)")                                            \
@@ -174,7 +174,7 @@ inline constexpr int kNewestFieldFormat = std::max({TAPEGRAD_TRANSFORMER_FIELDS(
 // its format predates.
 TransformerConfig config_before_fields();
 
-// The 2017 transformer as GPT-2 built it (and as tapegrad's TinyGPT always was): the
+// The 2017 transformer as GPT-2 built it (and as tapegrad's Transformer always was): the
 // defaults above.
 TransformerConfig gpt2_preset();
 // RoPE (half, theta 10000), RMSNorm, SwiGLU without biases, grouped-query attention with

@@ -1,5 +1,5 @@
 #pragma once
-// The stateless building blocks of TinyGPT: Linear, Embedding, LayerNorm / RMSNorm and
+// The stateless building blocks of Transformer: Linear, Embedding, LayerNorm / RMSNorm and
 // the MLP. Each registers its parameters in a fixed order and draws them from the
 // Generator it is given, in that order.
 #include <cstddef>

@@ -1,14 +1,13 @@
 #pragma once
-// TinyGPT is the name tapegrad's model had while it could only be GPT-2: it is the
-// Transformer of nn/transformer.hpp, and TinyGPTConfig its TransformerConfig. The default
-// configuration (the gpt2 preset) is that model exactly, so code written for TinyGPT
-// keeps building and training the same model, bit for bit.
+// TinyGPT was the name of tapegrad's model while it could only be GPT-2; it is now
+// Transformer (nn/transformer.hpp). These aliases keep code written against the old name
+// building, with a deprecation warning; they go in the next release.
 #include "nn/transformer.hpp"
 
 namespace tapegrad {
 
-using TinyGPTConfig = TransformerConfig;
+using TinyGPTConfig [[deprecated("use TransformerConfig")]] = TransformerConfig;
 template <class T>
-using TinyGPT = Transformer<T>;
+using TinyGPT [[deprecated("use Transformer<T>")]] = Transformer<T>;
 
 }  // namespace tapegrad

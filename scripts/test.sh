@@ -13,7 +13,7 @@
 #      LeakSanitizer's included, fails the run;
 #   2b. ThreadSanitizer (TAPEGRAD_TSAN=ON, build-tsan/): the library and the [threads]
 #      tests (tapegrad_thread_tests), the threading contract of docs/RELIABILITY.md;
-#   3. tools/rss_growth: 1,000 TinyGPT training steps must not grow RSS by over 1 MiB;
+#   3. tools/rss_growth: 1,000 Transformer training steps must not grow RSS by over 1 MiB;
 #   4. fuzz/run.sh: build the libFuzzer targets with clang (build-fuzz/) and fuzz the npz,
 #      npy and checkpoint readers for TAPEGRAD_FUZZ_SECONDS each (default 20).
 # Each stage's wall time is printed at the end. TAPEGRAD_TEST_QUICK=1 runs step 1 only.

@@ -18,7 +18,7 @@ std::int64_t argmax(const float* row, std::size_t V) {
 
 }  // namespace
 
-EvalResult evaluate(TinyGPT<float>& model, const std::vector<Batch>& batches) {
+EvalResult evaluate(Transformer<float>& model, const std::vector<Batch>& batches) {
   return evaluate([&model](const Indices& tokens) { return model.forward(tokens); }, batches);
 }
 
@@ -102,7 +102,7 @@ HalfLosses half_losses(const RepeatTask& task, const Tensor<float>& logits, cons
   return sums.means();
 }
 
-HalfLosses evaluate_halves(TinyGPT<float>& model, const RepeatTask& task,
+HalfLosses evaluate_halves(Transformer<float>& model, const RepeatTask& task,
                            const std::vector<Batch>& batches) {
   NoGradGuard no_grad;
   HalfSums sums;
@@ -121,7 +121,7 @@ std::vector<Batch> batch_examples(const SequenceTask& task, const std::vector<Ex
   return out;
 }
 
-std::vector<std::vector<std::int64_t>> greedy_answers(TinyGPT<float>& model,
+std::vector<std::vector<std::int64_t>> greedy_answers(Transformer<float>& model,
                                                       const SequenceTask& task,
                                                       const std::vector<Example>& examples) {
   NoGradGuard no_grad;
@@ -154,7 +154,7 @@ std::int64_t sample_logits(const float* logits, std::size_t V, double temperatur
 
 // The generation engine with its KV cache (nn/generation.hpp); past the context the
 // sequence slides, as this sampler always did.
-std::vector<std::int64_t> sample(TinyGPT<float>& model, std::vector<std::int64_t> prompt,
+std::vector<std::int64_t> sample(Transformer<float>& model, std::vector<std::int64_t> prompt,
                                  const SampleOptions& options, Generator& gen) {
   GenerateOptions g;
   g.max_new_tokens = options.tokens;

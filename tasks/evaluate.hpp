@@ -1,5 +1,5 @@
 #pragma once
-// Evaluation, greedy decoding and sampling of a trained TinyGPT (no gradients recorded).
+// Evaluation, greedy decoding and sampling of a trained Transformer (no gradients recorded).
 //
 // Accuracy is teacher-forced: every position whose target is not kIgnore is predicted by
 // the argmax of its logits with the true prefix as input. A sequence counts as exact when
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tasks/tasks.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 
 namespace tapegrad::tasks {
 
@@ -25,7 +25,7 @@ struct EvalResult {
   std::size_t sequences = 0, tokens = 0;
 };
 
-EvalResult evaluate(TinyGPT<float>& model, const std::vector<Batch>& batches);
+EvalResult evaluate(Transformer<float>& model, const std::vector<Batch>& batches);
 // The same with the logits (B, T, V) of tokens (B, T) from any function: a run with hooks
 // (an ablated head, a patched activation), for instance.
 using LogitsFn = std::function<Tensor<float>(const Indices& tokens)>;
@@ -43,7 +43,7 @@ struct HalfLosses {
 // From logits (B, T, V) and the batch's targets (B, T).
 HalfLosses half_losses(const RepeatTask& task, const Tensor<float>& logits, const Indices& targets);
 // Over held-out batches of the repeat task, one forward pass each.
-HalfLosses evaluate_halves(TinyGPT<float>& model, const RepeatTask& task,
+HalfLosses evaluate_halves(Transformer<float>& model, const RepeatTask& task,
                            const std::vector<Batch>& batches);
 
 // The eval set of a sequence task in batches of at most `batch` examples.
@@ -51,7 +51,7 @@ std::vector<Batch> batch_examples(const SequenceTask& task, const std::vector<Ex
                                   std::size_t batch);
 
 // Greedy decoding of the answers: feed input + SEP, append the argmax, repeat.
-std::vector<std::vector<std::int64_t>> greedy_answers(TinyGPT<float>& model,
+std::vector<std::vector<std::int64_t>> greedy_answers(Transformer<float>& model,
                                                       const SequenceTask& task,
                                                       const std::vector<Example>& examples);
 
@@ -63,7 +63,7 @@ struct SampleOptions {
 
 // Continues `prompt` by `options.tokens` tokens through nn/generation's cached engine
 // (past the context it slides: AtContext::slide).
-std::vector<std::int64_t> sample(TinyGPT<float>& model, std::vector<std::int64_t> prompt,
+std::vector<std::int64_t> sample(Transformer<float>& model, std::vector<std::int64_t> prompt,
                                  const SampleOptions& options, Generator& gen);
 
 // Picks a token from logits (V) at `temperature` with nucleus `top_p` (exposed for tests).

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <xtensor/xadapt.hpp>
 
-#include "nn/file_io.hpp"
+#include "nn/io/file_io.hpp"
 #include "text/utf8.hpp"
 
 namespace tapegrad::tasks {

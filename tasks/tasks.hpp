@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "autograd/tensor.hpp"
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 #include "ops/embedding.hpp"  // Indices
 #include "tasks/text_coder.hpp"
 
 namespace tapegrad::tasks {
 
-// Checkpoint entries the trainer adds (under nn/checkpoint's config prefix, which
+// Checkpoint entries the trainer adds (under nn/io/checkpoint's config prefix, which
 // load_parameters tolerates): the task name as int64 bytes, and for a text model its
 // vocabulary: int64 code points for characters, or the BPE tokenizer's file (docs/TOKENIZER.md)
 // as int64 bytes. examples/generate reads them back.
@@ -240,7 +240,7 @@ class TextTask {
   // The file's characters as tokens: its distinct code points, sorted (invalid bytes read
   // as U+FFFD). Throws std::runtime_error if the file cannot be read, or is too short for
   // the context (it needs at least 10 * (context + 1) tokens); TextInputError if it is no
-  // regular file or larger than kMaxTextBytes (nn/file_io.hpp).
+  // regular file or larger than kMaxTextBytes (nn/io/file_io.hpp).
   static TextTask from_file(const std::string& path, std::size_t context);
   static TextTask from_string(const std::string& utf8, std::size_t context);
   // The text in `coder`'s tokens (a checkpoint's, for --resume; characters outside a

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes tests/fixtures/tinygpt/: a small TinyGPT's weights, a fixed batch, and what
+"""Writes tests/fixtures/tinygpt/: a small Transformer's weights, a fixed batch, and what
 PyTorch (float64) computes from them, for tests/test_tinygpt.cpp (as llm.c's
 test_gpt2 checks its C model against the PyTorch one).
 
@@ -29,7 +29,7 @@ ADAMW = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
 
 
 def parameter_shapes(norm="layer_norm"):
-    """Names and shapes in TinyGPT's registration order (nn/tinygpt.hpp)."""
+    """Names and shapes in Transformer's registration order (nn/tinygpt.hpp)."""
     def norm_params(prefix):
         out = [(prefix + ".weight", (D,))]
         if norm == "layer_norm":

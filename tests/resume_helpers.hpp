@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 #include "run_program.hpp"
 
 namespace tapegrad::test {

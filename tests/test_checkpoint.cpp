@@ -1,4 +1,4 @@
-// nn/checkpoint: round trips (bitwise values, equal config) and every way a file can fail
+// nn/io/checkpoint: round trips (bitwise values, equal config) and every way a file can fail
 // to fit: wrong shape, missing or unexpected name, wrong dtype, no config, truncated or
 // corrupted bytes. A failed load leaves the model untouched.
 #include <catch2/catch.hpp>
@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "helpers.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/npz.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/npz.hpp"
+#include "nn/transformer.hpp"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -39,8 +39,8 @@ struct TempDir {
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
 
-TinyGPTConfig config(std::uint64_t seed = 5) {
-  TinyGPTConfig c;
+TransformerConfig config(std::uint64_t seed = 5) {
+  TransformerConfig c;
   c.vocab = 9;
   c.context = 5;
   c.d_model = 8;
@@ -90,25 +90,25 @@ void require_error(const std::function<void()>& call, const std::vector<std::str
 
 TEST_CASE("checkpoint round trip restores every value bitwise and the config", "[checkpoint]") {
   TempDir dir;
-  TinyGPTConfig c = config(0xFFFFFFFFFFFFFFF0ull);  // a seed above 2^63 survives int64
+  TransformerConfig c = config(0xFFFFFFFFFFFFFFF0ull);  // a seed above 2^63 survives int64
   c.norm = NormKind::rms_norm;
   c.attention_scale = 1.0;
   c.attention_init = AttentionInit::variance_preserving;
-  TinyGPT<float> model(c);
+  Transformer<float> model(c);
   // values no initialiser would produce, including a -0 and a denormal
   model.parameter("head.weight").value()(0, 0) = -0.0f;
   model.parameter("head.weight").value()(0, 1) = 1e-40f;
   const std::string path = dir.file("model.npz");
   save_checkpoint(path, model);
 
-  TinyGPT<float> back = load_checkpoint<float>(path);
+  Transformer<float> back = load_checkpoint<float>(path);
   CHECK(back.config() == c);
   CHECK(same_parameters(model, back));
   CHECK(std::signbit(back.parameter("head.weight").value()(0, 0)));
 
-  TinyGPTConfig other = c;
+  TransformerConfig other = c;
   other.seed = 1;  // same architecture, different initial values
-  TinyGPT<float> into(other);
+  Transformer<float> into(other);
   CHECK_FALSE(same_parameters(model, into));
   load_checkpoint(path, into);
   CHECK(same_parameters(model, into));
@@ -123,9 +123,9 @@ TEST_CASE("checkpoint round trip restores every value bitwise and the config", "
 
 TEST_CASE("checkpoint round trip in double with the default attention scale", "[checkpoint]") {
   TempDir dir;
-  TinyGPT<double> model(config());
+  Transformer<double> model(config());
   save_checkpoint(dir.file("d.npz"), model);
-  TinyGPT<double> back = load_checkpoint<double>(dir.file("d.npz"));
+  Transformer<double> back = load_checkpoint<double>(dir.file("d.npz"));
   CHECK(back.config() == config());
   CHECK_FALSE(back.config().attention_scale.has_value());
   CHECK(same_parameters(model, back));
@@ -137,12 +137,12 @@ TEST_CASE("checkpoint round trip in double with the default attention scale", "[
 
 TEST_CASE("checkpoint rejects a wrong shape and a different architecture", "[checkpoint]") {
   TempDir dir;
-  TinyGPT<float> small(config());
+  Transformer<float> small(config());
   save_checkpoint(dir.file("small.npz"), small);
-  TinyGPTConfig wide_config = config();
+  TransformerConfig wide_config = config();
   wide_config.d_model = 16;
-  TinyGPT<float> wide(wide_config);
-  const TinyGPT<float> before = TinyGPT<float>(wide_config);
+  Transformer<float> wide(wide_config);
+  const Transformer<float> before = Transformer<float>(wide_config);
   require_error([&] { load_parameters(dir.file("small.npz"), wide); },
                 {"small.npz", "tok_emb.weight", "shape (9,8) in the file but (9,16)"});
   require_error([&] { load_checkpoint(dir.file("small.npz"), wide); },
@@ -152,7 +152,7 @@ TEST_CASE("checkpoint rejects a wrong shape and a different architecture", "[che
 
 TEST_CASE("checkpoint rejects a missing name and an unexpected one", "[checkpoint]") {
   TempDir dir;
-  TinyGPT<float> model(config());
+  Transformer<float> model(config());
   std::vector<NpzEntry> entries = config_entries(model.config());
   for (const auto& p : model.named_parameters())
     if (p.name != "blocks.1.mlp.fc.bias") entries.emplace_back(p.name, xt::xarray<float>(p.tensor.value()));
@@ -170,13 +170,13 @@ TEST_CASE("checkpoint rejects a missing name and an unexpected one", "[checkpoin
 TEST_CASE("a float32 checkpoint loads into a double model, every value widened exactly",
           "[checkpoint]") {
   TempDir dir;
-  TinyGPT<float> trained(config());
+  Transformer<float> trained(config());
   save_checkpoint(dir.file("f32.npz"), trained);
-  TinyGPT<double> fresh = load_checkpoint<double>(dir.file("f32.npz"));
-  TinyGPT<double> into(config(7));  // another seed: every value must be overwritten
+  Transformer<double> fresh = load_checkpoint<double>(dir.file("f32.npz"));
+  Transformer<double> into(config(7));  // another seed: every value must be overwritten
   load_checkpoint(dir.file("f32.npz"), into);
   const auto expected = trained.named_parameters();
-  for (const TinyGPT<double>* model : {&fresh, &into}) {
+  for (const Transformer<double>* model : {&fresh, &into}) {
     const auto got = model->named_parameters();
     REQUIRE(got.size() == expected.size());
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -193,8 +193,8 @@ TEST_CASE("a float32 checkpoint loads into a double model, every value widened e
 
 TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkpoint]") {
   TempDir dir;
-  TinyGPT<float> model(config());
-  TinyGPT<double> wide(config());
+  Transformer<float> model(config());
+  Transformer<double> wide(config());
   save_checkpoint(dir.file("f64.npz"), wide);
   require_error([&] { load_checkpoint<float>(dir.file("f64.npz")); },
                 {"f64.npz", "tok_emb.weight", "float64 in the file but the model is float32"});
@@ -203,7 +203,7 @@ TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkp
   require_error([&] { load_checkpoint<float>(dir.file("bare.npz")); },
                 {"bare.npz", "missing config entry '__config__.format'"});
   // ... which load_parameters accepts
-  TinyGPT<float> other(config(6));
+  Transformer<float> other(config(6));
   load_parameters(dir.file("bare.npz"), other);
   CHECK(same_parameters(model, other));
 
@@ -233,7 +233,7 @@ TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkp
 
 TEST_CASE("checkpoint rejects truncated corrupted and missing files", "[checkpoint]") {
   TempDir dir;
-  TinyGPT<float> model(config());
+  Transformer<float> model(config());
   const std::string good = dir.file("good.npz");
   save_checkpoint(good, model);
   const std::string bytes = read_bytes(good);
@@ -247,8 +247,8 @@ TEST_CASE("checkpoint rejects truncated corrupted and missing files", "[checkpoi
   std::string damaged = bytes;
   for (std::size_t i = bytes.size() / 3; i < bytes.size() / 3 + 8; ++i) damaged[i] ^= 0x5a;
   write_bytes(dir.file("flipped.npz"), damaged);
-  TinyGPT<float> target(config(9));
-  const TinyGPT<float> untouched(config(9));
+  Transformer<float> target(config(9));
+  const Transformer<float> untouched(config(9));
   require_error([&] { load_checkpoint(dir.file("flipped.npz"), target); }, {"flipped.npz"});
   CHECK(same_parameters(target, untouched));
 

@@ -1,4 +1,4 @@
-// The checkpoint schema (nn/checkpoint.hpp): each field of nn/config.hpp is required exactly
+// The checkpoint schema (nn/io/checkpoint.hpp): each field of nn/config.hpp is required exactly
 // from the format that introduced it and takes its `old` value in older files; a file newer
 // than this build or an unknown config entry is an error naming it; a real file of every
 // format so far (tests/fixtures/checkpoints/formatN/) loads; tools/checkpoint_schema.json,
@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "json_file.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/checkpoint_schema.hpp"
-#include "nn/npz.hpp"
-#include "nn/tinygpt.hpp"
-#include "nn/training_state.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/checkpoint_schema.hpp"
+#include "nn/io/npz.hpp"
+#include "nn/transformer.hpp"
+#include "nn/io/training_state.hpp"
 #include "run_program.hpp"
 #ifdef TAPEGRAD_WITH_EXAMPLES
 #include "tasks/tasks.hpp"
@@ -212,9 +212,9 @@ TEST_CASE("checkpoint schema: a real file of every format so far loads", "[check
       const std::vector<NpzEntry> entries = load_npz(path);
       REQUIRE(find_npz_entry(entries, kPrefix + "format") != nullptr);
       CHECK(find_npz_entry(entries, kPrefix + "format")->as<std::int64_t>()() == format);
-      const TinyGPT<float> model = load_checkpoint<float>(path);
+      const Transformer<float> model = load_checkpoint<float>(path);
       CHECK(model.parameter_count() == count_parameters(model.config()).total());
-      TinyGPT<double> widened(model.config());
+      Transformer<double> widened(model.config());
       load_checkpoint(path, widened);
     }
     CHECK(files > 0);

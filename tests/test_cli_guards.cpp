@@ -17,7 +17,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include "examples/common/memory_budget.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "resume_helpers.hpp"
 #include "tasks/tasks.hpp"
 
@@ -53,7 +53,7 @@ const std::string kTiny = "--d-model 16 --heads 2 --layers 1 " + kQuick;
 
 // A checkpoint as the trainer writes it: the config, the task (none when empty), a text
 // vocabulary.
-void write_model(const fs::path& path, const TinyGPT<float>& model, const std::string& task,
+void write_model(const fs::path& path, const Transformer<float>& model, const std::string& task,
                  const std::vector<std::uint32_t>& vocab = {}) {
   std::vector<NpzEntry> extra = config_entries(model.config());
   if (!task.empty()) {
@@ -67,9 +67,9 @@ void write_model(const fs::path& path, const TinyGPT<float>& model, const std::s
   save_parameters(path.string(), model, extra);
 }
 
-TinyGPTConfig sort_config(const std::string& arch) {
+TransformerConfig sort_config(const std::string& arch) {
   const tasks::SequenceTask task = tasks::SequenceTask::make("sort");
-  TinyGPTConfig c = preset(arch);
+  TransformerConfig c = preset(arch);
   c.vocab = task.vocab_size();
   c.context = task.context();
   c.d_model = 16;
@@ -82,8 +82,8 @@ TinyGPTConfig sort_config(const std::string& arch) {
 
 const std::vector<std::uint32_t> kLetters = {'\n', ' ', 'a', 'b', 'c', 'd', 'e', 'h', 'l', 'o'};
 
-TinyGPTConfig text_config(std::size_t context) {
-  TinyGPTConfig c = gpt2_preset();
+TransformerConfig text_config(std::size_t context) {
+  TransformerConfig c = gpt2_preset();
   c.vocab = kLetters.size();
   c.context = context;
   c.d_model = 16;
@@ -94,9 +94,9 @@ TinyGPTConfig text_config(std::size_t context) {
 }
 
 // A copy of `model` with one NaN in its token embedding.
-void write_nan_model(const fs::path& path, const TinyGPT<float>& model, const std::string& task,
+void write_nan_model(const fs::path& path, const Transformer<float>& model, const std::string& task,
                      const std::vector<std::uint32_t>& vocab = {}) {
-  TinyGPT<float> copy(model.config());
+  Transformer<float> copy(model.config());
   copy.parameter("tok_emb.weight").value().data()[3] = std::numeric_limits<float>::quiet_NaN();
   write_model(path, copy, task, vocab);
 }
@@ -114,9 +114,9 @@ void check_refused(const ProgramRun& r, const std::string& program, const std::s
 TEST_CASE("guards: every program that loads a model refuses NaN weights unless --allow-nonfinite",
           "[cli][guards]") {
   const fs::path dir = scratch("nonfinite");
-  const TinyGPT<float> sort_model(sort_config("gpt2"));
+  const Transformer<float> sort_model(sort_config("gpt2"));
   write_nan_model(dir / "sort_nan.npz", sort_model, "sort");
-  write_nan_model(dir / "text_nan.npz", TinyGPT<float>(text_config(16)), "text", kLetters);
+  write_nan_model(dir / "text_nan.npz", Transformer<float>(text_config(16)), "text", kLetters);
   const std::string sort = " --model " + quoted(dir / "sort_nan.npz");
   const std::string text = " --model " + quoted(dir / "text_nan.npz");
   check_refused(run_generate(sort + " --prompt '5 8 6 4 9 5 2 9'", dir), "generate",
@@ -176,7 +176,7 @@ TEST_CASE("guards: a configuration that needs more memory than allowed is refuse
   INFO(ok.err);
   CHECK(ok.code == 0);
   // generate: the model, its KV cache and a step's activations
-  write_model(dir / "text.npz", TinyGPT<float>(text_config(16)), "text", kLetters);
+  write_model(dir / "text.npz", Transformer<float>(text_config(16)), "text", kLetters);
   check_refused(run_generate("--model " + quoted(dir / "text.npz") + " --max-memory 100K", dir),
                 "generate", "out of memory: ");
 }
@@ -217,8 +217,8 @@ TEST_CASE("guards: an allocation that fails anyway is exit 2 'out of memory' and
 TEST_CASE("guards: a model option that disagrees with the --resume checkpoint is refused, one "
           "that agrees is accepted", "[cli][guards][resume]") {
   const fs::path dir = scratch("resume_arch");
-  write_model(dir / "llama.npz", TinyGPT<float>(sort_config("llama")), "sort");
-  write_model(dir / "gpt2.npz", TinyGPT<float>(sort_config("gpt2")), "sort");
+  write_model(dir / "llama.npz", Transformer<float>(sort_config("llama")), "sort");
+  write_model(dir / "gpt2.npz", Transformer<float>(sort_config("gpt2")), "sort");
   const std::string llama = "--resume " + quoted(dir / "llama.npz") + " " + kQuick + " --steps 2";
   const std::string gpt2 = "--resume " + quoted(dir / "gpt2.npz") + " " + kQuick + " --steps 2";
   const fs::path out = dir / "never";
@@ -255,7 +255,7 @@ TEST_CASE("guards: a task fixes its context and a checkpoint its vocabulary: opt
   CHECK(agrees.code == 0);
 
   // a text model resumed on a text with characters its vocabulary lacks
-  write_model(dir / "text.npz", TinyGPT<float>(text_config(16)), "text", kLetters);
+  write_model(dir / "text.npz", Transformer<float>(text_config(16)), "text", kLetters);
   std::ofstream(dir / "other.txt") << "hello world, hello dear\n";  // w r , are missing
   const std::string text = "--resume " + quoted(dir / "text.npz") + " " + kTiny + " --steps 2";
   check_refused(run_trainer(text + " --text " + quoted(dir / "other.txt") + " --out " + quoted(out), dir),
@@ -295,7 +295,7 @@ TEST_CASE("guards: a launch under MPI without --data-parallel is refused", "[cli
 
 TEST_CASE("guards: generate refuses a task prompt on a model that records no task", "[cli][guards][generate]") {
   const fs::path dir = scratch("no_task");
-  const TinyGPT<float> model(sort_config("gpt2"));
+  const Transformer<float> model(sort_config("gpt2"));
   write_model(dir / "bare.npz", model, "");
   const std::string bare = "--model " + quoted(dir / "bare.npz");
   check_refused(run_generate(bare + " --prompt '5 8 6 4 9 5 2 9'", dir), "generate",
@@ -317,7 +317,7 @@ TEST_CASE("guards: generate refuses a task prompt on a model that records no tas
 TEST_CASE("guards: generate slides past a text model's context exactly as the trainer's --sample",
           "[cli][guards][generate]") {
   const fs::path dir = scratch("slide");
-  TinyGPT<float> model(text_config(16));
+  Transformer<float> model(text_config(16));
   write_model(dir / "text.npz", model, "text", kLetters);
   const ProgramRun r = run_generate("--model " + quoted(dir / "text.npz") +
                                     " --prompt hello --max-new-tokens 40 --temperature 0", dir);
@@ -340,12 +340,12 @@ TEST_CASE("guards: the memory estimate counts the parameters exactly and reads s
           "option documents", "[cli][guards][memory]") {
   for (const std::string& arch : {"gpt2", "llama"}) {
     for (bool tied : {false, true}) {
-      TinyGPTConfig c = sort_config(arch);
+      TransformerConfig c = sort_config(arch);
       c.tie_embeddings = tied;
       c.qk_norm = tied;
       c.learned_temperature = !tied;
       INFO(arch << " tied " << tied);
-      CHECK(examples::parameter_count(c) == double(TinyGPT<float>(c).parameter_count()));
+      CHECK(examples::parameter_count(c) == double(Transformer<float>(c).parameter_count()));
     }
   }
   CHECK(examples::parse_size("512M") == 512.0 * 1024 * 1024);

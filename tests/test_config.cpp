@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "helpers.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/transformer.hpp"
 

@@ -11,7 +11,7 @@
 
 #include "helpers.hpp"
 #include "fuzz/checkpoint_records.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -76,10 +76,10 @@ TEST_CASE("fuzz corpus: checkpoint seeds load or throw a clear error quickly", "
     save_npz(tmp.string(), r.entries);
     if (r.flags & fuzz::kIntoExisting) {
       if (r.flags & fuzz::kAsDouble) {
-        TinyGPT<double> model(fuzz::existing_config());
+        Transformer<double> model(fuzz::existing_config());
         load_checkpoint(tmp.string(), model);
       } else {
-        TinyGPT<float> model(fuzz::existing_config());
+        Transformer<float> model(fuzz::existing_config());
         load_checkpoint(tmp.string(), model);
       }
     } else if (r.flags & fuzz::kAsDouble) {

@@ -18,7 +18,7 @@
 #include "autograd/tape.hpp"
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "nn/generation.hpp"
 #include "ops/precision.hpp"
 #include "run_program.hpp"
@@ -38,7 +38,7 @@ ProgramRun run(const std::string& args, const fs::path& dir) {
 }
 
 // A checkpoint as the trainer writes it: the config, the task, a text vocabulary.
-void write_checkpoint(const fs::path& path, const TinyGPT<float>& model, const std::string& task,
+void write_checkpoint(const fs::path& path, const Transformer<float>& model, const std::string& task,
                       const std::vector<std::uint32_t>& vocab = {}) {
   std::vector<NpzEntry> extra = config_entries(model.config());
   std::vector<std::int64_t> name(task.begin(), task.end());
@@ -52,8 +52,8 @@ void write_checkpoint(const fs::path& path, const TinyGPT<float>& model, const s
 
 const std::vector<std::uint32_t> kLetters = {'\n', ' ', 'a', 'b', 'c', 'd', 'e', 'h', 'l', 'o'};
 
-TinyGPTConfig text_config(std::size_t context, std::size_t window) {
-  TinyGPTConfig c = window ? llama_preset() : gpt2_preset();
+TransformerConfig text_config(std::size_t context, std::size_t window) {
+  TransformerConfig c = window ? llama_preset() : gpt2_preset();
   c.vocab = kLetters.size();
   c.context = context;
   c.d_model = 16;
@@ -65,7 +65,7 @@ TinyGPTConfig text_config(std::size_t context, std::size_t window) {
 }
 
 // Greedy continuation by the full forward of the whole sequence, one token at a time.
-std::vector<std::int64_t> full_forward_greedy(TinyGPT<float>& model, std::vector<std::int64_t> seq,
+std::vector<std::int64_t> full_forward_greedy(Transformer<float>& model, std::vector<std::int64_t> seq,
                                               std::size_t n) {
   NoGradGuard no_grad;
   const std::size_t V = model.config().vocab, start = seq.size();
@@ -86,14 +86,14 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 TEST_CASE("generate cli: a task model prints the answer greedy decoding gives", "[cli][generate]") {
   const fs::path dir = scratch("sort");
   const SequenceTask task = SequenceTask::make("sort");
-  TinyGPTConfig c = gpt2_preset();
+  TransformerConfig c = gpt2_preset();
   c.vocab = task.vocab_size();
   c.context = task.context();
   c.d_model = 16;
   c.heads = 2;
   c.layers = 2;
   c.seed = 11;
-  TinyGPT<float> model(c);
+  Transformer<float> model(c);
   write_checkpoint(dir / "model.npz", model, "sort");
   const Example ex{{5, 8, 6, 4, 9, 5, 2, 9}, {}};
   const std::vector<std::int64_t> want = greedy_answers(model, task, {ex})[0];
@@ -111,7 +111,7 @@ TEST_CASE("generate cli: a task model prints the answer greedy decoding gives", 
 
 TEST_CASE("generate cli: text at temperature 0 is the full forward's greedy text", "[cli][generate]") {
   const fs::path dir = scratch("text");
-  TinyGPT<float> model(text_config(32, 0));
+  Transformer<float> model(text_config(32, 0));
   write_checkpoint(dir / "model.npz", model, "text", kLetters);
   const TextTask text = TextTask::vocabulary_only(TextCoder::characters(kLetters), 32);
   const std::vector<std::int64_t> prompt = text.encode("hello");
@@ -138,17 +138,17 @@ TEST_CASE("generate cli: --precision bf16 is the full forward's greedy text unde
   // the first initialisation whose greedy text the rounding changes: a run that ignored
   // --precision would print the f32 text
   std::string f32, bf16;
-  TinyGPTConfig c = text_config(32, 0);
+  TransformerConfig c = text_config(32, 0);
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     c.seed = seed;
-    TinyGPT<float> model(c);
+    Transformer<float> model(c);
     f32 = "hello" + text.decode(full_forward_greedy(model, prompt, 24)) + "\n";
     MatmulPrecisionGuard guard(MatmulPrecision::bf16);
     bf16 = "hello" + text.decode(full_forward_greedy(model, prompt, 24)) + "\n";
     if (bf16 != f32) break;
   }
   REQUIRE(bf16 != f32);
-  write_checkpoint(dir / "model.npz", TinyGPT<float>(c), "text", kLetters);
+  write_checkpoint(dir / "model.npz", Transformer<float>(c), "text", kLetters);
   const ProgramRun r = run("--model '" + (dir / "model.npz").string() + "' --prompt hello "
                            "--temperature 0 --max-new-tokens 24 --no-cache --precision bf16", dir);
   INFO(r.err);
@@ -158,7 +158,7 @@ TEST_CASE("generate cli: --precision bf16 is the full forward's greedy text unde
 
 TEST_CASE("generate cli: --kv-dtype bf16 halves the cache and decodes as the library's bf16 cache", "[cli][generate][bf16]") {
   const fs::path dir = scratch("kv_bf16");
-  TinyGPT<float> model(text_config(32, 0));
+  Transformer<float> model(text_config(32, 0));
   write_checkpoint(dir / "model.npz", model, "text", kLetters);
   const TextTask text = TextTask::vocabulary_only(TextCoder::characters(kLetters), 32);
   GenerateOptions o;
@@ -182,7 +182,7 @@ TEST_CASE("generate cli: --kv-dtype bf16 halves the cache and decodes as the lib
 
 TEST_CASE("generate cli: full attention slides past the context, a window model goes on", "[cli][generate]") {
   const fs::path dir = scratch("context");
-  TinyGPT<float> full(text_config(16, 0)), windowed(text_config(16, 4));
+  Transformer<float> full(text_config(16, 0)), windowed(text_config(16, 4));
   write_checkpoint(dir / "full.npz", full, "text", kLetters);
   write_checkpoint(dir / "window.npz", windowed, "text", kLetters);
   const std::string args = "' --prompt hello --max-new-tokens 40 --temperature 0";
@@ -208,7 +208,7 @@ TEST_CASE("generate cli: full attention slides past the context, a window model 
 
 TEST_CASE("generate cli: --patterns draws each layer's heads over the printed tokens, nothing above the diagonal", "[cli][generate]") {
   const fs::path dir = scratch("patterns");
-  TinyGPT<float> model(text_config(32, 0));
+  Transformer<float> model(text_config(32, 0));
   write_checkpoint(dir / "model.npz", model, "text", kLetters);
   const ProgramRun r = run("--model '" + (dir / "model.npz").string() + "' --prompt hello "
                            "--temperature 0 --max-new-tokens 3 --patterns '" + (dir / "maps").string() + "'", dir);
@@ -253,14 +253,14 @@ TEST_CASE("generate cli: --patterns draws each layer's heads over the printed to
 TEST_CASE("generate cli: misuse exits 2 with one line and writes nothing", "[cli][generate]") {
   const fs::path dir = scratch("errors");
   const SequenceTask task = SequenceTask::make("sort");
-  TinyGPTConfig c = gpt2_preset();
+  TransformerConfig c = gpt2_preset();
   c.vocab = task.vocab_size();
   c.context = task.context();
   c.d_model = 8;
   c.heads = 2;
   c.layers = 1;
-  write_checkpoint(dir / "sort.npz", TinyGPT<float>(c), "sort");
-  write_checkpoint(dir / "text.npz", TinyGPT<float>(text_config(16, 0)), "text", kLetters);
+  write_checkpoint(dir / "sort.npz", Transformer<float>(c), "sort");
+  write_checkpoint(dir / "text.npz", Transformer<float>(text_config(16, 0)), "text", kLetters);
   std::ofstream(dir / "damaged.npz") << "PK\x03\x04 not really a zip";
   const std::string sort = " --model '" + (dir / "sort.npz").string() + "'";
   const std::string text = " --model '" + (dir / "text.npz").string() + "'";

@@ -1,4 +1,4 @@
-// Memory that does not grow: after every TinyGPT training step (forward, backward, gradient
+// Memory that does not grow: after every Transformer training step (forward, backward, gradient
 // clipping, AdamW) the number of live tensors and the tape's length are back where they
 // were after the first step. A leaked node, a tensor captured by its own backward (a
 // reference cycle) or an intermediate kept alive by the tape would raise the count by at
@@ -8,7 +8,7 @@
 
 #include "helpers.hpp"
 #include "nn/optim.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "ops/cross_entropy.hpp"
 
 using namespace tapegrad;
@@ -16,8 +16,8 @@ using namespace tapegrad::test;
 
 namespace {
 
-TinyGPTConfig memory_config() {
-  TinyGPTConfig c;
+TransformerConfig memory_config() {
+  TransformerConfig c;
   c.vocab = 11;
   c.context = 8;
   c.d_model = 16;
@@ -64,8 +64,8 @@ void require_flat(Step step, int steps, const char* what) {
 
 }  // namespace
 
-TEST_CASE("memory: TinyGPT training steps return live tensors and the tape to the same count", "[memory_growth]") {
-  TinyGPT<float> model(memory_config());
+TEST_CASE("memory: Transformer training steps return live tensors and the tape to the same count", "[memory_growth]") {
+  Transformer<float> model(memory_config());
   AdamW<float> opt(model.parameters(), {3e-3, 0.9, 0.999, 1e-8, 0.1});
   Generator gen(17);
   const long before = live_tensors<float>();
@@ -81,7 +81,7 @@ TEST_CASE("memory: TinyGPT training steps return live tensors and the tape to th
 }
 
 TEST_CASE("memory: attention weights cached for inspection and evaluation under NoGradGuard do not accumulate", "[memory_growth]") {
-  TinyGPT<float> model(memory_config());
+  Transformer<float> model(memory_config());
   AdamW<float> opt(model.parameters());
   Generator gen(18);
   const std::vector<std::string> pattern{"blocks.0.attn.pattern"};
@@ -102,7 +102,7 @@ TEST_CASE("memory: attention weights cached for inspection and evaluation under 
 }
 
 TEST_CASE("memory: a forward that throws half way leaves nothing behind after the next step", "[memory_growth]") {
-  TinyGPT<float> model(memory_config());
+  Transformer<float> model(memory_config());
   AdamW<float> opt(model.parameters());
   Generator gen(19);
   require_flat([&](int step) {

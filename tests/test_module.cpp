@@ -6,7 +6,7 @@
 
 #include "helpers.hpp"
 #include "nn/module.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 
 using namespace tapegrad;
 using tapegrad::test::require_shape_error;
@@ -95,15 +95,15 @@ TEST_CASE("module registration rejects bad and duplicate names", "[module]") {
   CHECK(bad.parameter("sub.x").defined());
 }
 
-TEST_CASE("TinyGPT parameter names and count match a hand count", "[module]") {
-  TinyGPTConfig c;
+TEST_CASE("Transformer parameter names and count match a hand count", "[module]") {
+  TransformerConfig c;
   c.vocab = 5;
   c.context = 4;
   c.d_model = 8;
   c.heads = 2;
   c.layers = 1;
   c.mlp_ratio = 2;
-  TinyGPT<float> model(c);
+  Transformer<float> model(c);
   const std::vector<std::string> expected{
       "tok_emb.weight",         "pos_emb.weight",
       "blocks.0.norm1.weight",  "blocks.0.norm1.bias",
@@ -125,7 +125,7 @@ TEST_CASE("TinyGPT parameter names and count match a hand count", "[module]") {
 
   c.norm = NormKind::rms_norm;  // no norm biases: a block has 568 - 2 * 8, norm_f 8
   c.layers = 2;
-  TinyGPT<float> rms(c);
+  Transformer<float> rms(c);
   CHECK(rms.parameter_count() == 40 + 32 + 2 * 552 + 8 + 40);
   CHECK_FALSE(rms.has_parameter("norm_f.bias"));
   CHECK(rms.has_parameter("blocks.1.attn.Wo"));

@@ -19,7 +19,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;

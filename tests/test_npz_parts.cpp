@@ -1,5 +1,5 @@
-// The three parts under the npz layer, each on its own: the .npy format (nn/npy), the zip
-// container (nn/zip_archive) and whole-file I/O with the atomic write (nn/file_io). The
+// The three parts under the npz layer, each on its own: the .npy format (nn/io/npy), the zip
+// container (nn/io/zip_archive) and whole-file I/O with the atomic write (nn/io/file_io). The
 // layer as a whole (numpy agreement, hostile files, fixtures) is tested in test_npz.cpp.
 #include <catch2/catch.hpp>
 
@@ -10,9 +10,9 @@
 
 #include <unistd.h>
 
-#include "nn/file_io.hpp"
-#include "nn/npy.hpp"
-#include "nn/zip_archive.hpp"
+#include "nn/io/file_io.hpp"
+#include "nn/io/npy.hpp"
+#include "nn/io/zip_archive.hpp"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;

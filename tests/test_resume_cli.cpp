@@ -13,7 +13,7 @@
 
 #include "examples/train/checkpoints.hpp"
 #include "examples/train/progress.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "json_file.hpp"
 #include "resume_helpers.hpp"
 

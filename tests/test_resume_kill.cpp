@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "nn/checkpoint.hpp"
-#include "nn/training_state.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/training_state.hpp"
 #include "resume_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -42,7 +42,7 @@ std::vector<fs::path> checkpoints(const fs::path& dir) {
 // A checkpoint loads when its model and its training state both read back.
 bool loads(const fs::path& p) {
   try {
-    TinyGPT<float> model = load_checkpoint<float>(p.string());
+    Transformer<float> model = load_checkpoint<float>(p.string());
     training_state_from_entries<float>(load_npz(p.string()), model, p.string());
     return true;
   } catch (const std::exception& e) {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "json_file.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/npz.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/npz.hpp"
 #include "resume_helpers.hpp"
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// The training state of a checkpoint (nn/training_state) without the trainer: AdamW's
+// The training state of a checkpoint (nn/io/training_state) without the trainer: AdamW's
 // state restored into a fresh optimiser continues the same arithmetic, a generator's state
 // restores its stream, and the reader refuses every damaged field by name.
 #include <catch2/catch.hpp>
@@ -6,15 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.hpp"
-#include "nn/training_state.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/training_state.hpp"
 
 using namespace tapegrad;
 
 namespace {
 
-TinyGPTConfig tiny_config() {
-  TinyGPTConfig c;
+TransformerConfig tiny_config() {
+  TransformerConfig c;
   c.vocab = 7;
   c.context = 5;
   c.d_model = 8;
@@ -25,7 +25,7 @@ TinyGPTConfig tiny_config() {
 }
 
 // n AdamW steps on the model's loss over fixed tokens.
-void adam_steps(TinyGPT<float>& model, AdamW<float>& opt, int n) {
+void adam_steps(Transformer<float>& model, AdamW<float>& opt, int n) {
   Indices tokens = Indices::from_shape({2, 5});
   Indices targets = Indices::from_shape({2, 5});
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -40,7 +40,7 @@ void adam_steps(TinyGPT<float>& model, AdamW<float>& opt, int n) {
   }
 }
 
-std::vector<float> values(const TinyGPT<float>& model) {
+std::vector<float> values(const Transformer<float>& model) {
   std::vector<float> out;
   for (const auto& p : model.named_parameters())
     out.insert(out.end(), p.tensor.value().data(), p.tensor.value().data() + p.tensor.size());
@@ -49,7 +49,7 @@ std::vector<float> values(const TinyGPT<float>& model) {
 
 // A model and a state of 3 AdamW steps, as entries the reader checks.
 struct Saved {
-  TinyGPT<float> model{tiny_config()};
+  Transformer<float> model{tiny_config()};
   std::vector<NpzEntry> entries;
   Saved() {
     AdamW<float> opt(model.parameters(), {1e-2, 0.9, 0.99, 1e-8, 0.1});
@@ -73,7 +73,7 @@ struct Saved {
   }
 };
 
-std::string rejection(const std::vector<NpzEntry>& entries, const TinyGPT<float>& model) {
+std::string rejection(const std::vector<NpzEntry>& entries, const Transformer<float>& model) {
   try {
     training_state_from_entries<float>(entries, model, "f.npz");
   } catch (const CheckpointError& e) {
@@ -85,7 +85,7 @@ std::string rejection(const std::vector<NpzEntry>& entries, const TinyGPT<float>
 }  // namespace
 
 TEST_CASE("training state: AdamW restored from its state takes the same steps bit for bit", "[resume]") {
-  TinyGPT<float> a(tiny_config()), b(tiny_config());
+  Transformer<float> a(tiny_config()), b(tiny_config());
   AdamW<float> opt_a(a.parameters(), {1e-2, 0.9, 0.99, 1e-8, 0.1});
   adam_steps(a, opt_a, 4);
   // b: the same 4 steps, then its parameters and moments go through the checkpoint entries
@@ -98,7 +98,7 @@ TEST_CASE("training state: AdamW restored from its state takes the same steps bi
   s.moments = collect_moments<float>(b, {&opt_b});
   s.losses.assign(4, 1.0);
   s.lrs.assign(4, 1e-2);
-  TinyGPT<float> c(tiny_config());
+  Transformer<float> c(tiny_config());
   for (std::size_t i = 0; i < c.named_parameters().size(); ++i) {
     Tensor<float> dst = c.named_parameters()[i].tensor;
     const Tensor<float>& src = b.named_parameters()[i].tensor;
@@ -112,7 +112,7 @@ TEST_CASE("training state: AdamW restored from its state takes the same steps bi
   CHECK(values(a) == values(c));
 
   // The trap: the same weights with fresh moments (what a weights-only resume does) drift.
-  TinyGPT<float> d(tiny_config());
+  Transformer<float> d(tiny_config());
   for (std::size_t i = 0; i < d.named_parameters().size(); ++i) {
     Tensor<float> dst = d.named_parameters()[i].tensor;
     const Tensor<float>& src = b.named_parameters()[i].tensor;
@@ -198,7 +198,7 @@ TEST_CASE("training state: the fuzz seeds of a training checkpoint load with the
   // so they must reach the training-state reader and pass it.
   const std::string dir = std::string(TAPEGRAD_SOURCE_DIR) + "/fuzz/corpus/checkpoint/";
   const std::string path = dir + "training.npz";
-  TinyGPT<float> model = load_checkpoint<float>(path);
+  Transformer<float> model = load_checkpoint<float>(path);
   const std::vector<NpzEntry> entries = load_npz(path);
   REQUIRE(holds_training_state(entries));
   const TrainingState<float> s = training_state_from_entries<float>(entries, model, path);

@@ -49,7 +49,7 @@ TEST_CASE("saturation ablation: each row through the zero_head hook is the head 
   c.heads = 2;
   c.layers = 2;
   c.seed = 5;
-  TinyGPT<float> model(c);
+  Transformer<float> model(c);
   TrainingOptions o;
   o.eval_size = 40;
   const std::vector<tasks::Batch> batches = eval_batches(o, task);

@@ -17,7 +17,7 @@
 #include "examples/saturation/probe.hpp"
 #include "examples/saturation/remedies_report.hpp"
 #include "examples/saturation/training.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/reduce.hpp"
 #include "ops/softmax.hpp"
@@ -58,7 +58,7 @@ TrainingOptions remedy_options() {
 
 // The initial probe of the model of one arm.
 AttentionProbe initial_probe(const TransformerConfig& c) {
-  TinyGPT<float> model(c);
+  Transformer<float> model(c);
   const TrainingOptions o = remedy_options();
   const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
   return probe_attention(model, probe_batch(o, task), task.first_answer_position());
@@ -212,7 +212,7 @@ TEST_CASE("saturation CLI: --ablate prints accuracy and margin per head of any c
   c.d_model = 16;
   c.heads = 2;
   c.layers = 2;
-  save_checkpoint((dir / "model.npz").string(), TinyGPT<float>(c));
+  save_checkpoint((dir / "model.npz").string(), Transformer<float>(c));
   auto r = tapegrad::test::run_program(TAPEGRAD_SATURATION_BIN,
                                        "--ablate '" + (dir / "model.npz").string() + "' --eval-size 50", dir);
   REQUIRE(r.code == 0);

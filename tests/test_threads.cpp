@@ -2,7 +2,7 @@
 // OpenBLAS may split a product, so the order of floating-point additions can change with
 // the thread count, but never more than round-off. Multi-head attention forward and
 // backward (fused kernels and the plain composition), elementwise ops, the norms and RoPE,
-// and a whole TinyGPT AdamW step are run with kernels::set_num_threads(1) and (2) and
+// and a whole Transformer AdamW step are run with kernels::set_num_threads(1) and (2) and
 // compared element by element.
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 
 #include "helpers.hpp"
 #include "nn/optim.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "ops/attention.hpp"
 #include "ops/norm.hpp"
 #include "ops/rope.hpp"
@@ -70,8 +70,8 @@ std::vector<Array<T>> mha_results(bool fused, bool causal, std::size_t heads) {
   return {r.out.value(), r.weights.value(), x.grad(), Wq.grad(), Wk.grad(), Wv.grad(), Wo.grad()};
 }
 
-TinyGPTConfig thread_config() {
-  TinyGPTConfig c;
+TransformerConfig thread_config() {
+  TransformerConfig c;
   c.vocab = 13;
   c.context = 16;
   c.d_model = 32;
@@ -84,7 +84,7 @@ TinyGPTConfig thread_config() {
 
 // Loss, every gradient and every parameter after two AdamW steps.
 std::vector<Array<float>> tinygpt_results() {
-  TinyGPT<float> model(thread_config());
+  Transformer<float> model(thread_config());
   AdamW<float> opt(model.parameters());
   std::vector<Array<float>> out;
   Generator gen(21);
@@ -159,7 +159,7 @@ TEMPLATE_TEST_CASE("threads: multi-head attention forward and backward agree wit
       }
 }
 
-TEST_CASE("threads: a TinyGPT AdamW step agrees with 1 and 2 threads", "[threads]") {
+TEST_CASE("threads: a Transformer AdamW step agrees with 1 and 2 threads", "[threads]") {
   const int before = kernels::num_threads();
   const auto one = with_threads(1, tinygpt_results);
   const auto two = with_threads(2, tinygpt_results);

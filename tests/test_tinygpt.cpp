@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "helpers.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/npz.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/npz.hpp"
 #include "nn/optim.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "ops/cross_entropy.hpp"
 
 using namespace tapegrad;
@@ -19,8 +19,8 @@ using namespace tapegrad::test;
 
 namespace {
 
-TinyGPTConfig small_config(std::uint64_t seed = 1) {
-  TinyGPTConfig c;
+TransformerConfig small_config(std::uint64_t seed = 1) {
+  TransformerConfig c;
   c.vocab = 7;
   c.context = 6;
   c.d_model = 8;
@@ -60,8 +60,8 @@ const xt::xarray<double>& expected(const std::vector<NpzEntry>& e, const std::st
 
 }  // namespace
 
-TEST_CASE("TinyGPT maps tokens (B T) to logits (B T V)", "[tinygpt]") {
-  TinyGPT<float> model(small_config());
+TEST_CASE("Transformer maps tokens (B T) to logits (B T V)", "[tinygpt]") {
+  Transformer<float> model(small_config());
   CHECK(model(random_tokens(3, 6, 7, 1)).shape() == Shape{3, 6, 7});
   CHECK(model(random_tokens(2, 1, 7, 2)).shape() == Shape{2, 1, 7});
   Tensor<float> loss = model.loss(random_tokens(2, 4, 7, 3), random_tokens(2, 4, 7, 4));
@@ -70,8 +70,8 @@ TEST_CASE("TinyGPT maps tokens (B T) to logits (B T V)", "[tinygpt]") {
   CHECK(loss.item() == Approx(std::log(7.0)).epsilon(0.05));
 }
 
-TEST_CASE("TinyGPT rejects bad tokens lengths targets and configs", "[tinygpt]") {
-  TinyGPT<float> model(small_config());
+TEST_CASE("Transformer rejects bad tokens lengths targets and configs", "[tinygpt]") {
+  Transformer<float> model(small_config());
   require_shape_error([&] { model(random_tokens(1, 7, 7, 1)); }, {"Transformer", "T=7", "context of 6"});
   Indices bad = {{0, 1, 7}};
   require_shape_error([&] { model(bad); }, {"Transformer", "token 7", "[0, 7)"});
@@ -81,19 +81,19 @@ TEST_CASE("TinyGPT rejects bad tokens lengths targets and configs", "[tinygpt]")
   require_shape_error([&] { model(flat); }, {"Transformer", "(B, T)", "(3)"});
   require_shape_error([&] { model.loss(random_tokens(2, 3, 7, 1), random_tokens(2, 4, 7, 1)); },
                       {"Transformer::loss", "(2,4)", "(2,3)"});
-  TinyGPTConfig c = small_config();
+  TransformerConfig c = small_config();
   c.heads = 3;
-  require_shape_error([&] { TinyGPT<float>{c}; }, {"config", "d_model=8", "heads=3"});
+  require_shape_error([&] { Transformer<float>{c}; }, {"config", "d_model=8", "heads=3"});
   c = small_config();
   c.vocab = 0;
-  require_shape_error([&] { TinyGPT<float>{c}; }, {"config", "vocab=0"});
+  require_shape_error([&] { Transformer<float>{c}; }, {"config", "vocab=0"});
   c = small_config();
   c.attention_scale = -1.0;
-  require_shape_error([&] { TinyGPT<float>{c}; }, {"config", "attention_scale", "-1"});
+  require_shape_error([&] { Transformer<float>{c}; }, {"config", "attention_scale", "-1"});
 }
 
-TEST_CASE("TinyGPT is causal: later tokens do not change earlier logits", "[tinygpt]") {
-  TinyGPT<double> model(small_config());
+TEST_CASE("Transformer is causal: later tokens do not change earlier logits", "[tinygpt]") {
+  Transformer<double> model(small_config());
   Indices a = random_tokens(1, 6, 7, 5), b = a;
   b(0, 4) = (a(0, 4) + 1) % 7;
   b(0, 5) = (a(0, 5) + 3) % 7;
@@ -103,12 +103,12 @@ TEST_CASE("TinyGPT is causal: later tokens do not change earlier logits", "[tiny
   CHECK(std::abs(la(0, 4, 0) - lb(0, 4, 0)) > 1e-9);
 }
 
-TEST_CASE("TinyGPT loss gradcheck with respect to every parameter", "[tinygpt]") {
+TEST_CASE("Transformer loss gradcheck with respect to every parameter", "[tinygpt]") {
   for (NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
-    TinyGPTConfig c = small_config();
+    TransformerConfig c = small_config();
     c.norm = norm;
     c.attention_init = AttentionInit::variance_preserving;  // larger scores: a harder check
-    TinyGPT<double> model(c);
+    Transformer<double> model(c);
     const Indices tokens = random_tokens(2, 5, 7, 6);
     Indices targets = random_tokens(2, 5, 7, 7);
     targets(1, 2) = -100;
@@ -120,16 +120,16 @@ TEST_CASE("TinyGPT loss gradcheck with respect to every parameter", "[tinygpt]")
   }
 }
 
-TEST_CASE("TinyGPT initialisation: GPT-2 std residual scaling and variance-preserving attention", "[tinygpt]") {
-  TinyGPTConfig c;
+TEST_CASE("Transformer initialisation: GPT-2 std residual scaling and variance-preserving attention", "[tinygpt]") {
+  TransformerConfig c;
   c.vocab = 64;
   c.context = 64;
   c.d_model = 128;
   c.heads = 4;
   c.layers = 8;
   c.seed = 3;
-  TinyGPT<double> gpt2(c);
-  auto std_of = [](const TinyGPT<double>& m, const char* name) {
+  Transformer<double> gpt2(c);
+  auto std_of = [](const Transformer<double>& m, const char* name) {
     return sample_std(m.parameter(name).value());
   };
   CHECK(std_of(gpt2, "tok_emb.weight") == Approx(0.02).epsilon(0.05));
@@ -142,16 +142,16 @@ TEST_CASE("TinyGPT initialisation: GPT-2 std residual scaling and variance-prese
   CHECK(gpt2.parameter("blocks.2.mlp.fc.bias").value()(5) == 0.0);
 
   c.attention_init = AttentionInit::variance_preserving;
-  TinyGPT<double> vp(c);
+  Transformer<double> vp(c);
   // variance 1/d_model: std 1/sqrt(128)
   CHECK(std_of(vp, "blocks.1.attn.Wk") == Approx(1.0 / std::sqrt(128.0)).epsilon(0.05));
   CHECK(std_of(vp, "blocks.1.attn.Wo") == Approx(0.005).epsilon(0.05));
   CHECK(std_of(vp, "head.weight") == Approx(0.02).epsilon(0.05));
 }
 
-TEST_CASE("TinyGPT same seed gives bitwise identical training and another seed differs", "[tinygpt]") {
+TEST_CASE("Transformer same seed gives bitwise identical training and another seed differs", "[tinygpt]") {
   auto train = [](std::uint64_t seed, std::vector<float>& losses) {
-    TinyGPT<float> model(small_config(seed));
+    Transformer<float> model(small_config(seed));
     AdamW<float> opt(model.parameters(), {3e-3, 0.9, 0.999, 1e-8, 0.1});
     for (int step = 0; step < 3; ++step) {
       const Indices x = random_tokens(4, 6, 7, 100 + step), y = random_tokens(4, 6, 7, 200 + step);
@@ -165,7 +165,7 @@ TEST_CASE("TinyGPT same seed gives bitwise identical training and another seed d
     return model;
   };
   std::vector<float> l1, l2, l3;
-  TinyGPT<float> a = train(42, l1), b = train(42, l2), c = train(43, l3);
+  Transformer<float> a = train(42, l1), b = train(42, l2), c = train(43, l3);
   REQUIRE(l1.size() == 3);
   for (int i = 0; i < 3; ++i) CHECK(std::memcmp(&l1[i], &l2[i], sizeof(float)) == 0);
   CHECK(l1[2] < l1[0]);  // it learns something even in three steps
@@ -184,8 +184,8 @@ TEST_CASE("TinyGPT same seed gives bitwise identical training and another seed d
   CHECK(l1[0] != l3[0]);
 }
 
-TEST_CASE("TinyGPT shows every block's attention weights to run_with_cache", "[tinygpt]") {
-  TinyGPT<float> model(small_config());
+TEST_CASE("Transformer shows every block's attention weights to run_with_cache", "[tinygpt]") {
+  Transformer<float> model(small_config());
   const CachedRun<float> run = run_with_cache(model, random_tokens(2, 5, 7, 8),
                                               {"blocks.0.attn.pattern", "blocks.1.attn.pattern"});
   REQUIRE(model.blocks().size() == 2);
@@ -193,10 +193,10 @@ TEST_CASE("TinyGPT shows every block's attention weights to run_with_cache", "[t
     CHECK(run.cache[name].shape() == Shape{2, 2, 5, 5});
 }
 
-TEST_CASE("TinyGPT agrees with PyTorch: logits loss and every gradient", "[tinygpt]") {
+TEST_CASE("Transformer agrees with PyTorch: logits loss and every gradient", "[tinygpt]") {
   // weights.npz is written by numpy.savez (make_tinygpt_fixtures.py), config included.
-  TinyGPT<double> model = load_checkpoint<double>(kFixtures + "weights.npz");
-  const TinyGPTConfig& c = model.config();
+  Transformer<double> model = load_checkpoint<double>(kFixtures + "weights.npz");
+  const TransformerConfig& c = model.config();
   CHECK(c.vocab == 11);
   CHECK(c.context == 8);
   CHECK(c.d_model == 16);
@@ -223,23 +223,23 @@ TEST_CASE("TinyGPT agrees with PyTorch: logits loss and every gradient", "[tinyg
   CHECK(worst <= 1e-9);
 }
 
-TEST_CASE("TinyGPT agrees with PyTorch unscaled and with RMSNorm", "[tinygpt]") {
+TEST_CASE("Transformer agrees with PyTorch unscaled and with RMSNorm", "[tinygpt]") {
   const std::vector<NpzEntry> batch = load_npz(kFixtures + "batch.npz");
   const Indices tokens = find_npz_entry(batch, "tokens")->as<std::int64_t>();
   const std::vector<NpzEntry> want = load_npz(kFixtures + "expected.npz");
-  const TinyGPTConfig base = read_checkpoint_config(kFixtures + "weights.npz");
+  const TransformerConfig base = read_checkpoint_config(kFixtures + "weights.npz");
 
-  TinyGPTConfig unscaled = base;
+  TransformerConfig unscaled = base;
   unscaled.attention_scale = 1.0;
-  TinyGPT<double> u(unscaled);
+  Transformer<double> u(unscaled);
   load_parameters(kFixtures + "weights.npz", u);
   CHECK(rel_error(u(tokens).value(), expected(want, "logits_unscaled")) <= 1e-9);
   // and the scale matters: the default-scaled logits differ from these
   CHECK(rel_error(u(tokens).value(), expected(want, "logits")) > 1e-3);
 
-  TinyGPTConfig rms = base;
+  TransformerConfig rms = base;
   rms.norm = NormKind::rms_norm;
-  TinyGPT<double> r(rms);
+  Transformer<double> r(rms);
   const std::vector<NpzEntry> weights = load_npz(kFixtures + "weights.npz");
   for (const auto& p : r.named_parameters()) {
     Tensor<double> t = p.tensor;
@@ -248,8 +248,8 @@ TEST_CASE("TinyGPT agrees with PyTorch unscaled and with RMSNorm", "[tinygpt]") 
   CHECK(rel_error(r(tokens).value(), expected(want, "logits_rms")) <= 1e-9);
 }
 
-TEST_CASE("TinyGPT two AdamW steps agree with torch.optim.AdamW", "[tinygpt]") {
-  TinyGPT<double> model = load_checkpoint<double>(kFixtures + "weights.npz");
+TEST_CASE("Transformer two AdamW steps agree with torch.optim.AdamW", "[tinygpt]") {
+  Transformer<double> model = load_checkpoint<double>(kFixtures + "weights.npz");
   const std::vector<NpzEntry> batch = load_npz(kFixtures + "batch.npz");
   const Indices tokens = find_npz_entry(batch, "tokens")->as<std::int64_t>();
   const Indices targets = find_npz_entry(batch, "targets")->as<std::int64_t>();

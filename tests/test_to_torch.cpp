@@ -15,7 +15,7 @@
 
 #include "autograd/tape.hpp"
 #include "helpers.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "run_program.hpp"
 
 namespace fs = std::filesystem;
@@ -80,7 +80,7 @@ fs::path train(const std::string& name, const std::string& args) {
 // Weights of order one (the initialisation's 0.02 leaves attention nearly uniform, where a
 // wrong position encoding would hardly show): every parameter from N(0, 0.3), norm gains
 // around 1.
-void spread_weights(TinyGPT<float>& model, std::uint64_t seed) {
+void spread_weights(Transformer<float>& model, std::uint64_t seed) {
   Generator gen(seed);
   for (const NamedParameter<float>& p : model.named_parameters()) {
     Array<float>& v = const_cast<Tensor<float>&>(p.tensor).value();
@@ -91,7 +91,7 @@ void spread_weights(TinyGPT<float>& model, std::uint64_t seed) {
   }
 }
 
-TinyGPTConfig small(TinyGPTConfig c) {
+TransformerConfig small(TransformerConfig c) {
   c.vocab = 13;
   c.context = 12;
   c.d_model = 16;
@@ -101,35 +101,35 @@ TinyGPTConfig small(TinyGPTConfig c) {
 }
 
 // Every switch at least once, each RoPE scaling with one of the two pairings.
-std::vector<std::pair<std::string, TinyGPTConfig>> switch_configs() {
-  std::vector<std::pair<std::string, TinyGPTConfig>> out;
+std::vector<std::pair<std::string, TransformerConfig>> switch_configs() {
+  std::vector<std::pair<std::string, TransformerConfig>> out;
   auto add = [&](const std::string& name, auto edit) {
     const std::string preset_name = name.rfind("gpt2", 0) == 0 ? "gpt2" : "llama";
-    TinyGPTConfig c = small(preset(preset_name));
+    TransformerConfig c = small(preset(preset_name));
     edit(c);
     finish_preset(preset_name, c);
     out.emplace_back(name, c);
   };
-  add("gpt2", [](TinyGPTConfig&) {});
-  add("gpt2_tied_window_unscaled", [](TinyGPTConfig& c) {
+  add("gpt2", [](TransformerConfig&) {});
+  add("gpt2_tied_window_unscaled", [](TransformerConfig& c) {
     c.tie_embeddings = true;
     c.window = 3;
     c.attention_scale = 1.0;
   });
-  add("llama_half", [](TinyGPTConfig&) {});
-  add("llama_interleaved_linear_mqa", [](TinyGPTConfig& c) {
+  add("llama_half", [](TransformerConfig&) {});
+  add("llama_interleaved_linear_mqa", [](TransformerConfig& c) {
     c.rope_style = RopeStyle::interleaved;
     c.rope_scaling = RopeScaling::linear;
     c.rope_factor = 2;
     c.kv_heads = 1;
   });
-  add("llama_half_ntk_qknorm_headdim", [](TinyGPTConfig& c) {
+  add("llama_half_ntk_qknorm_headdim", [](TransformerConfig& c) {
     c.rope_scaling = RopeScaling::ntk;
     c.rope_factor = 3;
     c.qk_norm = true;
     c.head_dim = 6;
   });
-  add("llama_interleaved_llama3_window_tied", [](TinyGPTConfig& c) {
+  add("llama_interleaved_llama3_window_tied", [](TransformerConfig& c) {
     c.rope_style = RopeStyle::interleaved;
     c.rope_scaling = RopeScaling::llama3;
     c.rope_factor = 8;
@@ -141,46 +141,46 @@ std::vector<std::pair<std::string, TinyGPTConfig>> switch_configs() {
     c.window = 4;
     c.tie_embeddings = true;
   });
-  add("llama_half_yarn_layernorm_bias", [](TinyGPTConfig& c) {
+  add("llama_half_yarn_layernorm_bias", [](TransformerConfig& c) {
     c.rope_scaling = RopeScaling::yarn;
     c.rope_factor = 4;
     c.rope_original_context = 6;
     c.norm = NormKind::layer_norm;
     c.mlp_bias = true;
   });
-  add("gpt2_attention_only", [](TinyGPTConfig& c) { c.mlp = MlpKind::none; });
+  add("gpt2_attention_only", [](TransformerConfig& c) { c.mlp = MlpKind::none; });
   // mixtures of experts: renormalised top 2 (Mixtral), top 1 and top 2 with the raw
   // probabilities (Switch: a torch module that renormalised would disagree), experts in
   // every second layer only, and GELU experts
-  add("llama_experts4_top2", [](TinyGPTConfig& c) {
+  add("llama_experts4_top2", [](TransformerConfig& c) {
     c.experts = 4;
     c.experts_top_k = 2;
   });
-  add("llama_experts4_top1_raw", [](TinyGPTConfig& c) {
+  add("llama_experts4_top1_raw", [](TransformerConfig& c) {
     c.experts = 4;
     c.experts_top_k = 1;
     c.moe_renorm = false;
   });
-  add("llama_experts3_top2_raw_every2", [](TinyGPTConfig& c) {
+  add("llama_experts3_top2_raw_every2", [](TransformerConfig& c) {
     c.experts = 3;
     c.experts_top_k = 2;
     c.moe_renorm = false;
     c.moe_every = 2;
   });
-  add("gpt2_experts4_top2", [](TinyGPTConfig& c) {
+  add("gpt2_experts4_top2", [](TransformerConfig& c) {
     c.experts = 4;
     c.experts_top_k = 2;
     c.moe_aux_coef = 0;  // a training-only weight: converts whatever its value
   });
-  add("llama_attention_only", [](TinyGPTConfig& c) { c.mlp = MlpKind::none; });
-  add("llama_no_positions_gelu", [](TinyGPTConfig& c) {
+  add("llama_attention_only", [](TransformerConfig& c) { c.mlp = MlpKind::none; });
+  add("llama_no_positions_gelu", [](TransformerConfig& c) {
     c.positions = PositionKind::none;
     c.mlp = MlpKind::gelu;
     c.mlp_hidden = 40;
   });
   // six heads: the slopes of a power of two (4) and the two interleaved from the next (8);
   // caps small enough to bend the spread weights' scores and logits
-  add("llama_alibi_softcaps_six_heads", [](TinyGPTConfig& c) {
+  add("llama_alibi_softcaps_six_heads", [](TransformerConfig& c) {
     c.positions = PositionKind::alibi;
     c.heads = 6;
     c.head_dim = 4;
@@ -192,7 +192,7 @@ std::vector<std::pair<std::string, TinyGPTConfig>> switch_configs() {
 
 // The model's float32 logits on a fixed batch, computed in this process.
 Array<float> logits_of(const fs::path& checkpoint) {
-  TinyGPT<float> model = load_checkpoint<float>(checkpoint.string());
+  Transformer<float> model = load_checkpoint<float>(checkpoint.string());
   NoGradGuard no_grad;
   const Indices tokens = tapegrad::test::random_tokens(3, model.config().context,
                                                        model.config().vocab, 5);
@@ -228,7 +228,7 @@ TEST_CASE("to_torch: every preset and switch gives tapegrad's logits in torch", 
   std::uint64_t seed = 10;
   const auto configs = switch_configs();
   for (const auto& [name, config] : configs) {
-    TinyGPT<float> model(config);
+    Transformer<float> model(config);
     spread_weights(model, ++seed);
     save_checkpoint((dir / (name + ".npz")).string(), model);
     args += sh_arg(dir / (name + ".npz")) + " ";
@@ -240,7 +240,7 @@ TEST_CASE("to_torch: weights trained on in torch come back into tapegrad with to
           "[to_torch]") {
   require_torch();
   const fs::path dir = scratch("back");
-  TinyGPT<float> model(switch_configs()[5].second);  // interleaved llama3 RoPE, window, tied
+  Transformer<float> model(switch_configs()[5].second);  // interleaved llama3 RoPE, window, tied
   spread_weights(model, 3);
   save_checkpoint((dir / "model.npz").string(), model);
   REQUIRE(to_torch(sh_arg(dir / "model.npz") + " --out " + sh_arg(dir / "model.pt"), dir).code == 0);
@@ -285,8 +285,8 @@ TEST_CASE("to_torch: the checkpoints of every format read as tapegrad reads them
 TEST_CASE("to_torch: the RoPE pairing is saved, and the other pairing changes the logits",
           "[to_torch]") {
   const fs::path dir = scratch("rope_style");
-  TinyGPTConfig config = switch_configs()[2].second;  // llama, half pairing
-  TinyGPT<float> model(config);
+  TransformerConfig config = switch_configs()[2].second;  // llama, half pairing
+  Transformer<float> model(config);
   spread_weights(model, 4);
   save_checkpoint((dir / "half.npz").string(), model);
   REQUIRE(read_checkpoint_config((dir / "half.npz").string()).rope_style == RopeStyle::half);
@@ -312,14 +312,14 @@ TEST_CASE("to_torch: the RoPE pairing is saved, and the other pairing changes th
 TEST_CASE("to_torch and logits: misuse exits 2 with one line and writes nothing", "[to_torch]") {
   require_torch();
   const fs::path dir = scratch("misuse");
-  TinyGPT<float> model(switch_configs()[0].second);
+  Transformer<float> model(switch_configs()[0].second);
   save_checkpoint((dir / "model.npz").string(), model);
   save_npz((dir / "not_a_model.npz").string(),
            {NpzEntry("x", xt::xarray<float>::from_shape({2}))});
-  TinyGPTConfig capped = switch_configs()[0].second;
+  TransformerConfig capped = switch_configs()[0].second;
   capped.experts = 4;
   capped.moe_capacity = 1.25;  // capacity dropping has no torch module: refused
-  save_checkpoint((dir / "capped.npz").string(), TinyGPT<float>(capped));
+  save_checkpoint((dir / "capped.npz").string(), Transformer<float>(capped));
   const std::string m = sh_arg(dir / "model.npz");
   const std::vector<std::string> cases = {
       sh_arg(dir / "capped.npz") + " --out " + sh_arg(dir / "w.pt"),  // moe_capacity > 0

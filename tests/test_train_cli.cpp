@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "ops/kernels/dispatch.hpp"  // bf16_products_are_fast
 #include "json_file.hpp"
 #include "run_program.hpp"
@@ -173,7 +173,7 @@ TEST_CASE("train cli: a tiny run writes its outputs and --resume reproduces eval
   CHECK(svg.rfind("<svg", 0) == 0);
   CHECK(svg.find("class=\"series\"") != std::string::npos);
   // numpy-readable checkpoint, loadable by nn
-  tapegrad::TinyGPT<float> model = tapegrad::load_checkpoint<float>((a / "model.npz").string());
+  tapegrad::Transformer<float> model = tapegrad::load_checkpoint<float>((a / "model.npz").string());
   CHECK(model.config().d_model == 16);
   CHECK(model.config().vocab == 11);
 
@@ -337,7 +337,7 @@ TEST_CASE("train cli: --arch llama passes the start-up gradient check and trains
   CHECK(field(metrics, "positions") == "rope");
   CHECK(field(metrics, "mlp") == "swiglu");
   CHECK(field(metrics, "kv_heads") == 1);  // llama: heads 2 -> 1 K/V head
-  const tapegrad::TinyGPTConfig c = tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string());
+  const tapegrad::TransformerConfig c = tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string());
   CHECK(c.qk_norm);
   CHECK(c.window == 5);
 }
@@ -360,7 +360,7 @@ TEST_CASE("train cli: --arch mixtral with 4 experts, top 2, learns sort and repo
   CHECK(field(metrics, "final_moe_z_loss").get<double>() > 0);
   CHECK(field(metrics, "parameters_active").get<double>() <
         field(metrics, "parameters").get<double>());
-  const tapegrad::TinyGPTConfig c = tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string());
+  const tapegrad::TransformerConfig c = tapegrad::read_checkpoint_config((dir / "out" / "model.npz").string());
   CHECK(c.experts == 4);
   CHECK(c.experts_top_k == 2);
 }

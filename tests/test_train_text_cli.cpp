@@ -11,7 +11,7 @@
 #include <string>
 
 #include "json_file.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "run_program.hpp"
 #include "tasks/tasks.hpp"
 #include "text/utf8.hpp"
@@ -60,7 +60,7 @@ TEST_CASE("train text cli: --tokenizer bpe trains, saves its tokenizer and repor
   CHECK(bpb > 0);
   CHECK(slurp(a / "loss.csv").rfind("step,loss,lr,bits_per_byte\n", 0) == 0);
   // the model's vocabulary is the tokenizer's, saved with it and beside it
-  const TinyGPT<float> model = load_checkpoint<float>((a / "model.npz").string());
+  const Transformer<float> model = load_checkpoint<float>((a / "model.npz").string());
   CHECK(model.config().vocab == 300);
   const text::BpeTokenizer saved = text::BpeTokenizer::load((a / "tokenizer.bpe").string());
   CHECK(saved.vocab_size() == 300);

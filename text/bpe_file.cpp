@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "nn/file_io.hpp"
+#include "nn/io/file_io.hpp"
 #include "text/bpe_tokenizer.hpp"
 
 namespace tapegrad::text {

@@ -1,10 +1,10 @@
-// checkpoint_schema: prints the checkpoint's schema as JSON (nn/checkpoint_schema.hpp);
+// checkpoint_schema: prints the checkpoint's schema as JSON (nn/io/checkpoint_schema.hpp);
 // tools/checkpoint_schema.json is its output, which tools/to_torch.py reads.
 //
 //   checkpoint_schema > tools/checkpoint_schema.json
 #include <cstdio>
 
-#include "nn/checkpoint_schema.hpp"
+#include "nn/io/checkpoint_schema.hpp"
 
 int main() {
   std::fputs(tapegrad::checkpoint_schema_json().c_str(), stdout);

@@ -20,8 +20,8 @@
 #include "examples/common/cli.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/transformer.hpp"
 #include "ops/threads.hpp"
 
 using namespace tapegrad;
@@ -60,7 +60,7 @@ int run(const Settings& s) {
   examples::check_memory(examples::inference_memory(read_checkpoint_config(s.model), tokens.shape()[0],
                                                     tokens.shape()[1], 0),
                          s.max_memory, "the model on this batch");
-  TinyGPT<float> model = load_checkpoint<float>(s.model);
+  Transformer<float> model = load_checkpoint<float>(s.model);
   examples::require_finite_parameters(model, "--model " + s.model, s.allow_nonfinite);
   NoGradGuard no_grad;
   const Tensor<float> logits = model.forward(tokens);

@@ -1,4 +1,4 @@
-// tools/rss_growth: does memory grow while tapegrad trains? Trains a small TinyGPT on
+// tools/rss_growth: does memory grow while tapegrad trains? Trains a small Transformer on
 // random tokens (forward, backward, clip, AdamW) for --steps steps and reads the
 // process's resident set size from /proc/self/status after every step. Reports the peak
 // (VmHWM), the mean RSS over the first and the last 100 steps and their difference (the
@@ -19,7 +19,7 @@
 
 #include "autograd/tape.hpp"
 #include "nn/optim.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "ops/threads.hpp"
 
 using namespace tapegrad;
@@ -50,7 +50,7 @@ double mean(const std::vector<long>& v, std::size_t from, std::size_t to) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Peak RSS and RSS growth of TinyGPT training steps (random tokens)."};
+  CLI::App app{"Peak RSS and RSS growth of Transformer training steps (random tokens)."};
   std::size_t steps = 1000, batch = 32, d_model = 64, layers = 2;
   int threads = 1;
   long max_growth_kb = -1;
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   }
   set_num_threads(threads);
 
-  TinyGPTConfig c;
+  TransformerConfig c;
   c.vocab = 16;
   c.context = 16;
   c.d_model = d_model;
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   c.layers = layers;
   c.mlp_ratio = 4;
   c.seed = 1;
-  TinyGPT<float> model(c);
+  Transformer<float> model(c);
   AdamW<float> opt(model.parameters(), {1e-3, 0.9, 0.999, 1e-8, 0.01});
   Generator gen(7);
   const Rss start = read_rss();
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   const Rss end = read_rss();
   const double first = mean(rss, 1, 101), last = mean(rss, steps - 100, steps);
   const double growth = last - first;
-  std::printf("rss_growth: %zu steps, TinyGPT d_model %zu, %zu layers, batch %zu x %zu tokens, "
+  std::printf("rss_growth: %zu steps, Transformer d_model %zu, %zu layers, batch %zu x %zu tokens, "
               "%d thread(s), final loss %.4f\n", steps, d_model, layers, batch, c.context,
               num_threads(), last_loss);
   std::printf("  RSS before training   %8ld KiB\n", start.current_kb);

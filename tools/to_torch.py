@@ -52,7 +52,7 @@ EXTRAS = set(SCHEMA["extras"])
 
 
 def config_from_npz(entries, path):
-    """The rule of nn/checkpoint.hpp: a file of format F holds every field with since <= F;
+    """The rule of nn/io/checkpoint.hpp: a file of format F holds every field with since <= F;
     a field it predates takes its old value."""
     if PREFIX + "format" not in entries:
         raise UsageError(f"{path}: no {PREFIX}format entry (not a tapegrad checkpoint)")

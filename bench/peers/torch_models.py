@@ -68,7 +68,7 @@ class Mha:
 
 
 class ToyGpt(torch.nn.Module):
-    """tapegrad's TinyGPT (gpt2 preset): token + learned positions, pre-norm blocks with
+    """tapegrad's Transformer (gpt2 preset): token + learned positions, pre-norm blocks with
     bias-free attention and a GELU(tanh) MLP, final LayerNorm, untied head; weights in
     tapegrad's (in, out) layout, loaded by name from the reference."""
 

@@ -41,7 +41,7 @@ AblationRow evaluate_margin(const tasks::LogitsFn& logits_of, const std::vector<
   return row;
 }
 
-std::vector<AblationRow> ablate_each_head(TinyGPT<float>& model,
+std::vector<AblationRow> ablate_each_head(Transformer<float>& model,
                                           const std::vector<tasks::Batch>& batches) {
   std::vector<AblationRow> rows{
       evaluate_margin([&model](const Indices& tokens) { return model.forward(tokens); }, batches)};
@@ -70,7 +70,7 @@ AblationResult run_ablation(const AblationOptions& o) {
   c.heads = o.heads;
   c.layers = o.layers;
   c.seed = o.seed;
-  TinyGPT<float> model(c);
+  Transformer<float> model(c);
   TrainingOptions t;
   t.task = o.task;
   t.steps = o.steps;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
 
@@ -39,7 +39,7 @@ struct AblationResult {
 AblationRow evaluate_margin(const tasks::LogitsFn& logits_of, const std::vector<tasks::Batch>& batches);
 // Every head of `model` ablated in turn (its slice of blocks.{l}.attn.z zeroed by a hook,
 // for that run only), the intact model first.
-std::vector<AblationRow> ablate_each_head(TinyGPT<float>& model,
+std::vector<AblationRow> ablate_each_head(Transformer<float>& model,
                                           const std::vector<tasks::Batch>& batches);
 // Trains the options' gpt2-preset model on its task, then ablate_each_head.
 AblationResult run_ablation(const AblationOptions& options);

@@ -58,7 +58,7 @@ std::vector<LrRun> run_lr_sweep(const LrSweepOptions& o, LrProgress progress) {
       runs.size(), o.workers, {},
       [&](std::size_t i) {
         LrRun& r = runs[i];
-        TinyGPT<float> model(lr_config(o, r.qk_norm, r.seed));
+        Transformer<float> model(lr_config(o, r.qk_norm, r.seed));
         r.result = train_model(training_of(o, r.lr), model, task, r.seed * 0x9e3779b97f4a7c15ULL + 7);
       },
       [&](std::size_t i) {

@@ -3,7 +3,7 @@
 //
 // 1. A sweep over d_k and the number of keys Tk with random unit-variance queries and keys:
 //    score spread, softmax saturation and the gradient through the softmax, scaled and not.
-// 2. TinyGPT trained on a task where attention matters, scaled against unscaled, for several
+// 2. Transformer trained on a task where attention matters, scaled against unscaled, for several
 //    d_head, seeds and two initialisations.
 // 3. Remedies at one d_head: QK-norm (two gain initialisations), a learned temperature.
 // 4. Learning-rate sensitivity of a llama-preset model with and without QK-norm.
@@ -36,7 +36,7 @@
 #include "examples/saturation/ablation.hpp"
 #include "examples/saturation/options.hpp"
 #include "examples/saturation/report.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "ops/threads.hpp"
 #include "tasks/tasks.hpp"
 
@@ -163,7 +163,7 @@ struct Limits {
   std::optional<double> max_memory;
 };
 
-// The largest TinyGPT the study trains (the widest d_head, the remedies' included) times
+// The largest Transformer the study trains (the widest d_head, the remedies' included) times
 // the runs trained at once; the learning-rate sweep and the ablation train smaller ones.
 examples::MemoryNeed study_memory(const StudyOptions& o) {
   const TrainingOptions& t = o.train;
@@ -190,7 +190,7 @@ examples::MemoryNeed study_memory(const StudyOptions& o) {
 int ablate_checkpoint(const StudyOptions& o, const Limits& limits) {
   const std::string label = "--ablate " + o.ablate_checkpoint;
   const tasks::SequenceTask task = tasks::SequenceTask::make(o.train.task);
-  std::optional<TinyGPT<float>> loaded;
+  std::optional<Transformer<float>> loaded;
   try {
     const TransformerConfig c = read_checkpoint_config(o.ablate_checkpoint);
     examples::check_memory(examples::inference_memory(c, o.train.eval_size, c.context, 0),
@@ -201,7 +201,7 @@ int ablate_checkpoint(const StudyOptions& o, const Limits& limits) {
   } catch (const std::exception& e) {
     throw examples::UsageError(label + ": " + examples::one_line(e.what()));
   }
-  TinyGPT<float>& model = *loaded;
+  Transformer<float>& model = *loaded;
   examples::require_finite_parameters(model, label, limits.allow_nonfinite);
   if (model.config().vocab != task.vocab_size() || model.config().context < task.context())
     throw examples::UsageError("--ablate " + o.ablate_checkpoint + ": the model (vocab " +
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   StudyOptions o;
   CLI::App app{
       "The saturation study: why attention divides its scores by sqrt(d_k), and what modern\n"
-      "attention does about it. A sweep of random queries and keys through the softmax, TinyGPT\n"
+      "attention does about it. A sweep of random queries and keys through the softmax, Transformer\n"
       "trained scaled against unscaled, the remedies (QK-norm, a learned temperature), the\n"
       "learning-rate sensitivity with and without QK-norm, position checks and head ablation;\n"
       "CSV tables, SVG plots and REPORT.md in --out. Exit codes: 0 ok, 1 runtime failure, 2 usage error.",

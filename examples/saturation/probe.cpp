@@ -75,7 +75,7 @@ AttentionProbe probe_statistics(const std::vector<ProbeLayer>& layers, std::size
 // The weights and their loss gradient from one run caching every layer's attn.pattern with
 // gradients (the path stays the fused one), the scores from a second, gradient-free run:
 // asking for the scores' gradient would move the first run to the composed path.
-AttentionProbe probe_attention(TinyGPT<float>& model, const tasks::Batch& batch,
+AttentionProbe probe_attention(Transformer<float>& model, const tasks::Batch& batch,
                                std::size_t first_row) {
   const std::vector<std::string> patterns = block_points(model.blocks().size(), "attn.pattern"),
                                  scores = block_points(model.blocks().size(), "attn.scores");

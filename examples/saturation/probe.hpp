@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "tasks/tasks.hpp"
 
 namespace tapegrad::saturation {
@@ -25,7 +25,7 @@ double softmax_row_gradient_norm(const float* w, const float* g, std::size_t n);
 // Forward and backward of the model's loss on `batch` with the attention weights kept on
 // the tape; the model's gradients are cleared again afterwards (the optimiser never sees
 // them). Rows before first_row (which see few keys) are left out.
-AttentionProbe probe_attention(TinyGPT<float>& model, const tasks::Batch& batch,
+AttentionProbe probe_attention(Transformer<float>& model, const tasks::Batch& batch,
                                std::size_t first_row);
 
 // The same statistics from weights (B, heads, T, T), scores of that shape (-inf where

@@ -357,9 +357,9 @@ void training_setup(const ReportInputs& in, std::string& md) {
   const TrainingOptions& o = in.training;
   const tasks::SequenceTask task = tasks::SequenceTask::make(o.task);
   char buf[4096];
-  md += "## 2. Training: TinyGPT on `" + o.task + "`, scaled against unscaled\n\n";
+  md += "## 2. Training: Transformer on `" + o.task + "`, scaled against unscaled\n\n";
   std::snprintf(buf, sizeof buf,
-                "TinyGPT with %zu head%s per layer (d_model = %zu x d_head), %zu layers, MLP x%zu, "
+                "Transformer with %zu head%s per layer (d_model = %zu x d_head), %zu layers, MLP x%zu, "
                 "LayerNorm, learned positions; AdamW (lr %g, warm-up %zu, cosine to %g, betas "
                 "%g/%g, weight decay %g on matrices), gradient clipping at %g, batch %zu, %zu steps "
                 "for every run; held-out accuracy (teacher-forced, every answer token right) on "

@@ -16,7 +16,7 @@
 #include "tasks/tasks.hpp"
 #include "nn/optim.hpp"
 #include "nn/schedule.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 
 namespace tapegrad::saturation {
 namespace {
@@ -60,7 +60,7 @@ double mean_row_entropy(const Tensor<float>& weights, std::size_t first_row) {
   return rows ? sum / double(rows) : 0.0;
 }
 
-EvalPoint evaluate_at(TinyGPT<float>& model, const SequenceTask& task,
+EvalPoint evaluate_at(Transformer<float>& model, const SequenceTask& task,
                       const std::vector<Batch>& batches, const Batch& probe, std::size_t step) {
   tasks::EvalResult r = tasks::evaluate(model, batches);
   EvalPoint e;
@@ -140,7 +140,7 @@ double unit_spread_qk_gain(std::size_t d_head) { return std::pow(double(d_head),
 
 TransformerConfig run_config(const TrainingOptions& o, const RunSpec& spec) {
   const SequenceTask task = SequenceTask::make(spec.is_control() ? spec.task : o.task);
-  TinyGPTConfig config;
+  TransformerConfig config;
   config.vocab = task.vocab_size();
   config.context = task.context();
   config.d_model = o.heads * spec.d_head;
@@ -175,7 +175,7 @@ Batch probe_batch(const TrainingOptions& o, const SequenceTask& task) {
 
 RunResult train_one(const TrainingOptions& o, const RunSpec& spec) {
   const SequenceTask task = SequenceTask::make(spec.is_control() ? spec.task : o.task);
-  TinyGPT<float> model(run_config(o, spec));
+  Transformer<float> model(run_config(o, spec));
   // The same data stream for every arm of a seed.
   RunResult result = train_model(o, model, task, spec.seed * 0x9e3779b97f4a7c15ULL + 1);
   result.spec = spec;
@@ -188,18 +188,18 @@ namespace {
 // (before clipping) to `window`; false (nothing stepped) when the loss is not finite.
 struct Trainer {
   const TrainingOptions& o;
-  TinyGPT<float>& model;
+  Transformer<float>& model;
   std::vector<Tensor<float>> all;
   AdamW<float> decay, plain;
 
-  static std::vector<Tensor<float>> params(TinyGPT<float>& m, bool matrices) {
+  static std::vector<Tensor<float>> params(Transformer<float>& m, bool matrices) {
     std::vector<Tensor<float>> out;
     for (const auto& p : m.named_parameters())
       if ((p.tensor.dim() >= 2) == matrices) out.push_back(p.tensor);
     return out;
   }
   // Weight decay on matrices only, as train_tiny_transformer does.
-  Trainer(const TrainingOptions& opt, TinyGPT<float>& m)
+  Trainer(const TrainingOptions& opt, Transformer<float>& m)
       : o(opt), model(m), all(m.parameters()),
         decay(params(m, true), {opt.lr, opt.beta1, opt.beta2, 1e-8, opt.weight_decay}),
         plain(params(m, false), {opt.lr, opt.beta1, opt.beta2, 1e-8, 0.0}) {}
@@ -239,7 +239,7 @@ void close_window(CurvePoint& window, std::size_t& count, std::size_t step, RunR
 
 }  // namespace
 
-RunResult train_model(const TrainingOptions& o, TinyGPT<float>& model, const SequenceTask& task,
+RunResult train_model(const TrainingOptions& o, Transformer<float>& model, const SequenceTask& task,
                       std::uint64_t data_seed) {
   auto start = std::chrono::steady_clock::now();
   // Anomaly mode is per thread: each worker checks the runs it trains.

@@ -1,11 +1,11 @@
 #pragma once
 // Part 2 of the saturation study: does dividing by sqrt(d_head) matter when a model
-// learns? TinyGPT is trained on a built-in task for every d_head x {scaled, unscaled} x
+// learns? Transformer is trained on a built-in task for every d_head x {scaled, unscaled} x
 // {gpt2, variance_preserving} x seed, all runs with the same budget of steps, optimiser and
 // data stream per seed, so a pair (scaled, unscaled) differs only in the attention scale.
 //
 // The default task is `sort`, not associative recall: measured on this machine, a scaled
-// 1-head, 2-layer TinyGPT (d_model 32) stays at about 0.3 recall accuracy after 3,000
+// 1-head, 2-layer Transformer (d_model 32) stays at about 0.3 recall accuracy after 3,000
 // steps (PyTorch's own transformer of the same shape too), while `sort` reaches 0.9 in
 // 300-500 steps, so only sort fits the study's budget of minutes. A control run trains one
 // scaled model on `control_task` (recall) with the same budget, so every report shows
@@ -18,7 +18,7 @@
 
 #include "examples/saturation/probe.hpp"
 #include "nn/init.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "tasks/tasks.hpp"
 
 namespace tapegrad::saturation {
@@ -117,7 +117,7 @@ std::vector<RunSpec> training_specs(const TrainingOptions& options);
 // QK-norm; unscaled + QK-norm at unit spread; scaled + QK-norm; unscaled + temperature.
 std::vector<RunSpec> remedy_specs(const TrainingOptions& options);
 
-// The model of a spec (TinyGPT on the task, d_model = heads x d_head, the spec's scale,
+// The model of a spec (Transformer on the task, d_model = heads x d_head, the spec's scale,
 // init and remedy).
 TransformerConfig run_config(const TrainingOptions& options, const RunSpec& spec);
 
@@ -125,7 +125,7 @@ TransformerConfig run_config(const TrainingOptions& options, const RunSpec& spec
 RunResult train_one(const TrainingOptions& options, const RunSpec& spec);
 // Trains `model` in place on `task` with the options' optimiser and schedule; the data
 // stream is seeded by data_seed. The result's spec is left for the caller to fill.
-RunResult train_model(const TrainingOptions& options, TinyGPT<float>& model,
+RunResult train_model(const TrainingOptions& options, Transformer<float>& model,
                       const tasks::SequenceTask& task, std::uint64_t data_seed);
 // The held-out set every run evaluates on, in batches.
 std::vector<tasks::Batch> eval_batches(const TrainingOptions& options, const tasks::SequenceTask& task);

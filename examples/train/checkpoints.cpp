@@ -192,8 +192,8 @@ std::string write_training_checkpoint(const TrainerState& t) {
   return path;
 }
 
-TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume) {
-  std::optional<TinyGPT<float>> model;
+Transformer<float> load_resumed_model(const Settings& s, const ResumeSource& resume) {
+  std::optional<Transformer<float>> model;
   try {
     model.emplace(load_checkpoint<float>(resume.path));
   } catch (const std::exception& e) {
@@ -204,7 +204,7 @@ TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume)
 }
 
 std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
-                                                        const TinyGPT<float>& model) {
+                                                        const Transformer<float>& model) {
   if (!holds_training_state(resume.entries)) return std::nullopt;
   try {
     return training_state_from_entries<float>(resume.entries, model, resume.path);
@@ -257,7 +257,7 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
 }
 
 void restore_training(const TrainingState<float>& st, const TaskSetup& task,
-                      const TinyGPT<float>& model, Optimizers& optimizers, Generator& data,
+                      const Transformer<float>& model, Optimizers& optimizers, Generator& data,
                       TrainingProgress& progress, const std::string& label) {
   if (need_setting(st.integer_settings, "text_hash") != task.text_hash)
     throw UsageError("--resume " + label + ": the --text file is not the one this run was "

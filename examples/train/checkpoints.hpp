@@ -1,6 +1,6 @@
 #pragma once
 // Training checkpoints under --out: ckpt-<step>.npz (the step in at least 8 digits), each a
-// model checkpoint plus the training state of nn/training_state (AdamW's
+// model checkpoint plus the training state of nn/io/training_state (AdamW's
 // moments, the batch generator, the step, the loss curve and the run's settings). Written
 // atomically (temporary file, fsync, rename, fsync of the directory); the older ones are
 // removed only once the new one is complete, keeping the last two.
@@ -12,7 +12,7 @@
 #include "examples/train/options.hpp"
 #include "examples/train/setup.hpp"
 #include "examples/train/training.hpp"
-#include "nn/training_state.hpp"
+#include "nn/io/training_state.hpp"
 
 namespace tapegrad::train {
 
@@ -32,7 +32,7 @@ void check_no_later_checkpoints(const std::string& dir, std::size_t start_step);
 struct TrainerState {
   const Settings& settings;
   const TaskSetup& task;
-  const TinyGPT<float>& model;
+  const Transformer<float>& model;
   const Optimizers& optimizers;
   Generator& data;
   const TrainingProgress& progress;
@@ -45,11 +45,11 @@ std::string write_training_checkpoint(const TrainerState& state);
 
 // The parameters of a --resume checkpoint as a model; UsageError when they do not fit or
 // hold NaN/Inf (naming the tensor) unless s.allow_nonfinite.
-TinyGPT<float> load_resumed_model(const Settings& s, const ResumeSource& resume);
+Transformer<float> load_resumed_model(const Settings& s, const ResumeSource& resume);
 // The training state of a --resume checkpoint (none for a model-only file), checked
 // against `model`; UsageError naming the entry when it does not fit.
 std::optional<TrainingState<float>> read_training_state(const ResumeSource& resume,
-                                                        const TinyGPT<float>& model);
+                                                        const Transformer<float>& model);
 // The notice for an option given on --resume with another value than the checkpoint's, which
 // the run then uses: "--resume: --lr 0.002 differs from the checkpoint's 0.003; the run
 // goes on with 0.002 and no longer matches an uninterrupted one".
@@ -64,7 +64,7 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& state,
                                std::vector<std::string>& notices);
 // Puts the optimisers, the batch generator and the progress where the checkpoint left them.
 void restore_training(const TrainingState<float>& state, const TaskSetup& task,
-                      const TinyGPT<float>& model, Optimizers& optimizers, Generator& data,
+                      const Transformer<float>& model, Optimizers& optimizers, Generator& data,
                       TrainingProgress& progress, const std::string& label);
 
 }  // namespace tapegrad::train

@@ -6,8 +6,8 @@
 
 namespace tapegrad::train {
 
-TinyGPTConfig small_config(const TinyGPTConfig& config) {
-  TinyGPTConfig s = config;
+TransformerConfig small_config(const TransformerConfig& config) {
+  TransformerConfig s = config;
   s.heads = std::min<std::size_t>(config.heads, 2);
   // keep the kind of sharing: MHA stays MHA, GQA keeps heads/kv_heads query heads per K/V
   // head while there are enough heads, and becomes MQA otherwise
@@ -20,10 +20,10 @@ TinyGPTConfig small_config(const TinyGPTConfig& config) {
   return s;
 }
 
-ModelCheck check_model_gradients(const TinyGPTConfig& small, const tasks::Batch& batch,
+ModelCheck check_model_gradients(const TransformerConfig& small, const tasks::Batch& batch,
                                  std::size_t max_elements, std::uint64_t seed) {
   auto start = std::chrono::steady_clock::now();
-  TinyGPT<double> model(small);
+  Transformer<double> model(small);
   std::vector<Tensor<double>> params = model.parameters();
   // gradcheck perturbs the parameter tensors in place; the model reads the same handles.
   TensorFunction<double> f = [&](const std::vector<Tensor<double>>&) {
@@ -76,9 +76,9 @@ std::string format_model_check(const ModelCheck& check) {
 
 namespace tapegrad::train {
 
-GradcheckSummary startup_gradcheck(const TinyGPTConfig& config, const tasks::Batch& batch,
+GradcheckSummary startup_gradcheck(const TransformerConfig& config, const tasks::Batch& batch,
                                    std::uint64_t seed, bool quiet, std::FILE* log) {
-  const TinyGPTConfig small = small_config(config);
+  const TransformerConfig small = small_config(config);
   const ModelCheck check = check_model_gradients(small, batch, 6, seed);
   if (!quiet || !check.passed) {
     std::fprintf(log,

@@ -10,7 +10,7 @@
 
 #include "autograd/gradcheck.hpp"
 #include "tasks/tasks.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 
 namespace tapegrad::train {
 
@@ -23,7 +23,7 @@ struct ParameterCheck {
 };
 
 struct ModelCheck {
-  TinyGPTConfig config;  // the small double-precision model that was checked
+  TransformerConfig config;  // the small double-precision model that was checked
   std::vector<ParameterCheck> rows;
   bool passed = true;
   double seconds = 0;
@@ -34,10 +34,10 @@ struct ModelCheck {
 // layers, grouped-query sharing kept where it fits (else MQA), and every other part (vocab,
 // context, norm, positions and RoPE, MLP kind and ratio, window, QK-norm, tied head,
 // attention scale) as in `config`.
-TinyGPTConfig small_config(const TinyGPTConfig& config);
+TransformerConfig small_config(const TransformerConfig& config);
 
-// Checks every parameter of TinyGPT<double>(small) on `batch` (its loss with kIgnore).
-ModelCheck check_model_gradients(const TinyGPTConfig& small, const tasks::Batch& batch,
+// Checks every parameter of Transformer<double>(small) on `batch` (its loss with kIgnore).
+ModelCheck check_model_gradients(const TransformerConfig& small, const tasks::Batch& batch,
                                  std::size_t max_elements = 6, std::uint64_t seed = 0);
 
 // How the start-up gradient check went, for metrics.json.
@@ -50,7 +50,7 @@ struct GradcheckSummary {
 // The check before training: small_config(config) on `batch` (2 sequences of the task),
 // 6 sampled elements per tensor; prints its table on `log` unless quiet (and always when
 // it fails).
-GradcheckSummary startup_gradcheck(const TinyGPTConfig& config, const tasks::Batch& batch,
+GradcheckSummary startup_gradcheck(const TransformerConfig& config, const tasks::Batch& batch,
                                    std::uint64_t seed, bool quiet, std::FILE* log);
 
 // "parameter  shape  checked  max abs err  max rel err  pass" rows, one per tensor.

@@ -5,7 +5,7 @@
 #include "examples/common/cli.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
-#include "nn/file_io.hpp"
+#include "nn/io/file_io.hpp"
 
 namespace tapegrad::train {
 

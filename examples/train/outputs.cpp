@@ -9,7 +9,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include "examples/common/svg_plot.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "ops/precision.hpp"
 #include "ops/threads.hpp"
 
@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace tapegrad::train {
 
-std::vector<NpzEntry> model_entries(const TinyGPT<float>& model, const TaskSetup& task) {
+std::vector<NpzEntry> model_entries(const Transformer<float>& model, const TaskSetup& task) {
   std::vector<NpzEntry> extra = config_entries(model.config());
   std::vector<std::int64_t> name(task.name.begin(), task.name.end());
   extra.emplace_back(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(name, {name.size()})));
@@ -91,7 +91,7 @@ void set_results(nlohmann::ordered_json& m, const RunSummary& r) {
 
 void set_settings(nlohmann::ordered_json& m, const RunSummary& r) {
   const Settings& s = r.settings;
-  const TinyGPTConfig& c = r.model.config();
+  const TransformerConfig& c = r.model.config();
   for (const FieldInfo& f : config_fields()) {
     if (f.kind == FieldInfo::Kind::size) m[f.name] = std::size_t(field_to_int64(c, f.name));
     else if (f.kind == FieldInfo::Kind::real) m[f.name] = field_to_double(c, f.name);
@@ -144,7 +144,7 @@ void write_outputs(const RunSummary& run, std::FILE* log) {
   if (text && text->coder().is_bpe())
     plot::write_file_atomic((out / "tokenizer.bpe").string(), text->coder().tokenizer()->to_text());
   plot::write_file_atomic((out / "loss.svg").string(),
-                          loss_svg(losses, "TinyGPT on " + run.task.name + ": training loss"));
+                          loss_svg(losses, "Transformer on " + run.task.name + ": training loss"));
   if (!run.report.sample_text.empty())
     plot::write_file_atomic((out / "sample.txt").string(), run.report.sample_text + "\n");
   const TrainingProgress& p = run.progress;

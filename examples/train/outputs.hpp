@@ -12,19 +12,19 @@
 #include "examples/train/report.hpp"
 #include "examples/train/setup.hpp"
 #include "examples/train/training.hpp"
-#include "nn/npz.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/io/npz.hpp"
+#include "nn/transformer.hpp"
 
 namespace tapegrad::train {
 
 // The entries a checkpoint holds besides the parameters: the configuration, the task's
 // name and a text model's vocabulary.
-std::vector<NpzEntry> model_entries(const TinyGPT<float>& model, const TaskSetup& task);
+std::vector<NpzEntry> model_entries(const Transformer<float>& model, const TaskSetup& task);
 
 struct RunSummary {
   const Settings& settings;
   const TaskSetup& task;
-  const TinyGPT<float>& model;
+  const Transformer<float>& model;
   const TrainingProgress& progress;
   const FinalReport& report;
   const GradcheckSummary& gradcheck;

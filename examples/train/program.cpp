@@ -1,5 +1,5 @@
 // train_tiny_transformer: the main job of tapegrad. Trains a small decoder-only
-// transformer (TinyGPT) on a built-in task (sort, reverse, recall, repeat) or a text
+// transformer (Transformer) on a built-in task (sort, reverse, recall, repeat) or a text
 // file, after checking its gradients against finite differences, and leaves a checkpoint,
 // metrics, the loss curve and a plot in --out.
 //
@@ -37,7 +37,7 @@
 #include "ops/precision.hpp"
 #include "examples/train/stop_signal.hpp"
 #include "examples/train/training.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "ops/threads.hpp"
 
 using namespace tapegrad;
@@ -52,7 +52,7 @@ std::size_t held_out_sequences(const EvalData& eval) {
   return n;
 }
 
-void print_summary(const TinyGPT<float>& model, const TaskSetup& task, const EvalData& eval,
+void print_summary(const Transformer<float>& model, const TaskSetup& task, const EvalData& eval,
                    const std::string& arch, const ResumeSource& resume, std::FILE* log) {
   std::fprintf(log, "model (--arch %s): %s, %zu parameters\n",
                resume.active() ? "from the checkpoint" : arch.c_str(),
@@ -143,7 +143,7 @@ std::optional<int> train_with_checkpoints(TrainingRun& run, TrainingProgress& pr
 // A --resume checkpoint, read and checked whole before anything is written: its model and,
 // unless only evaluating, its training state, whose settings then fill the options not given.
 void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
-                             std::optional<TinyGPT<float>>& model,
+                             std::optional<Transformer<float>>& model,
                              std::optional<TrainingState<float>>& state,
                              std::vector<std::string>& notices) {
   if (!resume.active()) return;
@@ -155,7 +155,7 @@ void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
 
 // The run's memory: training the model on --batch sequences of its context (per rank: the
 // whole batch, an upper bound) and evaluating it, and the held-out data as token ids.
-examples::MemoryNeed run_memory(const TinyGPTConfig& config, const TaskSetup& task,
+examples::MemoryNeed run_memory(const TransformerConfig& config, const TaskSetup& task,
                                 const Settings& s) {
   const std::size_t eval_batch = std::min(eval_batch_size(task), s.eval_size);
   examples::MemoryNeed need = examples::training_memory(config, s.batch, config.context, eval_batch);
@@ -182,13 +182,13 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   const ResumeSource resume = read_resume_source(s);
   const std::string task_name = s.text_mode() || s.task == "text" ? "text" : s.task;
   const auto model_defaults = apply_task_defaults(s, task_name, model_options.arch());
-  std::optional<TinyGPT<float>> model_holder;
+  std::optional<Transformer<float>> model_holder;
   std::optional<TrainingState<float>> state;
   std::vector<std::string> notices;  // printed once every check has passed
   read_resumed_checkpoint(s, resume, model_holder, state, notices);
   const TaskSetup task = build_task(s, resume);
   if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
-  const TinyGPTConfig config = build_config(s, task, resume, model_options, model_defaults, notices);
+  const TransformerConfig config = build_config(s, task, resume, model_options, model_defaults, notices);
   check_sample_prompt(s, task, config);
   examples::check_memory(run_memory(config, task, s), s.max_memory, "training this model");
   if (s.stop_at > s.steps)
@@ -223,7 +223,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
 
   if (!model_holder) model_holder.emplace(config);
   model_holder->set_objective(config);  // a resumed run's objective may be the options'
-  TinyGPT<float>& model = *model_holder;
+  Transformer<float>& model = *model_holder;
   if (ranks) ranks->check_same_parameters(model.parameters(), "at start-up");
   if (!s.quiet) print_summary(model, task, eval, model_options.arch(), resume, log);
   if (resume.active() && !state && s.steps > 0)
@@ -259,7 +259,7 @@ int tapegrad::train::train_program(int argc, char** argv) {
   examples::prepare_process();
   Settings s;
   CLI::App app{
-      "Train a small decoder-only transformer (TinyGPT) with tapegrad on a built-in task or a\n"
+      "Train a small decoder-only transformer (Transformer) with tapegrad on a built-in task or a\n"
       "text file. Before training, the same architecture at a small size is gradient-checked\n"
       "in double precision against finite differences. Writes model.npz, metrics.json,\n"
       "loss.csv and loss.svg to --out. Model and optimiser options left out take per-task\n"

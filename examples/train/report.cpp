@@ -11,7 +11,7 @@ namespace tapegrad::train {
 
 namespace {
 
-void print_examples(TinyGPT<float>& model, const tasks::SequenceTask& seq,
+void print_examples(Transformer<float>& model, const tasks::SequenceTask& seq,
                     const EvalData& eval, std::size_t count, std::FILE* log) {
   const std::size_t n = std::min(count, eval.examples.size());
   const std::vector<tasks::Example> shown(eval.examples.begin(),
@@ -27,7 +27,7 @@ void print_examples(TinyGPT<float>& model, const tasks::SequenceTask& seq,
 
 // The prompt (checked at start-up, examples/train/setup.hpp) and s.sample new characters,
 // past the context by examples/generate's rule.
-std::string sample_text(TinyGPT<float>& model, const tasks::TextTask& text,
+std::string sample_text(Transformer<float>& model, const tasks::TextTask& text,
                         const Settings& s, std::FILE* log) {
   std::vector<std::int64_t> ids = examples::encode_text_prompt(text.coder(), s.prompt);
   GenerateOptions o;
@@ -45,7 +45,7 @@ std::string sample_text(TinyGPT<float>& model, const tasks::TextTask& text,
 
 }  // namespace
 
-std::vector<std::string> expert_load_lines(const TinyGPT<float>& model,
+std::vector<std::string> expert_load_lines(const Transformer<float>& model,
                                            const std::vector<double>& dropped_in_training) {
   std::vector<std::string> lines;
   for (std::size_t l = 0; l < model.blocks().size(); ++l) {
@@ -67,7 +67,7 @@ std::vector<std::string> expert_load_lines(const TinyGPT<float>& model,
   return lines;
 }
 
-FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
+FinalReport evaluate_and_report(Transformer<float>& model, const TaskSetup& task,
                                 const EvalData& eval, const Settings& s,
                                 const std::vector<double>& dropped_in_training, std::FILE* log) {
   FinalReport r;

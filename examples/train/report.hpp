@@ -8,7 +8,7 @@
 
 #include "examples/train/options.hpp"
 #include "examples/train/setup.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 #include "tasks/evaluate.hpp"
 
 namespace tapegrad::train {
@@ -22,7 +22,7 @@ struct FinalReport {
 
 // `dropped_in_training`: per layer, the fraction of expert choices the last training step
 // dropped over capacity (TrainingProgress::last_moe_dropped), printed beside the load.
-FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
+FinalReport evaluate_and_report(Transformer<float>& model, const TaskSetup& task,
                                 const EvalData& eval, const Settings& s,
                                 const std::vector<double>& dropped_in_training, std::FILE* log);
 
@@ -31,7 +31,7 @@ FinalReport evaluate_and_report(TinyGPT<float>& model, const TaskSetup& task,
 // choices; k/E each at perfect balance) and, when the model has a capacity, the fraction of
 // choices the last training step dropped (`dropped_in_training`, per layer; evaluation is
 // dropless). None for a dense model.
-std::vector<std::string> expert_load_lines(const TinyGPT<float>& model,
+std::vector<std::string> expert_load_lines(const Transformer<float>& model,
                                            const std::vector<double>& dropped_in_training);
 
 }  // namespace tapegrad::train

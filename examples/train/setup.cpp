@@ -8,8 +8,8 @@
 #include "examples/common/text_prompt.hpp"
 #include "tasks/evaluate.hpp"
 #include "examples/train/checkpoints.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/file_io.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/file_io.hpp"
 
 namespace tapegrad::train {
 
@@ -120,9 +120,9 @@ tasks::RepeatTask build_repeat_task(const Settings& s, const ResumeSource& resum
 
 // The objective's weights given on --resume replace the checkpoint's, each change with its
 // notice; one that changes nothing in `c`'s model (a dense one) is refused, as when building.
-void apply_given_objective(TinyGPTConfig& c, const examples::ConfigOptions& model_options,
+void apply_given_objective(TransformerConfig& c, const examples::ConfigOptions& model_options,
                            std::vector<std::string>& notices) {
-  TinyGPTConfig changed = c;
+  TransformerConfig changed = c;
   std::map<std::string, std::string> given;
   try {
     given = model_options.given_objective(c);
@@ -276,12 +276,12 @@ tasks::Batch TaskSetup::check_batch(std::size_t batch, Generator& gen) const {
   return repeat ? repeat->train_batch(batch, gen) : text->train_batch(batch, gen);
 }
 
-TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
+TransformerConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
                            const examples::ConfigOptions& model_options,
                            const std::map<std::string, std::string>& model_defaults,
                            std::vector<std::string>& notices) {
   if (resume.active()) {
-    TinyGPTConfig c = *resume.config;
+    TransformerConfig c = *resume.config;
     model_options.check_agrees_with(c, "the checkpoint's");
     if (c.vocab != task.vocab || c.context != task.context) {
       throw UsageError("--resume " + s.resume + ": the checkpoint has vocab " +
@@ -293,7 +293,7 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
     return c;
   }
   try {
-    TinyGPTConfig config = model_options.build(model_defaults);
+    TransformerConfig config = model_options.build(model_defaults);
     config.vocab = task.vocab;
     config.context = task.context;
     config.seed = s.seed;
@@ -304,7 +304,7 @@ TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const Resum
   }
 }
 
-void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPTConfig& config) {
+void check_sample_prompt(const Settings& s, const TaskSetup& task, const TransformerConfig& config) {
   if (s.sample == 0 || !task.text) return;
   const std::vector<std::int64_t> ids = examples::encode_text_prompt(task.text->coder(), s.prompt);
   examples::require_prompt_fits(ids.size(), config);

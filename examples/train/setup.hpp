@@ -10,8 +10,8 @@
 
 #include "examples/common/config_cli.hpp"
 #include "examples/train/options.hpp"
-#include "nn/npz.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/io/npz.hpp"
+#include "nn/transformer.hpp"
 #include "tasks/tasks.hpp"
 
 namespace tapegrad::train {
@@ -24,7 +24,7 @@ inline constexpr std::uint64_t kEvalSeed = 0x5eed0fe7a1ULL;
 struct ResumeSource {
   std::string path;
   std::vector<NpzEntry> entries;  // the whole file, read once
-  std::optional<TinyGPTConfig> config;
+  std::optional<TransformerConfig> config;
   std::string task;
   std::optional<tasks::TextCoder> coder;  // a text model's tokens
   bool active() const { return config.has_value(); }
@@ -64,14 +64,14 @@ TaskSetup build_task(Settings& s, const ResumeSource& resume);
 // The checkpoint's configuration (every model option given must agree with it, but the
 // objective's weights, which replace the checkpoint's with a notice in `notices` for each
 // change), or the options' (with the task's vocab and context).
-TinyGPTConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
+TransformerConfig build_config(const Settings& s, const TaskSetup& task, const ResumeSource& resume,
                            const examples::ConfigOptions& model_options,
                            const std::map<std::string, std::string>& model_defaults,
                            std::vector<std::string>& notices);
 
 // --sample's --prompt read as examples/generate reads it (every character in the
 // vocabulary, the tokens within the context): UsageError before any work otherwise.
-void check_sample_prompt(const Settings& s, const TaskSetup& task, const TinyGPTConfig& config);
+void check_sample_prompt(const Settings& s, const TaskSetup& task, const TransformerConfig& config);
 
 // The held-out data: eval_size examples (text: windows) in batches of eval_batch_size.
 std::size_t eval_batch_size(const TaskSetup& task);

@@ -18,7 +18,7 @@ namespace tapegrad::train {
 
 namespace {
 
-std::vector<Tensor<float>> parameters_where(const TinyGPT<float>& model, bool matrices) {
+std::vector<Tensor<float>> parameters_where(const Transformer<float>& model, bool matrices) {
   std::vector<Tensor<float>> out;
   for (const auto& p : model.named_parameters())
     if ((p.tensor.dim() >= 2) == matrices) out.push_back(p.tensor);
@@ -44,7 +44,7 @@ class TrainingClock {
   std::clock_t cpu_;
 };
 
-void print_eval(TinyGPT<float>& model, const TaskSetup& task, const EvalData& eval,
+void print_eval(Transformer<float>& model, const TaskSetup& task, const EvalData& eval,
                 std::size_t step, const std::vector<double>& dropped_in_training,
                 Progress& progress) {
   const tasks::EvalResult r = tasks::evaluate(model, eval.batches);
@@ -72,7 +72,7 @@ void print_eval(TinyGPT<float>& model, const TaskSetup& task, const EvalData& ev
 
 }  // namespace
 
-Optimizers::Optimizers(const TinyGPT<float>& model, const Settings& s)
+Optimizers::Optimizers(const Transformer<float>& model, const Settings& s)
     : all_(model.parameters()),
       decayed_(parameters_where(model, true), {s.lr, s.beta1, s.beta2, 1e-8, s.weight_decay}),
       plain_(parameters_where(model, false), {s.lr, s.beta1, s.beta2, 1e-8, 0.0}) {}
@@ -87,7 +87,7 @@ void Optimizers::step() {
   plain_.step();
 }
 
-double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
+double train_step(Transformer<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
                   double clip, DataParallel* ranks, MoEStepLosses* moe) {
   // (B, T) tokens and targets -> () loss: the LM loss is what is reported, the total (with
   // the MoE auxiliary losses) what is differentiated

@@ -12,7 +12,7 @@
 #include "examples/train/options.hpp"
 #include "examples/train/setup.hpp"
 #include "nn/optim.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/transformer.hpp"
 
 namespace tapegrad::train {
 
@@ -20,7 +20,7 @@ namespace tapegrad::train {
 // decaying norm gains and biases only pulls them toward 0 for nothing.
 class Optimizers {
  public:
-  Optimizers(const TinyGPT<float>& model, const Settings& s);
+  Optimizers(const Transformer<float>& model, const Settings& s);
   void set_lr(double lr);
   void step();
   const std::vector<Tensor<float>>& parameters() const { return all_; }
@@ -70,7 +70,7 @@ struct MoEStepLosses {
 // `moe` (when given) receives the auxiliary losses. A non-finite loss returns at once, with
 // the parameters untouched.
 // With `ranks`, `batch` is this rank's shard and the loss returned the global batch's.
-double train_step(TinyGPT<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
+double train_step(Transformer<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
                   double clip, DataParallel* ranks = nullptr, MoEStepLosses* moe = nullptr);
 
 enum class TrainOutcome { finished, diverged, stopped };
@@ -80,7 +80,7 @@ struct TrainingRun {
   const Settings& settings;
   const TaskSetup& task;
   const EvalData& eval;
-  TinyGPT<float>& model;
+  Transformer<float>& model;
   Optimizers& optimizers;
   Generator& data;  // the training batches' stream
   // Called after every completed step; returns true to stop the run there.

@@ -11,8 +11,8 @@
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "memory_budget.hpp"
-#include "nn/checkpoint.hpp"
-#include "nn/npz.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/npz.hpp"
 
 namespace tapegrad::python {
 

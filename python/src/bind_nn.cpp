@@ -16,7 +16,7 @@
 #include "bindings.hpp"
 #include "checkpoint_rules.hpp"
 #include "memory_budget.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/generation.hpp"
 #include "nn/kv_cache.hpp"

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "autograd/errors.hpp"
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "py_errors.hpp"
 #include "tasks/tasks.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 
 namespace tapegrad::python {
 

@@ -1,4 +1,4 @@
-#include "nn/zip_archive.hpp"
+#include "nn/io/zip_archive.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,8 +8,8 @@
 #include <zip.h>
 
 #include "autograd/errors.hpp"  // fail_with: messages built as the ops build theirs
-#include "nn/npz.hpp"           // NpzError
-#include "nn/untrusted_text.hpp"
+#include "nn/io/npz_error.hpp"
+#include "nn/io/untrusted_text.hpp"
 
 namespace tapegrad::detail {
 

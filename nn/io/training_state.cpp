@@ -1,4 +1,4 @@
-#include "nn/training_state.hpp"
+#include "nn/io/training_state.hpp"
 
 #include <cmath>
 #include <cstring>

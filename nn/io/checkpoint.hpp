@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoints: every parameter plus the model's configuration in one .npz (nn/npz) that
+// Checkpoints: every parameter plus the model's configuration in one .npz (nn/io/npz) that
 // numpy.load reads. Keys are the parameter names (`blocks.0.attn.Wq`); the configuration
 // sits under the reserved prefix `__config__.` as 0-d entries: `format`, then one entry
 // per field of nn/config.hpp under the field's name: sizes, flags and choices (the index of
@@ -24,14 +24,14 @@
 #include <vector>
 
 #include "nn/module.hpp"
-#include "nn/npz.hpp"
-#include "nn/tinygpt.hpp"
+#include "nn/io/npz.hpp"
+#include "nn/transformer.hpp"
 
 namespace tapegrad {
 
 // A checkpoint that does not fit: a missing or unexpected name, a wrong shape or dtype,
 // a missing or invalid config entry. The message names the file and the entry. (A file
-// that is not a readable npz at all raises NpzError from nn/npz.)
+// that is not a readable npz at all raises NpzError from nn/io/npz.)
 class CheckpointError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -44,15 +44,15 @@ inline constexpr std::int64_t kCheckpointFormat = kNewestFieldFormat;
 // kVocabKey, kTokenizerKey).
 inline constexpr std::array<const char*, 3> kConfigExtras = {"train_task", "text_vocab",
                                                              "text_tokenizer"};
-// A training checkpoint's optimiser, generator and progress entries (nn/training_state):
+// A training checkpoint's optimiser, generator and progress entries (nn/io/training_state):
 // reserved like the config's, so model-only loaders skip them.
 inline constexpr const char* kTrainingPrefix = "__train__.";
 
 // The config as npz entries (`__config__.*`) and back. config_from_entries throws
 // CheckpointError naming `label` if the format is unknown, an entry is missing, unknown,
 // has the wrong dtype or shape, or the config does not validate.
-std::vector<NpzEntry> config_entries(const TinyGPTConfig& config);
-TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries,
+std::vector<NpzEntry> config_entries(const TransformerConfig& config);
+TransformerConfig config_from_entries(const std::vector<NpzEntry>& entries,
                                   const std::string& label);
 
 // Parameters of any module (and `extra` entries, e.g. a config) -> `path`.
@@ -68,24 +68,24 @@ void load_parameters(const std::string& path, Module<T>& module);
 
 // save_parameters(path, model, config_entries(model.config()))
 template <class T>
-void save_checkpoint(const std::string& path, const TinyGPT<T>& model);
-// A new TinyGPT built from the file's config, with the file's parameters.
+void save_checkpoint(const std::string& path, const Transformer<T>& model);
+// A new Transformer built from the file's config, with the file's parameters.
 template <class T>
-TinyGPT<T> load_checkpoint(const std::string& path);
+Transformer<T> load_checkpoint(const std::string& path);
 // Into an existing model: its architecture (the config's fields of that role) must equal the
 // file's; the model keeps its own initialisation and objective fields, which the weights do
 // not depend on.
 template <class T>
-void load_checkpoint(const std::string& path, TinyGPT<T>& model);
-TinyGPTConfig read_checkpoint_config(const std::string& path);
+void load_checkpoint(const std::string& path, Transformer<T>& model);
+TransformerConfig read_checkpoint_config(const std::string& path);
 
 #define TAPEGRAD_CHECKPOINT_EXTERN(T)                                                      \
   extern template void save_parameters(const std::string&, const Module<T>&,              \
                                        const std::vector<NpzEntry>&);                      \
   extern template void load_parameters(const std::string&, Module<T>&);                    \
-  extern template void save_checkpoint(const std::string&, const TinyGPT<T>&);             \
-  extern template TinyGPT<T> load_checkpoint(const std::string&);                          \
-  extern template void load_checkpoint(const std::string&, TinyGPT<T>&);
+  extern template void save_checkpoint(const std::string&, const Transformer<T>&);             \
+  extern template Transformer<T> load_checkpoint(const std::string&);                          \
+  extern template void load_checkpoint(const std::string&, Transformer<T>&);
 TAPEGRAD_CHECKPOINT_EXTERN(float)
 TAPEGRAD_CHECKPOINT_EXTERN(double)
 #undef TAPEGRAD_CHECKPOINT_EXTERN

@@ -14,14 +14,9 @@
 
 #include <xtensor/xarray.hpp>
 
-namespace tapegrad {
+#include "nn/io/npz_error.hpp"
 
-// Every failure of this layer: a missing, damaged or unwritable file, a bad entry name, a
-// dtype mismatch. The message names the file, the member and what is wrong.
-class NpzError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace tapegrad {
 
 // The variant index doubles as the dtype, so keep the two in the same order.
 enum class NpzDtype { float32 = 0, float64 = 1, int64 = 2 };

@@ -1,4 +1,4 @@
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -42,7 +42,7 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
   const NpzEntry* e = find_npz_entry(entries, name);
   if (!e)
     fail_with<CheckpointError>(checkpoint_op(label),
-                               "missing config entry '{}' (not a TinyGPT "
+                               "missing config entry '{}' (not a Transformer "
                                "checkpoint, or written by another version)",
                                name);
   if (e->dtype() != npz_dtype_of<V>())
@@ -58,14 +58,14 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
 
 // The number of scalars and of parameter tensors of a model of config c, in long double
 // so that a hostile config cannot overflow them (see the parameter list in nn/tinygpt.hpp).
-long double expected_parameters(const TinyGPTConfig& c) {
+long double expected_parameters(const TransformerConfig& c) {
   const ParameterCounts p = count_parameters(c);
   return static_cast<long double>(p.token_embedding) + p.position_embedding + p.attention_q +
          p.attention_kv + p.attention_out + p.qk_norm + p.temperature + p.feed_forward + p.router + p.norms +
          p.unembedding;
 }
 
-long double expected_tensors(const TinyGPTConfig& c) {
+long double expected_tensors(const TransformerConfig& c) {
   const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
   const long double mlp =
       c.mlp == MlpKind::none ? 0 : (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
@@ -128,7 +128,7 @@ void assign_parameters(const std::vector<NpzEntry>& entries, Module<T>& module,
   }
 }
 
-void check_same_architecture(const TinyGPTConfig& file, const TinyGPTConfig& model,
+void check_same_architecture(const TransformerConfig& file, const TransformerConfig& model,
                              const std::string& label) {
   std::string differences;
   for (const FieldInfo& f : config_fields()) {
@@ -165,7 +165,7 @@ void check_config_names(const std::vector<NpzEntry>& entries, const std::string&
 
 }  // namespace
 
-std::vector<NpzEntry> config_entries(const TinyGPTConfig& c) {
+std::vector<NpzEntry> config_entries(const TransformerConfig& c) {
   std::vector<NpzEntry> entries = {scalar_entry<std::int64_t>("format", kCheckpointFormat)};
   for (const FieldInfo& f : config_fields()) {
     if (field_is_real(f.name)) entries.push_back(scalar_entry<double>(f.name, field_to_double(c, f.name)));
@@ -174,9 +174,9 @@ std::vector<NpzEntry> config_entries(const TinyGPTConfig& c) {
   return entries;
 }
 
-// The rule of nn/checkpoint.hpp: a field the file's format has must be there; a field it
+// The rule of nn/io/checkpoint.hpp: a field the file's format has must be there; a field it
 // predates keeps its `old` value unless the file holds it anyway.
-TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries, const std::string& label) {
+TransformerConfig config_from_entries(const std::vector<NpzEntry>& entries, const std::string& label) {
   const std::int64_t format = read_scalar<std::int64_t>(entries, "format", label);
   if (format < 1)
     fail_with<CheckpointError>(checkpoint_op(label), "format {} is not a checkpoint format", format);
@@ -185,7 +185,7 @@ TinyGPTConfig config_from_entries(const std::vector<NpzEntry>& entries, const st
                                "format {} is newer than this build, which reads formats 1 to {}",
                                format, kCheckpointFormat);
   check_config_names(entries, label);
-  TinyGPTConfig c = config_before_fields();
+  TransformerConfig c = config_before_fields();
   for (const FieldInfo& f : config_fields()) {
     const std::string name = kConfigPrefix + std::string(f.name);
     if (!find_npz_entry(entries, name)) {
@@ -227,18 +227,18 @@ void load_parameters(const std::string& path, Module<T>& module) {
 }
 
 template <class T>
-void save_checkpoint(const std::string& path, const TinyGPT<T>& model) {
+void save_checkpoint(const std::string& path, const Transformer<T>& model) {
   save_parameters(path, model, config_entries(model.config()));
 }
 
-TinyGPTConfig read_checkpoint_config(const std::string& path) {
+TransformerConfig read_checkpoint_config(const std::string& path) {
   return config_from_entries(load_npz(path), path);
 }
 
 template <class T>
-TinyGPT<T> load_checkpoint(const std::string& path) {
+Transformer<T> load_checkpoint(const std::string& path) {
   const std::vector<NpzEntry> entries = load_npz(path);
-  const TinyGPTConfig config = config_from_entries(entries, path);
+  const TransformerConfig config = config_from_entries(entries, path);
   // A damaged or hostile config must not make us allocate a giant model: build it only
   // if it is no bigger than what the file holds (which is already in memory) or small
   // anyway; assign_parameters then names exactly what is missing or wrong.
@@ -264,13 +264,13 @@ TinyGPT<T> load_checkpoint(const std::string& path) {
                                "the config describes {:.0f} parameter tensors but the "
                                "file holds {:.0f}",
                                static_cast<double>(tensors), static_cast<double>(held_tensors));
-  TinyGPT<T> model(config);
+  Transformer<T> model(config);
   assign_parameters(entries, model, path);
   return model;
 }
 
 template <class T>
-void load_checkpoint(const std::string& path, TinyGPT<T>& model) {
+void load_checkpoint(const std::string& path, Transformer<T>& model) {
   const std::vector<NpzEntry> entries = load_npz(path);
   check_same_architecture(config_from_entries(entries, path), model.config(), path);
   assign_parameters(entries, model, path);
@@ -280,9 +280,9 @@ void load_checkpoint(const std::string& path, TinyGPT<T>& model) {
   template void save_parameters(const std::string&, const Module<T>&,                    \
                                 const std::vector<NpzEntry>&);                            \
   template void load_parameters(const std::string&, Module<T>&);                          \
-  template void save_checkpoint(const std::string&, const TinyGPT<T>&);                   \
-  template TinyGPT<T> load_checkpoint(const std::string&);                                \
-  template void load_checkpoint(const std::string&, TinyGPT<T>&);
+  template void save_checkpoint(const std::string&, const Transformer<T>&);                   \
+  template Transformer<T> load_checkpoint(const std::string&);                                \
+  template void load_checkpoint(const std::string&, Transformer<T>&);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE

@@ -1,4 +1,4 @@
-#include "nn/checkpoint_schema.hpp"
+#include "nn/io/checkpoint_schema.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "nn/checkpoint.hpp"
-#include "nn/training_state.hpp"
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/training_state.hpp"
 
 namespace tapegrad {
 

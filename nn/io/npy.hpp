@@ -1,10 +1,10 @@
 #pragma once
 // One .npy array: the strict reader (every length checked against the bytes present before
-// anything is allocated) and xtensor's writer. nn/npz stores one of these per zip member.
+// anything is allocated) and xtensor's writer. nn/io/npz stores one of these per zip member.
 #include <string>
 #include <string_view>
 
-#include "nn/npz.hpp"  // NpzEntry::Array, NpzError
+#include "nn/io/npz.hpp"  // NpzEntry::Array, NpzError
 
 namespace tapegrad::detail {
 

@@ -1,14 +1,14 @@
-// npz = zip (nn/zip_archive) of npy members (nn/npy), written atomically (nn/file_io).
+// npz = zip (nn/io/zip_archive) of npy members (nn/io/npy), written atomically (nn/io/file_io).
 // This file holds what makes it an npz: the entry names and the member per entry.
-#include "nn/npz.hpp"
+#include "nn/io/npz.hpp"
 
 #include <set>
 
 #include "autograd/errors.hpp"  // fail_with: messages built as the ops build theirs
-#include "nn/file_io.hpp"
-#include "nn/npy.hpp"
-#include "nn/untrusted_text.hpp"
-#include "nn/zip_archive.hpp"
+#include "nn/io/file_io.hpp"
+#include "nn/io/npy.hpp"
+#include "nn/io/untrusted_text.hpp"
+#include "nn/io/zip_archive.hpp"
 
 namespace tapegrad {
 

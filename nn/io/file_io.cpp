@@ -1,4 +1,4 @@
-#include "nn/file_io.hpp"
+#include "nn/io/file_io.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "autograd/errors.hpp"  // fail_with: messages built as the ops build theirs
-#include "nn/npz.hpp"           // NpzError
+#include "nn/io/npz_error.hpp"
 
 namespace tapegrad::detail {
 

@@ -1,5 +1,5 @@
 #pragma once
-// A training checkpoint: a model checkpoint (nn/checkpoint) plus what a run needs to go on
+// A training checkpoint: a model checkpoint (nn/io/checkpoint) plus what a run needs to go on
 // exactly where it stopped, under the reserved prefix `__train__.`:
 //   format            int64 ()            2 (1: written before the precision was recorded)
 //   step              int64 ()            optimiser steps done
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/checkpoint.hpp"
+#include "nn/io/checkpoint.hpp"
 #include "nn/optim.hpp"
 #include "ops/precision.hpp"
 

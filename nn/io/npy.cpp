@@ -1,7 +1,7 @@
 // The .npy reader is strict instead of xt::load_npy, because load_npy trusts the header (a
 // hostile shape makes it allocate whatever the header claims) and this reader must take
 // arbitrary bytes. Writing uses xtensor's npy writer.
-#include "nn/npy.hpp"
+#include "nn/io/npy.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <xtensor/xnpy.hpp>
 
 #include "autograd/errors.hpp"  // fail_with and shape_str: messages built as the ops build theirs
-#include "nn/untrusted_text.hpp"
+#include "nn/io/untrusted_text.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the npy reader copies '<' data as native: little-endian hosts only");
