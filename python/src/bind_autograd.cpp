@@ -122,8 +122,9 @@ struct AutocastScope {
 void bind_precision(py::module_& m) {
   py::class_<AutocastScope>(m, "autocast",
                             "with tapegrad.autocast('bf16'): every float32 matrix product of this "
-                            "thread (forward and backward) rounds its operands to bf16 and sums "
-                            "in float32; weights, optimiser and other ops stay float32")
+                            "thread rounds its operands to bf16 and sums in float32, and so do "
+                            "their backward products, also when backward() is called after the "
+                            "block; weights, optimiser and other ops stay float32")
       .def(py::init([](const std::string& dtype) {
         return new AutocastScope{precision_of("autocast", dtype), std::nullopt};
       }), py::arg("dtype") = "bf16")
