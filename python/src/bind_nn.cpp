@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -172,6 +173,16 @@ void warn_unused_generate_options(const GenerateOptions& o) {
                           cache ? "the KV cache" : "sampling",
                           cache ? "use_cache=False" : "temperature=0 is greedy"));
   }
+}
+
+// generate's default at_context='stop' returns fewer tokens than asked for once the
+// context is full: said, with the way to go on (docs/GENERATION.md, "At the context limit").
+void warn_stopped_at_context(const GenerateResult& r, std::size_t asked, std::size_t context) {
+  warn_user(fmt::format("generate: stopped after {} of {} new tokens: the context of {} "
+                        "positions is full (a prompt of {} tokens); at_context='slide' goes on, "
+                        "re-reading the newest {} tokens each time the context fills",
+                        r.tokens.size(), asked, context, r.prompt_tokens,
+                        std::max<std::size_t>(context / 2, 1)));
 }
 
 void bind_config(py::module_& m) {
@@ -348,8 +359,13 @@ void bind_transformer(py::module_& m, const char* name) {
         o.use_cache = use_cache;
         warn_unused_generate_options(o);
         Generator own(seed);
-        py::gil_scoped_release release;
-        return generate(model, prompt, o, gen ? *gen : own).tokens;
+        GenerateResult r;
+        {
+          py::gil_scoped_release release;
+          r = generate(model, prompt, o, gen ? *gen : own);
+        }
+        if (r.stopped_at_context) warn_stopped_at_context(r, max_new, model.config().context);
+        return r.tokens;
       }, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 1.0,
       py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("generator") = nullptr,
       py::arg("seed") = 0, py::arg("use_cache") = true, py::arg("at_context") = "stop",
