@@ -47,6 +47,14 @@ bool set_memory_reuse(bool enable) {
 
 bool memory_reuse_enabled() { return g_enabled; }
 
+void trim_free_memory() { malloc_trim(0); }
+
+bool trim_after_freeing(double freed_bytes) {
+  if (freed_bytes < kTrimAfterFreeingBytes) return false;
+  trim_free_memory();
+  return true;
+}
+
 namespace {
 
 // The number after `key` in a file of "key value" lines (/proc/meminfo in kB, memory.stat

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "autograd/gradcheck.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "memory_budget.hpp"
@@ -176,6 +177,9 @@ void bind_autograd(py::module_& m) {
   }, py::arg("max_bytes"),
   "A bound below the machine's memory for what tapegrad checks before allocating (models, "
   "optimiser state, zeros/ones/full/randn/uniform); None lifts it.");
+  m.def("release_memory", &trim_free_memory,
+        "Hands the memory freed so far back to the system (deleting a model or an optimiser "
+        "does this by itself; tensors' memory is kept for reuse until then)");
 }
 
 }  // namespace tapegrad::python
