@@ -2,9 +2,13 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "autograd/allocator.hpp"
 
@@ -42,6 +46,99 @@ bool set_memory_reuse(bool enable) {
 }
 
 bool memory_reuse_enabled() { return g_enabled; }
+
+void trim_free_memory() { malloc_trim(0); }
+
+bool trim_after_freeing(double freed_bytes) {
+  if (freed_bytes < kTrimAfterFreeingBytes) return false;
+  trim_free_memory();
+  return true;
+}
+
+namespace {
+
+// The number after `key` in a file of "key value" lines (/proc/meminfo in kB, memory.stat
+// in bytes), times `unit`.
+std::optional<double> field_in(const std::filesystem::path& file, const std::string& key,
+                               double unit) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string name;
+    double value = 0;
+    if (words >> name >> value && (name == key || name == key + ":")) return value * unit;
+  }
+  return std::nullopt;
+}
+
+// The first word of a file as a number: nothing for "max" (cgroup v2 without a limit) or
+// no file.
+std::optional<double> number_in(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  double v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
+}
+
+// The memory cgroup of this process as /proc/self/cgroup names it: its path under the
+// mount, and whether it is v1's (a line "N:...memory...:/path") or v2's ("0::/path").
+struct OwnCgroup {
+  std::string path = "/";
+  bool v1 = false;
+};
+OwnCgroup own_cgroup(const std::filesystem::path& root) {
+  std::ifstream in(root / "proc/self/cgroup");
+  std::string line;
+  OwnCgroup found;
+  while (std::getline(in, line)) {
+    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",memory,") != std::string::npos) return {line.substr(b + 1), true};
+    if (controllers == ",,") found = {line.substr(b + 1), false};
+  }
+  return found;
+}
+
+// One cgroup's limit less its usage; nothing without a limit. v1 says "no limit" with a
+// number near 2^63.
+std::optional<double> cgroup_room(const std::filesystem::path& dir, bool v1) {
+  const auto limit = number_in(dir / (v1 ? "memory.limit_in_bytes" : "memory.max"));
+  const auto usage = number_in(dir / (v1 ? "memory.usage_in_bytes" : "memory.current"));
+  if (!limit || !usage || *limit >= 0x1p60) return std::nullopt;
+  const double droppable =
+      field_in(dir / "memory.stat", v1 ? "total_inactive_file" : "inactive_file", 1).value_or(0);
+  return std::max(0.0, *limit - std::max(0.0, *usage - droppable));
+}
+
+// The lowest room of the process's cgroup and those above it. In a container the mount's
+// root is the container's own cgroup while /proc/self/cgroup may name the host's path:
+// folders that do not exist are passed over.
+std::optional<double> lowest_cgroup_room(const std::filesystem::path& root) {
+  const OwnCgroup own = own_cgroup(root);
+  const std::filesystem::path mount = root / (own.v1 ? "sys/fs/cgroup/memory" : "sys/fs/cgroup");
+  std::optional<double> lowest;
+  std::filesystem::path relative = std::filesystem::path(own.path).relative_path();
+  while (true) {
+    const auto room = cgroup_room(mount / relative, own.v1);
+    if (room && (!lowest || *room < *lowest)) lowest = room;
+    if (relative.empty()) break;
+    relative = relative.parent_path();
+  }
+  return lowest;
+}
+
+}  // namespace
+
+std::optional<AvailableMemory> available_memory(const std::string& root) {
+  std::optional<AvailableMemory> best;
+  if (const auto a = field_in(std::filesystem::path(root) / "proc/meminfo", "MemAvailable", 1024))
+    best = AvailableMemory{*a, "MemAvailable"};
+  if (const auto c = lowest_cgroup_room(root); c && (!best || *c < best->bytes))
+    best = AvailableMemory{*c, "room under the cgroup's memory limit"};
+  return best;
+}
 
 namespace {
 // What a request for zero bytes gets (an array resized or assigned down to no elements)

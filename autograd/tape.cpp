@@ -366,12 +366,14 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
       tape.release(tape.walk_, retain);
     }
   } on_exit{*this, retain_graph, kept};
+  kernels::MatmulPrecisionGuard caller_precision(kernels::matmul_precision());
   for (std::size_t i : walk_) {
     Node<T>& node = nodes_[i];
     TensorImpl<T>& out = *node.out;
     if (!out.has_grad) continue;
     const bool spent = !out.retains_grad && &out != root.get();
     BackwardContext<T> ctx(out.grad, spent, out, node);
+    kernels::set_matmul_precision(node.precision);
     node.backward(ctx);
     if (spent) {
       out.grad = no_elements<T>();  // an intermediate's gradient is spent
@@ -429,6 +431,7 @@ void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorI
   node.output = out;
   node.out = out.get();
   node.output_version = out->version;
+  node.precision = kernels::matmul_precision();
   out->saves.fetch_add(1, std::memory_order_relaxed);
   node.output_shape = out->shape();
   node.backward = std::move(backward);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "ops/kernels/precision.hpp"
 
 namespace tapegrad {
 
@@ -72,6 +73,9 @@ struct Node {
   std::weak_ptr<TensorImpl<T>> output;
   TensorImpl<T>* out = nullptr;  // the same tensor, read only while `output` has not expired
   std::uint32_t output_version = 0;
+  // The float32 product precision in force when the op ran: its backward runs at it too, so
+  // where backward() is called (inside or outside a MatmulPrecisionGuard) changes nothing.
+  kernels::MatmulPrecision precision = kernels::MatmulPrecision::f32;
   Shape output_shape;
   BackwardFn<T> backward;  // empty once the node is released
 };

@@ -322,3 +322,37 @@ TEST_CASE("bf16 precision: the kernels' pool threads compute as the calling thre
   for (std::size_t i = 0; i < n; ++i) REQUIRE(seen[i] == MatmulPrecision::bf16);
   CHECK(matmul_precision() == MatmulPrecision::f32);
 }
+
+TEST_CASE("bf16 precision: a node's backward runs at the precision its forward ran at", "[bf16]") {
+  // two products, the second of the first one's output, each with two products in its backward
+  Tensor<float> a = random<float>({2, 9, 40}, 21), b = random<float>({40, 24}, 22);
+  const auto loss_of = [&] {
+    Tensor<float> y = matmul(a, b);
+    return sum(a * matmul(y, transpose(b, {1, 0})));
+  };
+  const auto grads = [&](MatmulPrecision forward, MatmulPrecision backward) {
+    a.zero_grad();
+    b.zero_grad();
+    Tensor<float> loss = [&] {
+      MatmulPrecisionGuard during_forward(forward);
+      return loss_of();
+    }();
+    MatmulPrecisionGuard during_backward(backward);
+    loss.backward();
+    return std::make_pair(Array<float>(a.grad()), Array<float>(b.grad()));
+  };
+  const auto bf16_inside = grads(MatmulPrecision::bf16, MatmulPrecision::bf16);
+  const auto bf16_outside = grads(MatmulPrecision::bf16, MatmulPrecision::f32);
+  const auto f32_inside = grads(MatmulPrecision::f32, MatmulPrecision::f32);
+  const auto f32_in_bf16 = grads(MatmulPrecision::f32, MatmulPrecision::bf16);
+  CHECK(matmul_precision() == MatmulPrecision::f32);
+  const bool bf16_same = bf16_outside.first == bf16_inside.first &&
+                         bf16_outside.second == bf16_inside.second;
+  CHECK(bf16_same);  // bitwise: the recorded bf16, not the f32 in force at backward
+  const bool f32_same = f32_in_bf16.first == f32_inside.first &&
+                        f32_in_bf16.second == f32_inside.second;
+  CHECK(f32_same);
+  // and the two precisions do give different gradients, so the above can fail
+  const bool differ = bf16_inside.first != f32_inside.first;
+  CHECK(differ);
+}

@@ -3,12 +3,14 @@
 // in the torch module; weights trained further in torch come back into tapegrad with the
 // torch module's logits; the RoPE pairing is part of the saved configuration, and reading
 // the same weights with the other pairing changes the logits; misuse exits 2 with one line
-// and writes nothing. Needs /usr/bin/python3 with torch and numpy (scripts/install-deps.sh
+// and writes nothing, and an input that is not a model's weights (NaN in a weight, a
+// training checkpoint, a text file) is named for what it is. Needs /usr/bin/python3 with torch and numpy (scripts/install-deps.sh
 // --test installs python3-torch).
 #if defined(TAPEGRAD_TRAIN_BIN) && defined(TAPEGRAD_LOGITS_BIN)
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -353,6 +355,43 @@ TEST_CASE("to_torch and logits: misuse exits 2 with one line and writes nothing"
     CHECK(tapegrad::test::count_lines(r.err) == 1);
     CHECK_FALSE(fs::exists(dir / "w.npz"));
   }
+}
+
+TEST_CASE("to_torch: NaN weights, a training checkpoint and a text file are named as such",
+          "[to_torch]") {
+  require_torch();
+  const fs::path dir = scratch("inputs");
+  TinyGPT<float> model(switch_configs()[0].second);
+  const std::string name = model.named_parameters()[0].name;
+  const std::string shape = model.named_parameters()[0].tensor.shape_string();
+  save_checkpoint((dir / "model.npz").string(), model);
+  std::vector<NpzEntry> entries = load_npz((dir / "model.npz").string());
+  for (NpzEntry& e : entries)
+    if (e.name == name) std::get<xt::xarray<float>>(e.array).flat(5) = std::nanf("");
+  save_npz((dir / "nan.npz").string(), entries);
+  std::vector<NpzEntry> training = load_npz((dir / "model.npz").string());
+  training.emplace_back("__train__.format", xt::xarray<std::int64_t>(1));
+  save_npz((dir / "ckpt-00000100.npz").string(), training);
+  std::ofstream(dir / "notes.npz") << "step 100: loss 1.2\n";
+
+  const auto refused = [&](const std::string& input, const std::vector<std::string>& said) {
+    const ProgramRun r = to_torch(sh_arg(dir / input) + " --out " + sh_arg(dir / "w.pt"), dir);
+    INFO("to_torch.py " << input << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(tapegrad::test::count_lines(r.err) == 1);
+    for (const std::string& s : said) CHECK(r.err.find(s) != std::string::npos);
+    CHECK_FALSE(fs::exists(dir / "w.pt"));
+  };
+  refused("nan.npz", {"'" + name + "' " + shape + " holds nan at element 5", "--allow-nonfinite"});
+  refused("ckpt-00000100.npz", {"a training checkpoint", "model.npz"});
+  refused("notes.npz", {"not an .npz file"});
+
+  // the escape converts the NaN as it is
+  const ProgramRun r = to_torch(sh_arg(dir / "nan.npz") + " --allow-nonfinite --out " +
+                                    sh_arg(dir / "w.pt"), dir);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(fs::exists(dir / "w.pt"));
 }
 
 #endif

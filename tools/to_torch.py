@@ -17,6 +17,11 @@ travels with the weights: a model read with the other pairing gives other logits
 through the torch module, in float32, and exits 1 unless the logits agree within 1e-5
 of the largest logit and the loss within 1e-6 of itself. Exit codes: 0 done, 1 the check failed,
 2 a usage error or an input that does not fit (one line on stderr, nothing written).
+
+A weight holding NaN or Inf is refused, naming it and the element, as tapegrad's programs
+refuse it, unless --allow-nonfinite. A training checkpoint (the trainer's ckpt-*.npz) is
+refused too: its optimiser state has no place in the module, and converting its weights
+alone would lose it without a word; convert the run's model.npz.
 """
 import argparse
 import dataclasses
@@ -25,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 import numpy as np
 import torch
@@ -39,6 +45,7 @@ FORMAT = SCHEMA["format"]
 LOGITS_TOLERANCE = 1e-5  # of max |logit|
 LOSS_TOLERANCE = 1e-6  # of the loss: float32 holds a loss of ~4 to 4.8e-7
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINING_PREFIX = "__train__."  # nn/checkpoint.hpp's kTrainingPrefix
 
 
 class UsageError(Exception):
@@ -143,7 +150,20 @@ def tapegrad_name(name):
     return torch_name(name)
 
 
-def to_module(entries, path):
+def require_finite(path, name, array, allow):
+    """The check of examples/common/model_file.cpp, with its words."""
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size and not allow:
+        shape = "(" + ",".join(str(n) for n in array.shape) + ")"
+        raise UsageError(f"{path}: parameter '{name}' {shape} holds {array.flat[bad[0]]} at "
+                         f"element {bad[0]} (--allow-nonfinite converts it anyway)")
+
+
+def to_module(entries, path, allow_nonfinite):
+    if any(name.startswith(TRAINING_PREFIX) for name in entries):
+        raise UsageError(f"{path}: a training checkpoint (weights with the trainer's "
+                         f"{TRAINING_PREFIX}* state, which the torch module has no place "
+                         "for); convert the run's model.npz, its final weights")
     c = config_from_npz(entries, path)
     model = Transformer(c)
     wanted = model.state_dict()
@@ -156,6 +176,7 @@ def to_module(entries, path):
             raise UsageError(f"{path}: entry '{name}' is not a parameter of this model")
         if array.dtype != np.float32:
             raise UsageError(f"{path}: '{name}' is {array.dtype}, expected float32")
+        require_finite(path, name, array, allow_nonfinite)
         t = torch.from_numpy(np.ascontiguousarray(array.T if transposed else array))
         if t.shape != wanted[tname].shape:
             raise UsageError(f"{path}: '{name}' has shape {tuple(array.shape)}, the model's is "
@@ -181,6 +202,10 @@ def to_npz_entries(model, extras):
 
 
 def read_npz(path):
+    # np.load takes any other file for a pickle and says pickles are not allowed
+    if not zipfile.is_zipfile(path):
+        raise UsageError(f"{path}: not an .npz file (a tapegrad checkpoint is a zip archive "
+                         "of .npy arrays)")
     try:
         with np.load(path) as f:
             return {k: f[k] for k in f.files}
@@ -188,7 +213,7 @@ def read_npz(path):
         raise UsageError(f"{path}: not a readable .npz file ({e})")
 
 
-def load_pt(path):
+def load_pt(path, allow_nonfinite):
     try:
         saved = torch.load(path, map_location="cpu")
     except Exception as e:  # torch raises pickle's, zipfile's and its own errors here
@@ -200,6 +225,9 @@ def load_pt(path):
         raise UsageError(f"{path}: unknown config fields {', '.join(sorted(unknown))}")
     model = Transformer(Config(**saved["config"]))
     model.load_state_dict(saved["state_dict"])
+    for tname, t in saved["state_dict"].items():
+        require_finite(path, tapegrad_name(tname)[0], t.detach().to(torch.float32).cpu().numpy(),
+                       allow_nonfinite)
     return model, {k: np.asarray(v) for k, v in saved.get("extras", {}).items()}
 
 
@@ -210,7 +238,7 @@ def save_pt(path, model, extras):
 
 # ---- the check: the same batch through tapegrad and through torch --------------------------
 
-def check(model, npz_path, logits_bin, batch, seed, label=None):
+def check(model, npz_path, logits_bin, batch, seed, allow_nonfinite, label=None):
     c = model.config
     rng = np.random.default_rng(seed)
     seq = rng.integers(0, c.vocab, size=(batch, c.context + 1), dtype=np.int64)
@@ -218,7 +246,9 @@ def check(model, npz_path, logits_bin, batch, seed, label=None):
     with tempfile.TemporaryDirectory() as d:
         np.savez(os.path.join(d, "batch.npz"), tokens=tokens, targets=targets)
         run = subprocess.run([logits_bin, "--model", npz_path, "--tokens", os.path.join(d, "batch.npz"),
-                              "--out", os.path.join(d, "logits.npz")], capture_output=True, text=True)
+                              "--out", os.path.join(d, "logits.npz")] +
+                             (["--allow-nonfinite"] if allow_nonfinite else []),
+                             capture_output=True, text=True)
         if run.returncode != 0:
             raise UsageError(f"{logits_bin} failed: {run.stderr.strip()}")
         ours = np.load(os.path.join(d, "logits.npz"))
@@ -258,6 +288,8 @@ def parse(argv):
     p.add_argument("--logits-bin", default=os.path.join(REPO, "build", "tools", "logits"))
     p.add_argument("--batch", type=int, default=4, help="--check: sequences in the batch")
     p.add_argument("--seed", type=int, default=0, help="--check: seed of the random tokens")
+    p.add_argument("--allow-nonfinite", action="store_true",
+                   help="convert weights holding NaN or Inf (an error otherwise)")
     a = p.parse_args(argv)
     for path in a.inputs:
         if not os.path.isfile(path):
@@ -285,19 +317,20 @@ def main(argv):
         ok = True
         for path in a.inputs:
             entries = read_npz(path)
-            model, extras = to_module(entries, path)
+            model, extras = to_module(entries, path, a.allow_nonfinite)
             if a.check:
-                ok = check(model, path, a.logits_bin, a.batch, a.seed) and ok
+                ok = check(model, path, a.logits_bin, a.batch, a.seed, a.allow_nonfinite) and ok
             if a.out:
                 save_pt(a.out, model, extras)
         return 0 if ok else 1
-    model, extras = load_pt(a.inputs[0])
+    model, extras = load_pt(a.inputs[0], a.allow_nonfinite)
     # written beside its destination and moved there only once the check has run, so that
     # an input tapegrad refuses leaves nothing behind
     tmp = a.to_npz + ".partial.npz"
     try:
         np.savez(tmp, **to_npz_entries(model, extras))
-        ok = check(model, tmp, a.logits_bin, a.batch, a.seed, a.to_npz) if a.check else True
+        ok = (check(model, tmp, a.logits_bin, a.batch, a.seed, a.allow_nonfinite, a.to_npz)
+              if a.check else True)
         os.replace(tmp, a.to_npz)
     finally:
         if os.path.exists(tmp):

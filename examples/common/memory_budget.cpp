@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "examples/common/run_options.hpp"
 
@@ -31,25 +30,6 @@ double activation_bytes(const TransformerConfig& c, double positions, double key
   const double blocks = double(c.layers) * block_values_per_position(c, keys);
   const double ends = 3 * double(c.vocab) + 4 * double(c.d_model);  // logits, embeddings
   return positions * ((backward ? 2 : 1) * blocks + ends) * kFloat;
-}
-
-// The value of a /proc or /sys line "Name:  123 kB" in bytes.
-std::optional<double> meminfo_field(const std::string& name) {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  double value = 0;
-  while (in >> key >> value) {
-    std::getline(in, unit);
-    if (key == name + ":") return value * (unit.find("kB") != std::string::npos ? 1024.0 : 1.0);
-  }
-  return std::nullopt;
-}
-
-std::optional<double> cgroup_limit() {
-  std::ifstream in("/sys/fs/cgroup/memory.max");  // cgroup v2; "max" when unlimited
-  std::string text;
-  if (!(in >> text) || text == "max") return std::nullopt;
-  return parse_size(text);
 }
 
 }  // namespace
@@ -122,14 +102,6 @@ MemoryNeed inference_memory(const TransformerConfig& c, std::size_t batch, std::
   return need;
 }
 
-std::optional<MemoryLimit> available_memory() {
-  std::optional<MemoryLimit> best;
-  if (const std::optional<double> a = meminfo_field("MemAvailable")) best = MemoryLimit{*a, "MemAvailable"};
-  if (const std::optional<double> g = cgroup_limit(); g && (!best || *g < best->bytes))
-    best = MemoryLimit{*g, "cgroup memory.max"};
-  return best;
-}
-
 std::optional<double> parse_size(const std::string& text) {
   std::size_t used = 0;
   double value = 0;
@@ -159,7 +131,7 @@ void add_max_memory_option(CLI::App& app, std::optional<double>& bytes, const st
          "--max-memory",
          [&bytes](const std::string& text) { bytes = parse_size(text); },
          "refuse (exit 2) a configuration whose estimated memory exceeds this, e.g. 512M, 4G "
-         "(default: the memory available, the lower of MemAvailable and the cgroup's memory.max)")
+         "(default: the memory available: MemAvailable, or less under a cgroup's memory limit)")
       ->check(CLI::Validator(
           [](std::string& text) {
             return parse_size(text) ? std::string()
@@ -173,8 +145,8 @@ void add_max_memory_option(CLI::App& app, std::optional<double>& bytes, const st
 
 void check_memory(const MemoryNeed& need, const std::optional<double>& max_memory,
                   const std::string& what) {
-  std::optional<MemoryLimit> limit = available_memory();
-  if (max_memory) limit = MemoryLimit{*max_memory, "--max-memory"};
+  std::optional<AvailableMemory> limit = available_memory();
+  if (max_memory) limit = AvailableMemory{*max_memory, "--max-memory"};
   if (!limit || need.total() <= limit->bytes) return;
   throw UsageError("out of memory: " + what + " needs about " + need.describe() +
                    ", more than the " + format_bytes(limit->bytes) + " of " + limit->source +

@@ -1,7 +1,8 @@
 #pragma once
 // What a run will need in memory, computed from its configuration before anything is
 // allocated, and the limit it is held to: --max-memory when given, else the memory
-// available (the lower of /proc/meminfo's MemAvailable and the cgroup's memory.max).
+// available (autograd/memory's available_memory(): MemAvailable, the room under the
+// cgroups' limits).
 // A configuration whose estimate exceeds the limit is a usage error (exit 2) naming the
 // sizes, instead of a process that grows until the kernel kills it.
 //
@@ -17,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/memory.hpp"
 #include "nn/config.hpp"
 
 namespace tapegrad::examples {
@@ -53,14 +55,6 @@ MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::s
 // cache and activations.
 MemoryNeed inference_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
                             std::size_t cached_positions, std::size_t cache_value_bytes = 4);
-
-// The memory this process may use: min(MemAvailable, cgroup memory.max); nothing when
-// neither can be read.
-struct MemoryLimit {
-  double bytes = 0;
-  std::string source;  // "MemAvailable", "cgroup memory.max", "--max-memory"
-};
-std::optional<MemoryLimit> available_memory();
 
 // --max-memory SIZE ("512M", "2G", "1.5GiB", "1000000"), bytes > 0.
 void add_max_memory_option(CLI::App& app, std::optional<double>& bytes,

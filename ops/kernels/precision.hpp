@@ -8,9 +8,15 @@
 //
 // The setting belongs to the calling thread, and the kernels' pool threads take the caller's
 // setting for the work they do on its behalf: two threads may train at two precisions.
+// A backward runs each node's products at the precision its op ran at, whatever the setting
+// when backward() is called (PyTorch's autocast does the same): a bf16 forward followed by a
+// backward outside the guard gets bf16's gradients, an f32 forward f32's inside one.
+#include <cstdint>
+
 namespace tapegrad::kernels {
 
-enum class MatmulPrecision { f32, bf16 };
+// A byte: every node of the tape keeps the one its op ran at (autograd/tape.hpp).
+enum class MatmulPrecision : std::uint8_t { f32, bf16 };
 
 MatmulPrecision matmul_precision();
 void set_matmul_precision(MatmulPrecision precision);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "autograd/gradcheck.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "memory_budget.hpp"
@@ -122,8 +123,9 @@ struct AutocastScope {
 void bind_precision(py::module_& m) {
   py::class_<AutocastScope>(m, "autocast",
                             "with tapegrad.autocast('bf16'): every float32 matrix product of this "
-                            "thread (forward and backward) rounds its operands to bf16 and sums "
-                            "in float32; weights, optimiser and other ops stay float32")
+                            "thread rounds its operands to bf16 and sums in float32, and so do "
+                            "their backward products, also when backward() is called after the "
+                            "block; weights, optimiser and other ops stay float32")
       .def(py::init([](const std::string& dtype) {
         return new AutocastScope{precision_of("autocast", dtype), std::nullopt};
       }), py::arg("dtype") = "bf16")
@@ -175,6 +177,9 @@ void bind_autograd(py::module_& m) {
   }, py::arg("max_bytes"),
   "A bound below the machine's memory for what tapegrad checks before allocating (models, "
   "optimiser state, zeros/ones/full/randn/uniform); None lifts it.");
+  m.def("release_memory", &trim_free_memory,
+        "Hands the memory freed so far back to the system (deleting a model or an optimiser "
+        "does this by itself; tensors' memory is kept for reuse until then)");
 }
 
 }  // namespace tapegrad::python

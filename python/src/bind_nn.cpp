@@ -6,12 +6,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
 
 #include "arith.hpp"  // number_of
+#include "autograd/memory.hpp"
 #include "attention_path.hpp"
 #include "bindings.hpp"
 #include "checkpoint_rules.hpp"
@@ -174,6 +176,16 @@ void warn_unused_generate_options(const GenerateOptions& o) {
   }
 }
 
+// generate's default at_context='stop' returns fewer tokens than asked for once the
+// context is full: said, with the way to go on (docs/GENERATION.md, "At the context limit").
+void warn_stopped_at_context(const GenerateResult& r, std::size_t asked, std::size_t context) {
+  warn_user(fmt::format("generate: stopped after {} of {} new tokens: the context of {} "
+                        "positions is full (a prompt of {} tokens); at_context='slide' goes on, "
+                        "re-reading the newest {} tokens each time the context fills",
+                        r.tokens.size(), asked, context, r.prompt_tokens,
+                        std::max<std::size_t>(context / 2, 1)));
+}
+
 void bind_config(py::module_& m) {
   py::class_<TransformerConfig> c(m, "Config",
                                   "The model configuration: every field of nn/config.hpp as an "
@@ -237,9 +249,27 @@ PyTensor forward_tokens(Transformer<T>& model, const py::object& tokens, KVCache
 }
 
 template <class T>
+double held_bytes(const Transformer<T>& model) {
+  return double(count_parameters(model.config()).total()) * sizeof(T);
+}
+
+// Python's holder of a model or an optimiser: deleting one hands what it held back to the
+// system (glibc keeps freed memory for reuse otherwise: autograd/memory.hpp).
+template <class X>
+struct TrimAfterDelete {
+  void operator()(X* x) const {
+    const double bytes = held_bytes(*x);
+    delete x;
+    trim_after_freeing(bytes);
+  }
+};
+template <class X>
+using TrimmingHolder = std::unique_ptr<X, TrimAfterDelete<X>>;
+
+template <class T>
 void bind_transformer(py::module_& m, const char* name) {
   using Model = Transformer<T>;
-  py::class_<Model>(m, name)
+  py::class_<Model, TrimmingHolder<Model>>(m, name)
       .def(py::init([](const TransformerConfig& config) {
         check_config(config);
         const std::uint64_t params = count_parameters(config).total();
@@ -247,7 +277,7 @@ void bind_transformer(py::module_& m, const char* name) {
                        double(params) * sizeof(T),
                        fmt::format("in {} for the weights alone (training adds their gradients "
                                    "and AdamW's two moments: 4 times as much)", dtype_name<T>()));
-        return std::make_unique<Model>(config);
+        return TrimmingHolder<Model>(new Model(config));
       }), py::arg("config"))
       .def("forward", &forward_tokens<T>, py::arg("tokens"), py::arg("cache") = nullptr,
            "tokens (B, T) -> logits (B, T, vocab); with cache, of the new positions only")
@@ -349,8 +379,13 @@ void bind_transformer(py::module_& m, const char* name) {
         o.use_cache = use_cache;
         warn_unused_generate_options(o);
         Generator own(seed);
-        py::gil_scoped_release release;
-        return generate(model, prompt, o, gen ? *gen : own).tokens;
+        GenerateResult r;
+        {
+          py::gil_scoped_release release;
+          r = generate(model, prompt, o, gen ? *gen : own);
+        }
+        if (r.stopped_at_context) warn_stopped_at_context(r, max_new, model.config().context);
+        return r.tokens;
       }, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature") = 1.0,
       py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("generator") = nullptr,
       py::arg("seed") = 0, py::arg("use_cache") = true, py::arg("at_context") = "stop",
@@ -365,30 +400,33 @@ void bind_transformer(py::module_& m, const char* name) {
         }, py::arg("path"), py::arg("allow_nonfinite") = false);
 }
 
-void require_state_memory(const char* op, const std::vector<PyTensor>& params,
-                          std::size_t state_per_parameter) {
-  if (params.empty() || state_per_parameter == 0) return;
+// The bytes of the state an optimiser keeps for params; MemoryError when they do not fit.
+double require_state_memory(const char* op, const std::vector<PyTensor>& params,
+                            std::size_t state_per_parameter) {
+  if (params.empty() || state_per_parameter == 0) return 0;
   std::size_t count = 0;
   for (const PyTensor& p : params) count += std::visit([](const auto& x) { return x.size(); }, p.v);
   const double item = params[0].is_double() ? 8 : 4;
   const char* state = state_per_parameter == 2 ? "moments" : "momentum";
-  require_memory(op, fmt::format("{} for {} parameters need", state, count),
-                 double(count) * item * double(state_per_parameter),
+  const double bytes = double(count) * item * double(state_per_parameter);
+  require_memory(op, fmt::format("{} for {} parameters need", state, count), bytes,
                  fmt::format("in {} ({} per parameter)", params[0].dtype(), state_per_parameter));
+  return bytes;
 }
 
 // One Python optimiser over float32 or float64 parameters.
 template <template <class> class Opt, class Options>
 struct Optimizer {
   std::variant<Opt<float>, Opt<double>> opt;
+  double state_bytes = 0;
   // state_per_parameter: the buffers the optimiser keeps per parameter value (AdamW's two
   // moments, SGD's momentum).
   static Optimizer make(const char* op, const std::vector<PyTensor>& params, const Options& o,
                         std::size_t state_per_parameter) {
-    require_state_memory(op, params, state_per_parameter);
+    const double bytes = require_state_memory(op, params, state_per_parameter);
     if (!params.empty() && params[0].is_double())
-      return Optimizer{Opt<double>(tensors_of<double>(op, params), o)};
-    return Optimizer{Opt<float>(tensors_of<float>(op, params), o)};
+      return Optimizer{Opt<double>(tensors_of<double>(op, params), o), bytes};
+    return Optimizer{Opt<float>(tensors_of<float>(op, params), o), bytes};
   }
   void step() { std::visit([](auto& x) { x.step(); }, opt); }
   void zero_grad() { std::visit([](auto& x) { x.zero_grad(); }, opt); }
@@ -396,8 +434,13 @@ struct Optimizer {
   void set_lr(double lr) { std::visit([&](auto& x) { x.set_lr(lr); }, opt); }
 };
 
+template <template <class> class Opt, class Options>
+double held_bytes(const Optimizer<Opt, Options>& o) {
+  return o.state_bytes;
+}
+
 template <class O>
-void bind_optimizer_methods(py::class_<O>& c) {
+void bind_optimizer_methods(py::class_<O, TrimmingHolder<O>>& c) {
   c.def("step", [](O& o) {
      py::gil_scoped_release release;
      o.step();
@@ -408,7 +451,7 @@ void bind_optimizer_methods(py::class_<O>& c) {
 
 void bind_optimizers(py::module_& m) {
   using PyAdamW = Optimizer<AdamW, AdamWOptions>;
-  py::class_<PyAdamW> adamw(m, "AdamW", "torch.optim.AdamW's update (decoupled weight decay)");
+  py::class_<PyAdamW, TrimmingHolder<PyAdamW>> adamw(m, "AdamW", "torch.optim.AdamW's update (decoupled weight decay)");
   adamw.def(py::init([](const std::vector<PyTensor>& params, double lr, std::pair<double, double> betas,
                         double eps, double weight_decay) {
     return PyAdamW::make("AdamW", params, {lr, betas.first, betas.second, eps, weight_decay}, 2);
@@ -416,7 +459,7 @@ void bind_optimizers(py::module_& m) {
   py::arg("eps") = 1e-8, py::arg("weight_decay") = 1e-2);
   bind_optimizer_methods(adamw);
   using PySGD = Optimizer<SGD, SGDOptions>;
-  py::class_<PySGD> sgd(m, "SGD", "torch.optim.SGD's update");
+  py::class_<PySGD, TrimmingHolder<PySGD>> sgd(m, "SGD", "torch.optim.SGD's update");
   sgd.def(py::init([](const std::vector<PyTensor>& params, double lr, double momentum, double wd) {
     return PySGD::make("SGD", params, {lr, momentum, wd}, momentum != 0 ? 1 : 0);
   }), py::arg("params"), py::arg("lr") = 1e-2, py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0);

@@ -19,11 +19,11 @@ class OutOfMemory : public std::runtime_error {
 
 struct MemoryBudget {
   double bytes;
-  std::string source;  // "MemAvailable", "the cgroup's limit" or "set_max_memory"
+  std::string source;  // available_memory()'s source or "set_max_memory"
 };
 
-// The lowest of /proc/meminfo's MemAvailable, the cgroup's limit less its usage (v2 or
-// v1), and the bound of set_max_memory.
+// The lower of what autograd/memory's available_memory() finds (MemAvailable, the room
+// under the cgroups' limits) and the bound of set_max_memory.
 MemoryBudget memory_budget();
 // tapegrad.set_max_memory(bytes): a bound of the caller's below what the machine has;
 // nullopt lifts it.

@@ -116,7 +116,8 @@ def test_generate_greedy_is_argmax_and_sampling_is_seeded():
     assert a == b and len(a) == 4
     # Stops when the sequence fills the context of 8: the last token is drawn from the
     # logits at position 8 and never fed back, so 8 - 3 + 1 new tokens.
-    assert len(model.generate(prompt, 20, temperature=0)) == 6
+    with pytest.warns(UserWarning, match="context"):
+        assert len(model.generate(prompt, 20, temperature=0)) == 6
     with pytest.raises(tg.ShapeError, match="top-p"):
         model.generate(prompt, 2, top_p=0.0)
 
@@ -134,6 +135,23 @@ def test_generate_arguments_that_change_nothing_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # arguments that apply say nothing
         model.generate(prompt, 3, temperature=0.5, top_k=2, top_p=0.9, prefill_chunk=2)
+
+
+def test_generate_warns_once_when_it_stops_at_the_context():
+    model = nn.Transformer(small(seed=1))  # context 8
+    prompt = [1, 2, 3]
+    for use_cache in (True, False):
+        with pytest.warns(UserWarning) as record:
+            assert len(model.generate(prompt, 20, temperature=0, use_cache=use_cache)) == 6
+        messages = [str(w.message) for w in record]
+        assert len(messages) == 1, messages
+        assert ("generate: stopped after 6 of 20 new tokens: the context of 8 positions is "
+                "full (a prompt of 3 tokens); at_context='slide' goes on, re-reading the newest "
+                "4 tokens each time the context fills") in messages[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # what fits, and a model that slides, say nothing
+        assert len(model.generate(prompt, 6, temperature=0)) == 6
+        assert len(model.generate(prompt, 20, temperature=0, at_context="slide")) == 20
 
 
 @contextlib.contextmanager

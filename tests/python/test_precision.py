@@ -45,3 +45,28 @@ def test_autocast_leaves_float64_alone_and_rejects_unknown_names():
     assert tg.matmul_precision() == "bf16"
     tg.set_matmul_precision("float32")
     assert tg.matmul_precision() == "f32"
+
+
+def test_backward_runs_at_the_precision_its_forward_ran_at():
+    """PyTorch's idiom: the forward under autocast, backward() after the block. Each
+    product's gradient is computed at the precision its forward ran at, wherever backward
+    is called."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((9, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 24)).astype(np.float32)
+
+    def grads(forward, backward):
+        x, w = tg.tensor(a, requires_grad=True), tg.tensor(b, requires_grad=True)
+        with tg.autocast(forward):
+            loss = tg.sum(x * tg.matmul(tg.matmul(x, w), tg.transpose(w)))
+        with tg.autocast(backward):
+            loss.backward()
+        return x.grad, w.grad
+
+    bf16_inside, bf16_outside = grads("bf16", "bf16"), grads("bf16", "f32")
+    f32_inside, f32_in_bf16 = grads("f32", "f32"), grads("f32", "bf16")
+    for inside, outside in ((bf16_inside, bf16_outside), (f32_inside, f32_in_bf16)):
+        for g, h in zip(inside, outside):
+            np.testing.assert_array_equal(g, h)  # bitwise
+    # and the precisions differ, so the comparison above can fail
+    assert np.max(np.abs(bf16_inside[0] - f32_inside[0])) > 0
