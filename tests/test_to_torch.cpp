@@ -361,7 +361,7 @@ TEST_CASE("to_torch: NaN weights, a training checkpoint and a text file are name
           "[to_torch]") {
   require_torch();
   const fs::path dir = scratch("inputs");
-  TinyGPT<float> model(switch_configs()[0].second);
+  Transformer<float> model(switch_configs()[0].second);
   const std::string name = model.named_parameters()[0].name;
   const std::string shape = model.named_parameters()[0].tensor.shape_string();
   save_checkpoint((dir / "model.npz").string(), model);

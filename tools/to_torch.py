@@ -45,7 +45,7 @@ FORMAT = SCHEMA["format"]
 LOGITS_TOLERANCE = 1e-5  # of max |logit|
 LOSS_TOLERANCE = 1e-6  # of the loss: float32 holds a loss of ~4 to 4.8e-7
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAINING_PREFIX = "__train__."  # nn/checkpoint.hpp's kTrainingPrefix
+TRAINING_PREFIX = "__train__."  # nn/io/checkpoint.hpp's kTrainingPrefix
 
 
 class UsageError(Exception):
