@@ -1,5 +1,5 @@
 #pragma once
-// a (op) b for + - * / @ when one side is a tensor and the other a tensor, a NumPy array or
+// a (op) b for + - * / ** @ when one side is a tensor and the other a tensor, a NumPy array or
 // a number: the one dispatch behind both tapegrad.add(a, b) and the Tensor operators
 // (forward and reflected). Op is a transparent functor (std::plus<> ...), so the library's
 // own Tensor/Scalar operators choose add/sub/mul/div and the operand order. An array or a
@@ -27,6 +27,14 @@ struct MatmulOp {
   template <class A, class B>
   auto operator()(const A& a, const B& b) const -> decltype(matmul(a, b)) {  // SFINAE: no scalars
     return matmul(a, b);
+  }
+};
+
+// pow as a functor, for ** and tapegrad.pow: a tensor or a number on either side.
+struct PowOp {
+  template <class A, class B>
+  auto operator()(const A& a, const B& b) const -> decltype(pow(a, b)) {
+    return pow(a, b);
   }
 };
 

@@ -170,10 +170,8 @@ void bind_operators(py::class_<PyTensor>& c) {
   def_arith_operators<std::multiplies<>>(c, "mul", "__mul__", "__rmul__");
   def_arith_operators<std::divides<>>(c, "div", "__truediv__", "__rtruediv__");
   def_arith_operators<MatmulOp>(c, "matmul", "__matmul__", "__rmatmul__");
-  c.def("__pow__", [](const PyTensor& a, double e) {
-     return unary(a, [&](const auto& x) { return pow(x, element_t<decltype(x)>(e)); });
-   }, py::is_operator())
-      .def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
+  def_arith_operators<PowOp>(c, "pow", "__pow__", "__rpow__");
+  c.def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 """How NumPy treats a tapegrad.Tensor. Without these hooks NumPy would turn a tensor into an
 array through __array__ whenever it meets one (`array + t`, `np.exp(t)`, `np.sum(t)`) and
 hand back an array: the result right, the graph silently gone. With them:
-- `array (op) t` for + - * / @ runs tapegrad's reflected operator (the array a constant of
+- `array (op) t` for + - * / ** @ runs tapegrad's reflected operator (the array a constant of
   the tensor's dtype; another dtype is a TypeError naming both);
 - any other ufunc or NumPy function on a tensor is a TypeError naming the tapegrad function
   to use, or t.numpy() for a detached array.
@@ -17,6 +17,7 @@ _OPERATOR_UFUNCS = {
     np.multiply: ("__mul__", "__rmul__"),
     np.true_divide: ("__truediv__", "__rtruediv__"),
     np.matmul: ("__matmul__", "__rmatmul__"),
+    np.power: ("__pow__", "__rpow__"),
 }
 
 # NumPy names whose tapegrad counterpart is spelled differently
