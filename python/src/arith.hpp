@@ -43,19 +43,6 @@ PyTensor tensor_op_tensor(const char* op, const PyTensor& a, const PyTensor& b) 
   return binary(op, a, b, Op{});
 }
 
-// A Python or NumPy number (int, float, bool, np.float32(2), ...); nullopt for anything
-// else: strings, complex numbers, sequences.
-inline std::optional<double> number_of(const py::handle& x) {
-  if (py::isinstance<py::str>(x) || py::isinstance<py::array>(x) || !PyNumber_Check(x.ptr()))
-    return std::nullopt;
-  const double v = PyFloat_AsDouble(x.ptr());
-  if (v == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  return v;
-}
-
 // tensor (op) other when `tensor_first`, else other (op) tensor; nullopt when `other` is
 // neither a tensor, an array nor a number (an operator then returns NotImplemented).
 template <class Op>
