@@ -4,9 +4,11 @@
 //   pattern <rest of the line>      the split pattern (empty in basic mode)
 //   specials N                      then N lines "<id> <token>" (ids follow the merges)
 //   merges M                        then M lines "<first> <second>": merge i makes id 256 + i
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 #include "text/bpe_tokenizer.hpp"
 
@@ -140,7 +142,9 @@ void BpeTokenizer::save(const std::string& path) const {
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("BpeTokenizer::load: cannot open " + path);
+  // the errno goes with it, so that Python raises FileNotFoundError for a missing file
+  if (!in)
+    throw std::system_error(errno, std::generic_category(), "BpeTokenizer::load: cannot open " + path);
   std::ostringstream contents;
   contents << in.rdbuf();
   return from_text(contents.str(), path);
