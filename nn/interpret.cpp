@@ -215,7 +215,9 @@ LogitAttribution direct_logit_attribution(Transformer<T>& model, const Indices& 
     const T* out = ln_out + n * D;
     for (std::size_t d = 0; d < D; ++d) a.logit += double(out[d]) * readout.column(y, d);
   }
-  if (counted == 0) return a;
+  if (counted == 0)
+    fail("direct_logit_attribution", "every target is ignore_index ({}): a mean over no "
+         "positions", ignore_index);
   a.embed /= double(counted);
   a.logit /= double(counted);
   double heads = 0;

@@ -191,14 +191,15 @@ void Transformer<T>::attach_hooks(Hooks<T>* hooks) {
 
 // The hooks are attached for this one forward and detached however it ends.
 template <class T>
-Tensor<T> Transformer<T>::run_with_hooks(const Indices& tokens, Hooks<T>& hooks) {
+Tensor<T> Transformer<T>::run_with_hooks(const Indices& tokens, Hooks<T>& hooks,
+                                         const char* caller) {
   struct Attached {
     Transformer& model;
     ~Attached() { model.attach_hooks(nullptr); }
   } attached{*this};
   attach_hooks(&hooks);
   Tensor<T> logits = run(tokens, nullptr);
-  hooks.check_reached("run_with_hooks");
+  hooks.check_reached(caller);
   return logits;
 }
 
@@ -207,7 +208,7 @@ CachedRun<T> run_with_cache(Transformer<T>& model, const Indices& tokens,
                             const std::vector<std::string>& names, bool grads) {
   Hooks<T> hooks;
   hooks.cache(names, grads);
-  Tensor<T> logits = model.run_with_hooks(tokens, hooks);
+  Tensor<T> logits = model.run_with_hooks(tokens, hooks, "run_with_cache");
   return {std::move(logits), hooks.take_activations()};
 }
 

@@ -96,8 +96,9 @@ class Transformer : public Module<T> {
 
   // forward(tokens) with `hooks` at every hook point of the model for this run only
   // (docs/HOOKS.md lists the names and shapes); a name given to `hooks` that the model has
-  // no point for is an error after the run.
-  Tensor<T> run_with_hooks(const Indices& tokens, Hooks<T>& hooks);
+  // no point for is an error after the run, named after `caller` (what the user called).
+  Tensor<T> run_with_hooks(const Indices& tokens, Hooks<T>& hooks,
+                           const char* caller = "run_with_hooks");
 
  private:
   Transformer(const TransformerConfig& config, Generator&& gen);

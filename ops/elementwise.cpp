@@ -1,5 +1,7 @@
 #include "ops/elementwise.hpp"
 
+#include <utility>
+
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
@@ -56,6 +58,19 @@ Array<T> quotient_grad(const Array<T>& dz, const Array<T>& z, const Array<T>& b)
   kernels::quotient_grad(dz.data(), z.data(), extents(z.shape()), b.data(), extents(b.shape()),
                          db.data());
   return db;
+}
+
+// da and db of z = a^b over z's shape (sum_to then folds each), for the inputs that want
+// them: `a` and `b` are the base and the exponent with their shapes, either a constant's.
+template <class T>
+std::pair<Array<T>, Array<T>> power_grads(const Array<T>& dz, const Array<T>& z, const T* a,
+                                          kernels::Extents a_shape, const T* b,
+                                          kernels::Extents b_shape, bool want_a, bool want_b) {
+  Array<T> da = want_a ? Array<T>::from_shape(z.shape()) : no_elements<T>();
+  Array<T> db = want_b ? Array<T>::from_shape(z.shape()) : no_elements<T>();
+  kernels::power_grads(dz.data(), z.data(), extents(z.shape()), a, a_shape, b, b_shape,
+                       want_a ? da.data() : nullptr, want_b ? db.data() : nullptr);
+  return {std::move(da), std::move(db)};
 }
 
 template <class T>
@@ -204,12 +219,38 @@ Tensor<T> pow(const Tensor<T>& a, Scalar<T> p) {
   const Array<T>& x = a.value();
   Array<T> z = Array<T>::from_shape(x.shape());
   kernels::power(x.data(), p, z.data(), x.size());
-  return record<T>("pow", {a}, std::move(z), [p](BackwardContext<T>& c) {
+  return record<T>("pow_scalar", {a}, std::move(z), [p](BackwardContext<T>& c) {
     const Array<T>& x = c.input(0);
     Array<T> dx = Array<T>::from_shape(x.shape());
     kernels::power_backward(x.data(), p, c.grad().data(), dx.data(), x.size());
     c.accumulate(0, std::move(dx));
   });
+}
+
+// z = a^b, z has the broadcast shape
+template <class T>
+Tensor<T> pow(const Tensor<T>& a, const Tensor<T>& b) {
+  Array<T> z = binary_forward(Binary::pow, "pow", a, b);
+  return record<T>("pow", {a, b}, std::move(z), [](BackwardContext<T>& c) {
+    // backward: da = dz * b * a^(b-1), db = dz * z * ln a
+    const Array<T>& x = c.input(0);
+    const Array<T>& p = c.input(1);
+    auto [da, db] = power_grads(c.grad(), c.output(), x.data(), extents(x.shape()), p.data(),
+                                extents(p.shape()), c.wants(0), c.wants(1));
+    if (c.wants(0)) c.accumulate(0, std::move(da));
+    if (c.wants(1)) c.accumulate(1, std::move(db));
+  });
+}
+template <class T>
+Tensor<T> pow(Scalar<T> a, const Tensor<T>& b) {
+  // z = a^b; backward: db = dz * z * ln a
+  return record<T>("rpow_scalar", {b}, binary_value(Binary::pow, a, b.value()),
+                   [a](BackwardContext<T>& c) {
+                     const Array<T>& p = c.input(0);
+                     c.accumulate(0, power_grads(c.grad(), c.output(), &a, kScalarShape, p.data(),
+                                                 extents(p.shape()), false, true)
+                                         .second);
+                   });
 }
 
 // z = tanh(a); backward: da = dz * (1 - z^2)
@@ -303,6 +344,8 @@ Tensor<T> gelu(const Tensor<T>& a) {
   template Tensor<T> log(const Tensor<T>&);                             \
   template Tensor<T> sqrt(const Tensor<T>&);                            \
   template Tensor<T> pow(const Tensor<T>&, T);                          \
+  template Tensor<T> pow(const Tensor<T>&, const Tensor<T>&);           \
+  template Tensor<T> pow(T, const Tensor<T>&);                          \
   template Tensor<T> tanh(const Tensor<T>&);                            \
   template Tensor<T> softcap(const Tensor<T>&, double);                            \
   template Tensor<T> relu(const Tensor<T>&);                            \

@@ -22,6 +22,10 @@ template <class T> Tensor<T> exp(const Tensor<T>& a);
 template <class T> Tensor<T> log(const Tensor<T>& a);
 template <class T> Tensor<T> sqrt(const Tensor<T>& a);
 template <class T> Tensor<T> pow(const Tensor<T>& a, Scalar<T> exponent);
+// a^b as NumPy and PyTorch give it: nan where the real power is undefined (a < 0, b not an
+// integer), inf for 0^(b < 0); the gradients there are PyTorch's (kernels::power_grads).
+template <class T> Tensor<T> pow(const Tensor<T>& a, const Tensor<T>& exponent);
+template <class T> Tensor<T> pow(Scalar<T> base, const Tensor<T>& exponent);
 template <class T> Tensor<T> tanh(const Tensor<T>& a);
 template <class T> Tensor<T> relu(const Tensor<T>& a);
 template <class T> Tensor<T> sigmoid(const Tensor<T>& a);

@@ -455,4 +455,8 @@ TEST_CASE("interpret: direct logit attribution names bad targets", "[hooks][inte
   targets(0, 2) = 9;
   CHECK_THROWS_WITH(direct_logit_attribution(model, tokens, targets),
                     Catch::Contains("target 9") && Catch::Contains("vocab=9"));
+  Indices ignored = Indices::from_shape({1, 4});
+  ignored.fill(-100);  // a mean over no positions
+  CHECK_THROWS_WITH(direct_logit_attribution(model, tokens, ignored),
+                    Catch::Contains("direct_logit_attribution") && Catch::Contains("every target"));
 }

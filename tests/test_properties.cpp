@@ -459,6 +459,9 @@ TEST_CASE("properties: binary elementwise ops with random broadcasting", "[prope
   binary_cases("mul", Domain::any, Domain::any, mul_, [](double x, double y) { return x * y; }, 103, counts);
   binary_cases("div", Domain::any, Domain::away_from_zero, div_, [](double x, double y) { return x / y; },
                104, counts);
+  auto pow_ = [](const auto& a, const auto& b) { return pow(a, b); };
+  binary_cases("pow", Domain::positive, Domain::any, pow_, [](double x, double y) { return std::pow(x, y); },
+               105, counts);
   counts.report("binary elementwise");
 }
 
@@ -491,6 +494,8 @@ TEST_CASE("properties: unary and scalar elementwise ops on random shapes", "[pro
               [c](double x) { return x / c; }, 215, counts);
   unary_cases("scalar div", Domain::away_from_zero, [c](const auto& a) { return div(decltype(a.item())(c), a); },
               [c](double x) { return c / x; }, 216, counts);
+  unary_cases("scalar pow", Domain::any, [c](const auto& a) { return pow(decltype(a.item())(c), a); },
+              [c](double x) { return std::pow(c, x); }, 217, counts);
   counts.report("unary and scalar elementwise");
 }
 
@@ -781,20 +786,21 @@ TEST_CASE("properties: matmul with every batch broadcasting pattern and 1-D oper
 TEST_CASE("properties: incompatible shapes always throw ShapeError", "[properties]") {
   Counts counts;
   Rand r(701);
-  const char* names[] = {"add", "sub", "mul", "div"};
+  const char* names[] = {"add", "sub", "mul", "div", "pow"};
   for (int n = 0; n < kCasesPerOp; ++n) {
     const std::pair<Shape, Shape> shapes = incompatible_pair(r);
     const Shape& sa = shapes.first;
     const Shape& sb = shapes.second;
     const Tensor<double> a = random<double>(sa, n), b = random<double>(sb, n + 1);
     const std::string what = fmt::format("{} (case {})", shapes_of({sa, sb}), n);
-    const int k = n % 4;
+    const int k = n % 5;
     require_rejected([&] {
       switch (k) {
         case 0: add(a, b); break;
         case 1: sub(a, b); break;
         case 2: mul(a, b); break;
-        default: div(a, b); break;
+        case 3: div(a, b); break;
+        default: pow(a, b); break;
       }
     }, {names[k], shape_str(sa), shape_str(sb)}, what, counts);
   }

@@ -61,6 +61,10 @@ struct Div {
   template <class T>
   T operator()(T a, T b) const { return a / b; }
 };
+struct Pow {
+  template <class T>
+  T operator()(T a, T b) const { return std::pow(a, b); }
+};
 
 // z[0..n) = op(a, b), each operand stepping through memory or held at its first value (one
 // of them steps). `omp simd` because z may be a or b: the compiler would otherwise vectorise
@@ -234,7 +238,24 @@ void binary(Binary op, const T* a, Extents a_shape, const T* b, Extents b_shape,
     case Binary::sub: return apply(Sub{}, a, a_shape, b, b_shape, z, z_shape);
     case Binary::mul: return apply(Mul{}, a, a_shape, b, b_shape, z, z_shape);
     case Binary::div: return apply(Div{}, a, a_shape, b, b_shape, z, z_shape);
+    case Binary::pow: return apply(Pow{}, a, a_shape, b, b_shape, z, z_shape);
   }
+}
+
+template <class T>
+void power_grads(const T* dz, const T* z, Extents z_shape, const T* a, Extents a_shape,
+                 const T* b, Extents b_shape, T* da, T* db) {
+  for_each_run(a_shape, b_shape, z_shape,
+               [&](std::size_t iz, std::size_t ia, std::size_t ib, std::size_t n, bool a_steps,
+                   bool b_steps) {
+                 for (std::size_t i = 0; i < n; ++i) {
+                   const T x = a[ia + (a_steps ? i : 0)], p = b[ib + (b_steps ? i : 0)];
+                   const T g = dz[iz + i];
+                   if (da) da[iz + i] = p == T(0) ? T(0) : g * p * std::pow(x, p - T(1));
+                   if (db)
+                     db[iz + i] = x == T(0) && p >= T(0) ? T(0) : g * z[iz + i] * std::log(x);
+                 }
+               });
 }
 
 template <class T>
@@ -313,6 +334,8 @@ void power_backward(const T* x, T p, const T* dz, T* dx, std::size_t n) {
 #define TAPEGRAD_INSTANTIATE(T)                                                          \
   template void binary(Binary, const T*, Extents, const T*, Extents, T*, Extents);       \
   template void quotient_grad(const T*, const T*, Extents, const T*, Extents, T*);       \
+  template void power_grads(const T*, const T*, Extents, const T*, Extents, const T*,     \
+                            Extents, T*, T*);                                            \
   template void unary(Unary, const T*, T*, std::size_t);                                 \
   template void unary_backward(Unary, const T*, const T*, T*, std::size_t);              \
   template void power(const T*, T, T*, std::size_t);                                     \

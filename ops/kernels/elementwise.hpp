@@ -1,6 +1,6 @@
 #pragma once
 // The loops of the elementwise ops (ops/elementwise.cpp) over contiguous row-major memory:
-// + - * / with NumPy broadcasting, and the unary functions with their derivatives.
+// + - * / and powers with NumPy broadcasting, and the unary functions with their derivatives.
 // Written as xtensor expressions, every op's forward and backward instantiated xtensor's
 // broadcasting assignment for its own expression type, in float and double: about 13 CPU
 // seconds to compile one file. Here one broadcasting routine serves the four operators, and
@@ -24,10 +24,10 @@ Extents extents(const S& shape) {
 }
 inline constexpr Extents kScalarShape{nullptr, 0};
 
-enum class Binary { add, sub, mul, div };
+enum class Binary { add, sub, mul, div, pow };
 
 // a: shape A, b: shape B broadcastable -> z: broadcast(A, B), given as z_shape
-// z = a op b, each operand read with stride 0 along the axes it is broadcast over. The
+// z = a op b (pow: std::pow's a^b, nan for a < 0 and a fractional b, inf for 0^(b < 0)), each operand read with stride 0 along the axes it is broadcast over. The
 // caller has checked that the shapes broadcast (broadcast_shapes, autograd/shape.hpp).
 // z may be a or b when that operand has z's shape (a gradient computed in place).
 template <class T>
@@ -41,6 +41,15 @@ void binary(Binary op, const T* a, Extents a_shape, const T* b, Extents b_shape,
 template <class T>
 void quotient_grad(const T* dz, const T* z, Extents z_shape, const T* b, Extents b_shape,
                    T* db);
+
+// dz, z: shape Z; a: shape A, b: shape B, both broadcastable to Z -> da, db: shape Z (sum_to
+// then folds each to its operand's), the gradients of z = a^b; either may be null, unwanted:
+//   da = dz * b * a^(b-1), 0 where b == 0;  db = dz * z * ln a, 0 where a == 0 and b >= 0.
+// The zeros are PyTorch's where a formula would meet 0 * inf: a^0 is flat in a, even at
+// a == 0, and 0^b for b >= 0 has the slope in b of its limit from a > 0.
+template <class T>
+void power_grads(const T* dz, const T* z, Extents z_shape, const T* a, Extents a_shape,
+                 const T* b, Extents b_shape, T* da, T* db);
 
 enum class Unary { neg, exp, log, sqrt, tanh, relu, sigmoid, silu };
 

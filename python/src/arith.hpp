@@ -1,5 +1,5 @@
 #pragma once
-// a (op) b for + - * / @ when one side is a tensor and the other a tensor, a NumPy array or
+// a (op) b for + - * / ** @ when one side is a tensor and the other a tensor, a NumPy array or
 // a number: the one dispatch behind both tapegrad.add(a, b) and the Tensor operators
 // (forward and reflected). Op is a transparent functor (std::plus<> ...), so the library's
 // own Tensor/Scalar operators choose add/sub/mul/div and the operand order. An array or a
@@ -30,22 +30,17 @@ struct MatmulOp {
   }
 };
 
+// pow as a functor, for ** and tapegrad.pow: a tensor or a number on either side.
+struct PowOp {
+  template <class A, class B>
+  auto operator()(const A& a, const B& b) const -> decltype(pow(a, b)) {
+    return pow(a, b);
+  }
+};
+
 template <class Op>
 PyTensor tensor_op_tensor(const char* op, const PyTensor& a, const PyTensor& b) {
   return binary(op, a, b, Op{});
-}
-
-// A Python or NumPy number (int, float, bool, np.float32(2), ...); nullopt for anything
-// else: strings, complex numbers, sequences.
-inline std::optional<double> number_of(const py::handle& x) {
-  if (py::isinstance<py::str>(x) || py::isinstance<py::array>(x) || !PyNumber_Check(x.ptr()))
-    return std::nullopt;
-  const double v = PyFloat_AsDouble(x.ptr());
-  if (v == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  return v;
 }
 
 // tensor (op) other when `tensor_first`, else other (op) tensor; nullopt when `other` is

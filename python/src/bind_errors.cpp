@@ -5,7 +5,11 @@
 //   CheckpointError (a file that does not fit)      -> tapegrad.CheckpointError(ValueError)
 //   NpzError (not a readable .npz, cannot write)    -> tapegrad.NpzError(OSError)
 //   OutOfMemory (would not fit), std::bad_alloc     -> MemoryError, with the memory available
+//   std::system_error (a failed system call)        -> the OSError its errno names
+//                                                      (FileNotFoundError, PermissionError)
 #include <pybind11/pybind11.h>
+
+#include <system_error>
 
 #include "autograd/errors.hpp"
 #include "autograd/tape.hpp"
@@ -30,6 +34,9 @@ void bind_errors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const OutOfMemory& e) {
       PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (const std::system_error& e) {
+      // OSError(errno, text) is made as the subclass the errno names
+      PyErr_SetObject(PyExc_OSError, py::make_tuple(e.code().value(), e.what()).ptr());
     } catch (const std::bad_alloc&) {
       const MemoryBudget b = memory_budget();
       PyErr_SetString(PyExc_MemoryError,

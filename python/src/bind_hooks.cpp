@@ -72,10 +72,14 @@ py::array_t<double> grid(const std::vector<std::vector<double>>& rows) {
   return a;
 }
 
-// metric(logits: tapegrad.Tensor) -> float, from Python
+// metric(logits: tapegrad.Tensor) -> a number, from Python, for `op`
 template <class T>
-LogitMetric<T> metric_of(const py::function& metric) {
-  return [metric](const Tensor<T>& logits) { return metric(PyTensor(logits)).template cast<double>(); };
+LogitMetric<T> metric_of(const py::function& metric, const char* op) {
+  return [metric, op](const Tensor<T>& logits) {
+    const py::object result = metric(PyTensor(logits));
+    if (const std::optional<double> value = number_of(result)) return *value;
+    wrong_type(op, "the metric's result", "a number", result);
+  };
 }
 
 template <class T>
@@ -84,14 +88,15 @@ void bind_interpret(py::module_& m) {
                                          const py::object& corrupted, const py::function& metric) {
     return grid(patch_residual_by_position(model, indices_from_numpy(clean, "patch_residual_by_position"),
                                            indices_from_numpy(corrupted, "patch_residual_by_position"),
-                                           metric_of<T>(metric)));
+                                           metric_of<T>(metric, "patch_residual_by_position")));
   }, py::arg("model"), py::arg("clean"), py::arg("corrupted"), py::arg("metric"),
   "-> (layers, T) array: metric(logits) of the corrupted run with blocks.{l}.resid_pre at "
   "position p from the clean run");
   m.def("patch_heads", [](Transformer<T>& model, const py::object& clean, const py::object& corrupted,
                           const py::function& metric) {
     return grid(patch_heads(model, indices_from_numpy(clean, "patch_heads"),
-                            indices_from_numpy(corrupted, "patch_heads"), metric_of<T>(metric)));
+                            indices_from_numpy(corrupted, "patch_heads"),
+                            metric_of<T>(metric, "patch_heads")));
   }, py::arg("model"), py::arg("clean"), py::arg("corrupted"), py::arg("metric"),
   "-> (layers, heads) array: metric(logits) of the corrupted run with head h's attn.z from "
   "the clean run");

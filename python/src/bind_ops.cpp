@@ -38,6 +38,7 @@ void bind_elementwise(py::module_& m) {
   def_arith<std::minus<>>(m, "sub");
   def_arith<std::multiplies<>>(m, "mul");
   def_arith<std::divides<>>(m, "div");
+  def_arith<PowOp>(m, "pow");
 #define TAPEGRAD_UNARY(name)                                                             \
   m.def(#name, [](const PyTensor& a) { return unary(a, TAPEGRAD_CALL(tapegrad::name(x))); }, \
         py::arg("a"));
@@ -51,9 +52,6 @@ void bind_elementwise(py::module_& m) {
   TAPEGRAD_UNARY(silu)
   TAPEGRAD_UNARY(gelu)
 #undef TAPEGRAD_UNARY
-  m.def("pow", [](const PyTensor& a, double e) {
-    return unary(a, TAPEGRAD_CALL(pow(x, element_t<decltype(x)>(e))));
-  }, py::arg("a"), py::arg("exponent"));
   m.def("softcap", [](const PyTensor& a, double c) {
     return unary(a, TAPEGRAD_CALL(tapegrad::softcap(x, c)));
   }, py::arg("a"), py::arg("c"), "c * tanh(a / c): every value kept inside (-c, c)");

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "arith.hpp"
+#include "autograd/shape.hpp"
 #include "bindings.hpp"
 #include "memory_budget.hpp"
 #include "numpy_convert.hpp"
@@ -164,16 +165,55 @@ void def_arith_operators(py::class_<PyTensor>& c, const char* op, const char* na
       }, py::is_operator());
 }
 
+// t (cmp) x elementwise as NumPy compares, x a tensor, an array or a number: a bool array,
+// outside the graph. NotImplemented for anything else, so that `t == "a"` is False as for
+// any two unrelated objects. Shapes that do not broadcast are a ShapeError naming `op`.
+py::object compare(const char* op, const char* method, const PyTensor& t, const py::object& x) {
+  py::object other = x;
+  if (py::isinstance<PyTensor>(x)) other = tensor_to_numpy(x.cast<const PyTensor&>(), false);
+  else if (!py::isinstance<py::array>(x) && !number_of(x))
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  const py::array values = tensor_to_numpy(t, false);
+  if (py::isinstance<py::array>(other)) {
+    const py::array a = other.cast<py::array>();
+    broadcast_shapes(op, Shape(values.shape(), values.shape() + values.ndim()),
+                     Shape(a.shape(), a.shape() + a.ndim()));
+  }
+  return values.attr(method)(other);
+}
+
+// Python's comparison operators; the reflected forms (2 < t, array < t) reach t's mirror
+// image (t > 2) through Python and _numpy_protocols.py.
+void def_comparisons(py::class_<PyTensor>& c) {
+  static constexpr const char* kComparisons[][2] = {
+      {"equal", "__eq__"},         {"not_equal", "__ne__"}, {"less", "__lt__"},
+      {"less_equal", "__le__"},    {"greater", "__gt__"},   {"greater_equal", "__ge__"}};
+  for (const auto& [op, method] : kComparisons)
+    c.def(method, [op = op, method = method](const PyTensor& t, const py::object& x) {
+      return compare(op, method, t, x);
+    }, py::is_operator());
+  // Defining __eq__ removes the hash Python gives by default; a tensor stays usable as a
+  // dict key or in a set, by identity, as in PyTorch.
+  c.attr("__hash__") = py::module_::import("builtins").attr("object").attr("__hash__");
+  c.def("__bool__", [](const PyTensor& t) {
+    return std::visit([](const auto& x) {
+      if (x.size() != 1)
+        throw py::type_error("bool() of a tensor of shape " + x.shape_string() +
+                             ": the truth value of a tensor of " + std::to_string(x.size()) +
+                             " elements is ambiguous; compare it and use .any() or .all()");
+      return x.item() != 0;
+    }, t.v);
+  });
+}
+
 void bind_operators(py::class_<PyTensor>& c) {
   def_arith_operators<std::plus<>>(c, "add", "__add__", "__radd__");
   def_arith_operators<std::minus<>>(c, "sub", "__sub__", "__rsub__");
   def_arith_operators<std::multiplies<>>(c, "mul", "__mul__", "__rmul__");
   def_arith_operators<std::divides<>>(c, "div", "__truediv__", "__rtruediv__");
   def_arith_operators<MatmulOp>(c, "matmul", "__matmul__", "__rmatmul__");
-  c.def("__pow__", [](const PyTensor& a, double e) {
-     return unary(a, [&](const auto& x) { return pow(x, element_t<decltype(x)>(e)); });
-   }, py::is_operator())
-      .def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
+  def_arith_operators<PowOp>(c, "pow", "__pow__", "__rpow__");
+  c.def("__neg__", [](const PyTensor& a) { return unary(a, [](const auto& x) { return neg(x); }); });
 }
 
 }  // namespace
@@ -241,6 +281,7 @@ void bind_tensor(py::module_& m) {
       .def("__getitem__", &getitem)
       .def("__repr__", &repr);
   bind_operators(c);
+  def_comparisons(c);
   bind_constructors(m);
 }
 

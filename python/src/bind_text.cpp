@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "py_errors.hpp"
 #include "text/bpe_tokenizer.hpp"
 
 namespace tapegrad::python {
@@ -13,6 +14,27 @@ std::string text_bytes(const py::object& text, const char* where) {
   if (py::isinstance<py::str>(text)) return text.cast<std::string>();
   throw py::type_error(std::string(where) + ": text must be str or bytes, not " +
                        std::string(py::str(py::type::of(text).attr("__name__"))));
+}
+
+// Token ids from a list, tuple or 1-D array of Python or NumPy integers, checked here so
+// that a wrong argument is a TypeError naming it rather than pybind11's list of signatures.
+std::vector<std::int32_t> token_ids(const text::BpeTokenizer& t, const py::object& ids,
+                                    const char* where) {
+  if (py::isinstance<py::str>(ids) || py::isinstance<py::bytes>(ids) || !PySequence_Check(ids.ptr()))
+    wrong_type(where, "ids", "a sequence of integer token ids", ids);
+  std::vector<std::int32_t> out;
+  for (py::handle id : ids) {
+    if (PyBool_Check(id.ptr()) || !PyIndex_Check(id.ptr()))
+      wrong_type(where, "each of ids", "an integer token id", id);
+    const auto index = py::reinterpret_steal<py::int_>(PyNumber_Index(id.ptr()));
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (overflow != 0 || value < 0 || value >= t.vocab_size())
+      throw py::index_error(std::string(where) + ": token id " + py::repr(index).cast<std::string>() +
+                            " is outside [0, " + std::to_string(t.vocab_size()) + ")");
+    out.push_back(std::int32_t(value));
+  }
+  return out;
 }
 
 std::vector<std::string> special_token_list(const py::object& specials) {
@@ -61,9 +83,11 @@ void bind_text(py::module_& m) {
         py::gil_scoped_release release;
         return t.encode(bytes, allow_special ? text::SpecialTokens::allowed : text::SpecialTokens::as_text);
       }, py::arg("text"), py::arg("allow_special") = true)
-      .def("decode", &BpeTokenizer::decode, py::arg("ids"), "text, invalid UTF-8 shown as U+FFFD")
-      .def("decode_bytes", [](const BpeTokenizer& t, const std::vector<std::int32_t>& ids) {
-        return py::bytes(t.decode_bytes(ids));
+      .def("decode", [](const BpeTokenizer& t, const py::object& ids) {
+        return t.decode(token_ids(t, ids, "Tokenizer.decode"));
+      }, py::arg("ids"), "text, invalid UTF-8 shown as U+FFFD")
+      .def("decode_bytes", [](const BpeTokenizer& t, const py::object& ids) {
+        return py::bytes(t.decode_bytes(token_ids(t, ids, "Tokenizer.decode_bytes")));
       }, py::arg("ids"));
 }
 

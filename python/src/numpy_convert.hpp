@@ -11,6 +11,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <optional>
+
 #include "ops/embedding.hpp"  // Indices
 #include "ops/softmax.hpp"    // Mask
 #include "py_errors.hpp"
@@ -37,6 +39,19 @@ PyTensor tensor_from_numpy(const py::object& data, bool requires_grad, const py:
 // tensor's dtype. An array of any other dtype is a TypeError naming both dtypes: converting
 // it would silently lose float64's digits or widen a float32 model.
 PyTensor array_constant(const char* op, const PyTensor& like, const py::object& array);
+
+// A Python or NumPy number (int, float, bool, np.float32(2), ...); nullopt for anything
+// else: strings, complex numbers, sequences.
+inline std::optional<double> number_of(const py::handle& x) {
+  if (py::isinstance<py::str>(x) || py::isinstance<py::array>(x) || !PyNumber_Check(x.ptr()))
+    return std::nullopt;
+  const double v = PyFloat_AsDouble(x.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return v;
+}
 
 // A copy (the default), or a read-only view that keeps the tensor alive: writing into a
 // tensor behind the tape's back would make a later backward silently wrong.

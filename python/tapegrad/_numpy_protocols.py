@@ -1,8 +1,10 @@
 """How NumPy treats a tapegrad.Tensor. Without these hooks NumPy would turn a tensor into an
 array through __array__ whenever it meets one (`array + t`, `np.exp(t)`, `np.sum(t)`) and
 hand back an array: the result right, the graph silently gone. With them:
-- `array (op) t` for + - * / @ runs tapegrad's reflected operator (the array a constant of
+- `array (op) t` for + - * / ** @ runs tapegrad's reflected operator (the array a constant of
   the tensor's dtype; another dtype is a TypeError naming both);
+- `array < t` and the other comparisons are t's mirror comparison (`t > array`): a bool
+  array, as comparisons of a tensor always are;
 - any other ufunc or NumPy function on a tensor is a TypeError naming the tapegrad function
   to use, or t.numpy() for a detached array.
 np.asarray(t) and np.array(t) still convert, explicitly, through __array__."""
@@ -17,6 +19,14 @@ _OPERATOR_UFUNCS = {
     np.multiply: ("__mul__", "__rmul__"),
     np.true_divide: ("__truediv__", "__rtruediv__"),
     np.matmul: ("__matmul__", "__rmatmul__"),
+    np.power: ("__pow__", "__rpow__"),
+    # comparisons give a bool array outside the graph; `array < t` is `t > array`
+    np.equal: ("__eq__", "__eq__"),
+    np.not_equal: ("__ne__", "__ne__"),
+    np.less: ("__lt__", "__gt__"),
+    np.less_equal: ("__le__", "__ge__"),
+    np.greater: ("__gt__", "__lt__"),
+    np.greater_equal: ("__ge__", "__le__"),
 }
 
 # NumPy names whose tapegrad counterpart is spelled differently

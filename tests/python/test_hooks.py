@@ -38,8 +38,10 @@ def test_names_pick_the_points_and_unknown_names_are_errors():
     model = nn.Transformer(small())
     _, cache = tg.run_with_cache(model, TOKENS, names=["logits", "blocks.0.attn.z"])
     assert sorted(cache.keys()) == ["blocks.0.attn.z", "logits"]
-    with pytest.raises(tg.ShapeError, match="no hook point named 'blocks.0.attn.zz'"):
+    with pytest.raises(tg.ShapeError, match="^run_with_cache: no hook point named 'blocks.0.attn.zz'"):
         tg.run_with_cache(model, TOKENS, names=["blocks.0.attn.zz"])
+    with pytest.raises(tg.ShapeError, match="^run_with_hooks: no hook point named 'nope'"):
+        tg.run_with_hooks(model, TOKENS, {"nope": lambda x, name: None})
     with pytest.raises(tg.ShapeError, match="no activation named 'ln_final.out'"):
         cache["ln_final.out"]
 
@@ -101,6 +103,9 @@ def test_direct_logit_attribution_adds_up_in_an_attention_only_rmsnorm_model():
     assert abs(a["rest"]) < 1e-12 * (abs(a["embed"]) + np.abs(a["heads"]).sum() + abs(a["logit"]))
     with pytest.raises(Exception, match="direct_logit_attribution"):
         tg.direct_logit_attribution(model, TOKENS, targets[:, :3])
+    # every target ignored: a mean over no positions, not zeros
+    with pytest.raises(tg.ShapeError, match="direct_logit_attribution: every target"):
+        tg.direct_logit_attribution(model, TOKENS, np.full_like(targets, -100))
 
 
 def test_patching_grids_from_python_with_a_python_metric():
@@ -120,3 +125,14 @@ def test_patching_grids_from_python_with_a_python_metric():
     heads = tg.patch_heads(model, TOKENS, TOKENS, last_logit)
     assert heads.shape == (2, 2)
     assert np.allclose(heads, clean_metric, rtol=1e-12)
+
+
+def test_a_metric_that_returns_no_number_is_a_type_error_naming_it():
+    model = nn.Transformer(small(), dtype="float64")
+    for patch in (tg.patch_heads, tg.patch_residual_by_position):
+        with pytest.raises(TypeError, match=patch.__name__ + r": the metric's result must be a "
+                           r"number, not str \('x'\)"):
+            patch(model, TOKENS, TOKENS, lambda logits: "x")
+    # a NumPy number is a number
+    grid = tg.patch_heads(model, TOKENS, TOKENS, lambda logits: logits.numpy()[0, -1, 0])
+    assert grid.shape == (2, 2)

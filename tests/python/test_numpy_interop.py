@@ -75,8 +75,15 @@ def test_a_ufunc_without_a_counterpart_says_how_to_leave_the_tape():
     x = tg.tensor(X, requires_grad=True)
     with pytest.raises(TypeError, match=r"numpy\.sin.*\.numpy\(\)"):
         np.sin(x)
-    with pytest.raises(TypeError, match=r"tapegrad\.pow"):
-        C ** x
+    with pytest.raises(TypeError, match=r"numpy\.arctan2.*\.numpy\(\)"):
+        np.arctan2(C, x)
+
+
+def test_an_array_to_the_power_of_a_tensor_stays_on_the_tape():
+    x = tg.tensor(X, requires_grad=True)
+    y = C ** x  # np.power reaches the tensor's __rpow__
+    assert isinstance(y, tg.Tensor)
+    np.testing.assert_allclose(y.numpy(), C ** X, rtol=1e-12)
 
 
 def test_numpy_functions_refuse_a_tensor_and_name_the_tapegrad_one():

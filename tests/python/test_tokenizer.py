@@ -3,6 +3,8 @@ tests/test_bpe_tokenizer.cpp for the C++ side)."""
 import os
 import random
 
+import numpy as np
+
 import pytest
 import tapegrad as tg
 
@@ -44,3 +46,17 @@ def test_bad_input_is_an_error(tmp_path):
     path.write_text("tapegrad-bpe 9\n")
     with pytest.raises(ValueError, match="line 1"):
         tg.Tokenizer.load(str(path))
+
+
+def test_missing_file_and_wrong_ids_name_the_problem(tmp_path):
+    missing = tmp_path / "missing.bpe"
+    with pytest.raises(FileNotFoundError, match="missing.bpe"):
+        tg.Tokenizer.load(str(missing))
+    tok = tg.Tokenizer.train("the cat the hat", 260)
+    with pytest.raises(TypeError, match=r"Tokenizer.decode: each of ids must be an integer token id, not str"):
+        tok.decode(["a"])
+    with pytest.raises(TypeError, match=r"Tokenizer.decode_bytes: ids must be a sequence"):
+        tok.decode_bytes("abc")
+    with pytest.raises(IndexError, match=r"token id 4294967296 is outside \[0, 260\)"):
+        tok.decode([2 ** 32])
+    assert tok.decode(np.array(tok.encode("the hat"))) == "the hat"
