@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <system_error>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -141,7 +142,7 @@ std::string read_to_end(int fd, std::uintmax_t expected, const std::string& labe
     }
     const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error("cannot read " + label + ": " + std::strerror(errno));
+    if (n < 0) throw std::system_error(errno, std::generic_category(), "cannot read " + label);
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
@@ -155,11 +156,12 @@ std::string read_text_file(const std::string& path, const std::string& label,
                            std::uintmax_t max_bytes) {
   // O_NONBLOCK: a FIFO opens at once (to be refused) instead of waiting for a writer
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + label + ": " + std::strerror(errno));
+  // a std::system_error keeps the errno, so Python raises FileNotFoundError for a missing file
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + label);
   const OpenFile file{fd};
   struct stat sb;
   if (::fstat(fd, &sb) != 0)
-    throw std::runtime_error("cannot stat " + label + ": " + std::strerror(errno));
+    throw std::system_error(errno, std::generic_category(), "cannot stat " + label);
   if (S_ISDIR(sb.st_mode)) throw TextInputError(label + " is a directory, not a text file");
   if (!S_ISREG(sb.st_mode))
     throw TextInputError(label + " is not a regular file (a device, a pipe or a socket)");

@@ -22,8 +22,8 @@ struct TextInputError : std::invalid_argument {
 // The bytes of the regular file at `path`, named `label` in messages ("--text kjv.txt"),
 // at most `max_bytes` of them. A device or a pipe (/dev/zero) would grow the read without
 // bound and a FIFO's open would wait for a writer, so both are refused before a byte is
-// read (TextInputError), as is a file over the limit; std::runtime_error when the file
-// cannot be opened or read.
+// read (TextInputError), as is a file over the limit; std::system_error (with the errno)
+// when the file cannot be opened or read.
 std::string read_text_file(const std::string& path, const std::string& label,
                            std::uintmax_t max_bytes = kMaxTextBytes);
 
