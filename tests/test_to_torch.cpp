@@ -174,6 +174,12 @@ std::vector<std::pair<std::string, TransformerConfig>> switch_configs() {
     c.experts_top_k = 2;
     c.moe_aux_coef = 0;  // a training-only weight: converts whatever its value
   });
+  // a capacity that drops tokens in training: inference is dropless, as the module is
+  add("llama_experts4_top2_capacity", [](TransformerConfig& c) {
+    c.experts = 4;
+    c.experts_top_k = 2;
+    c.moe_capacity = 0.5;
+  });
   add("llama_attention_only", [](TransformerConfig& c) { c.mlp = MlpKind::none; });
   add("llama_no_positions_gelu", [](TransformerConfig& c) {
     c.positions = PositionKind::none;
@@ -318,13 +324,12 @@ TEST_CASE("to_torch and logits: misuse exits 2 with one line and writes nothing"
   save_checkpoint((dir / "model.npz").string(), model);
   save_npz((dir / "not_a_model.npz").string(),
            {NpzEntry("x", xt::xarray<float>::from_shape({2}))});
-  TransformerConfig capped = switch_configs()[0].second;
-  capped.experts = 4;
-  capped.moe_capacity = 1.25;  // capacity dropping has no torch module: refused
-  save_checkpoint((dir / "capped.npz").string(), Transformer<float>(capped));
+  TransformerConfig tempered = switch_configs()[0].second;
+  tempered.learned_temperature = true;  // no torch module has it: refused
+  save_checkpoint((dir / "tempered.npz").string(), Transformer<float>(tempered));
   const std::string m = sh_arg(dir / "model.npz");
   const std::vector<std::string> cases = {
-      sh_arg(dir / "capped.npz") + " --out " + sh_arg(dir / "w.pt"),  // moe_capacity > 0
+      sh_arg(dir / "tempered.npz") + " --out " + sh_arg(dir / "w.pt"),  // learned_temperature
       "",                                                          // no input
       sh_arg(dir / "missing.npz"),                                 // no such file
       sh_arg(dir / "not_a_model.npz") + " --out " + sh_arg(dir / "w.pt"),  // not a checkpoint

@@ -49,6 +49,8 @@ IMPLEMENTED = {
     "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
     "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
     "experts", "experts_top_k", "moe_renorm", "moe_every",
+    # applies in tapegrad's training forward only; inference is dropless, as this module is
+    "moe_capacity",
 }
 # The objective's fields (role "objective": the auxiliary losses' weights) change training
 # only, so any value converts.
