@@ -27,21 +27,17 @@ MixtureOfExperts<T>::MixtureOfExperts(const MoEConfig& c, Generator& gen)
     : config_(c), router_(c.d_model, checked_experts(c), false, gen, c.std) {
   this->register_module("router", router_);
   // all experts first, then their names: registering keeps references into the vectors
-  for (std::size_t e = 0; e < c.experts; ++e) {
-    if (c.swiglu) swiglu_experts_.emplace_back(c.d_model, c.hidden, c.mlp_bias, gen, c.std, c.out_std);
-    else gelu_experts_.emplace_back(c.d_model, c.hidden, gen, c.std, c.out_std, c.mlp_bias);
-  }
-  for (std::size_t e = 0; e < c.experts; ++e) {
-    const std::string name = "experts." + std::to_string(e);
-    if (c.swiglu) this->register_module(name, swiglu_experts_[e]);
-    else this->register_module(name, gelu_experts_[e]);
-  }
+  const FeedForwardConfig each{c.d_model, c.hidden, feed_forward_kind(c.swiglu), c.mlp_bias,
+                               c.std, c.out_std};
+  for (std::size_t e = 0; e < c.experts; ++e) experts_.emplace_back(each, gen);
+  for (std::size_t e = 0; e < c.experts; ++e)
+    this->register_module("experts." + std::to_string(e), experts_[e]);
 }
 
 // rows (n_e, D) -> expert e's MLP -> (n_e, D)
 template <class T>
 Tensor<T> MixtureOfExperts<T>::expert(std::size_t e, const Tensor<T>& rows) const {
-  return config_.swiglu ? swiglu_experts_[e](rows) : gelu_experts_[e](rows);
+  return experts_[e](rows);
 }
 
 // probs (N, E) -> kept weights (N, k): w[t, j] = p[t, chosen_j(t)], divided by

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "nn/feed_forward.hpp"
 #include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
@@ -71,8 +72,7 @@ class MixtureOfExperts : public Module<T> {
 
   MoEConfig config_;
   Linear<T> router_;
-  std::vector<MLP<T>> gelu_experts_;
-  std::vector<SwiGLU<T>> swiglu_experts_;
+  std::vector<FeedForward<T>> experts_;
   Tensor<T> aux_loss(const Tensor<T>& probs) const;
 
   std::vector<bool> counted_;
