@@ -67,13 +67,9 @@ class MixtureOfExperts : public Module<T> {
   void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
  private:
-  Tensor<T> expert(std::size_t e, const Tensor<T>& rows) const;
-  Tensor<T> kept_weights(const Tensor<T>& probs) const;
-
   MoEConfig config_;
   Linear<T> router_;
   std::vector<FeedForward<T>> experts_;
-  Tensor<T> aux_loss(const Tensor<T>& probs) const;
 
   std::vector<bool> counted_;
   bool training_ = false;
