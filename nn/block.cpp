@@ -13,7 +13,6 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
                                                        c.attention.norm_eps)
                             : std::nullopt) {
   const std::size_t D = c.attention.d_model;
-  const double residual_std = c.attention.out_std;
   if (!c.feed_forward) {
     if (c.moe.experts > 0)
       fail("Block", "experts={} needs a feed-forward, but the block is attention-only",
@@ -22,16 +21,15 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
     if (c.moe.d_model != D)
       fail("Block", "moe.d_model={} differs from the block's d_model={}", c.moe.d_model, D);
     moe_.emplace(c.moe, gen);
-  } else if (c.swiglu) {
-    swiglu_.emplace(D, c.mlp_hidden, c.mlp_bias, gen, c.std, residual_std);
   } else {
-    mlp_.emplace(D, c.mlp_hidden, gen, c.std, residual_std, c.mlp_bias);
+    mlp_.emplace(FeedForwardConfig{D, c.mlp_hidden, feed_forward_kind(c.swiglu), c.mlp_bias,
+                                   c.std, c.attention.out_std},
+                 gen);
   }
   this->register_module("norm1", norm1_);
   this->register_module("attn", attn_);
   if (norm2_) this->register_module("norm2", *norm2_);
   if (moe_) this->register_module("moe", *moe_);
-  else if (swiglu_) this->register_module("mlp", *swiglu_);
   else if (mlp_) this->register_module("mlp", *mlp_);
 }
 
@@ -40,7 +38,6 @@ void Block<T>::set_hooks(Hooks<T>* hooks, const std::string& prefix) {
   hook_ = {hooks, prefix};
   attn_.set_hooks(hooks, prefix);
   if (moe_) moe_->set_hooks(hooks, prefix);
-  if (swiglu_) swiglu_->set_hooks(hooks, prefix);
   if (mlp_) mlp_->set_hooks(hooks, prefix);
 }
 
@@ -60,7 +57,7 @@ Tensor<T> Block<T>::forward(const Tensor<T>& input, KVCache<T>* cache) {
 template <class T>
 Tensor<T> Block<T>::feed_forward(const Tensor<T>& x) {
   if (moe_) return (*moe_)(x);
-  return swiglu_ ? (*swiglu_)(x) : (*mlp_)(x);
+  return (*mlp_)(x);
 }
 
 template class Block<float>;

@@ -6,6 +6,7 @@
 
 #include "autograd/tensor.hpp"
 #include "nn/attention.hpp"
+#include "nn/feed_forward.hpp"
 #include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
@@ -49,8 +50,7 @@ class Block : public Module<T> {
   Norm<T> norm1_;
   MultiHeadAttention<T> attn_;
   std::optional<Norm<T>> norm2_;  // absent in an attention-only block
-  std::optional<MLP<T>> mlp_;
-  std::optional<SwiGLU<T>> swiglu_;
+  std::optional<FeedForward<T>> mlp_;  // the dense feed-forward
   std::optional<MixtureOfExperts<T>> moe_;
   HookPoint<T> hook_;
 

@@ -55,48 +55,11 @@ Tensor<T> Norm<T>::forward(const Tensor<T>& x) const {
                                        : rms_norm(x, weight_, eps_);
 }
 
-template <class T>
-MLP<T>::MLP(std::size_t d_model, std::size_t hidden, Generator& gen, double std, double out_std,
-            bool bias)
-    : fc_(d_model, hidden, bias, gen, std), proj_(hidden, d_model, bias, gen, out_std) {
-  this->register_module("fc", fc_);
-  this->register_module("proj", proj_);
-}
-
-// x (..., D) -> fc -> (..., hidden) -> gelu -> proj -> (..., D)
-template <class T>
-Tensor<T> MLP<T>::forward(const Tensor<T>& x) const {
-  return proj_(hook_("mlp.hidden", gelu(fc_(x))));
-}
-
-// Members are built in declaration order (gate, up, down): the order of the draws.
-template <class T>
-SwiGLU<T>::SwiGLU(std::size_t d_model, std::size_t hidden, bool bias, Generator& gen, double std,
-                  double out_std)
-    : gate_(d_model, hidden, bias, gen, std),
-      up_(d_model, hidden, bias, gen, std),
-      down_(hidden, d_model, bias, gen, out_std) {
-  this->register_module("gate", gate_);
-  this->register_module("up", up_);
-  this->register_module("down", down_);
-}
-
-// x (..., D) -> gate, up (..., hidden) -> silu(gate) * up -> down -> (..., D)
-// backward: through silu, mul and the three matmuls, each an op on the tape
-template <class T>
-Tensor<T> SwiGLU<T>::forward(const Tensor<T>& x) const {
-  return down_(hook_("mlp.hidden", silu(gate_(x)) * up_(x)));
-}
-
 template class Linear<float>;
 template class Linear<double>;
 template class Embedding<float>;
 template class Embedding<double>;
 template class Norm<float>;
 template class Norm<double>;
-template class MLP<float>;
-template class MLP<double>;
-template class SwiGLU<float>;
-template class SwiGLU<double>;
 
 }  // namespace tapegrad

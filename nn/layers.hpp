@@ -1,7 +1,7 @@
 #pragma once
-// The stateless building blocks of Transformer: Linear, Embedding, LayerNorm / RMSNorm and
-// the MLP. Each registers its parameters in a fixed order and draws them from the
-// Generator it is given, in that order.
+// The stateless building blocks of Transformer: Linear, Embedding, LayerNorm / RMSNorm (the
+// feed-forward is nn/feed_forward.hpp's). Each registers its parameters in a fixed order
+// and draws them from the Generator it is given, in that order.
 #include <cstddef>
 #include <string>
 
@@ -84,51 +84,11 @@ class RMSNorm : public Norm<T> {
   explicit RMSNorm(std::size_t dim, double eps = 1e-5) : Norm<T>(NormKind::rms_norm, dim, eps) {}
 };
 
-// proj(gelu(fc(x))): x (..., d_model) -> (..., hidden) -> (..., d_model); GELU in its tanh
-// form, both Linears with bias unless `bias` is false. fc ~ normal(0, std); proj (which writes into the residual
-// stream) ~ normal(0, out_std).
-template <class T>
-class MLP : public Module<T> {
- public:
-  MLP(std::size_t d_model, std::size_t hidden, Generator& gen, double std = init::gpt2_std,
-      double out_std = init::gpt2_std, bool bias = true);
-  Tensor<T> forward(const Tensor<T>& x) const;
-  Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
-  // The run's hook point mlp.hidden (the activation before the output projection).
-  void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
-
- private:
-  Linear<T> fc_, proj_;
-  HookPoint<T> hook_;
-};
-
-// down(silu(gate(x)) * up(x)): x (..., d_model) -> two (..., hidden) projections, one gating
-// the other through SiLU -> (..., d_model). gate, up ~ normal(0, std); down (which writes into
-// the residual stream) ~ normal(0, out_std); biases only when asked (Llama has none).
-template <class T>
-class SwiGLU : public Module<T> {
- public:
-  SwiGLU(std::size_t d_model, std::size_t hidden, bool bias, Generator& gen,
-         double std = init::gpt2_std, double out_std = init::gpt2_std);
-  Tensor<T> forward(const Tensor<T>& x) const;
-  Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
-  // The run's hook point mlp.hidden (the activation before the output projection).
-  void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
-
- private:
-  Linear<T> gate_, up_, down_;
-  HookPoint<T> hook_;
-};
-
 extern template class Linear<float>;
 extern template class Linear<double>;
 extern template class Embedding<float>;
 extern template class Embedding<double>;
 extern template class Norm<float>;
 extern template class Norm<double>;
-extern template class MLP<float>;
-extern template class MLP<double>;
-extern template class SwiGLU<float>;
-extern template class SwiGLU<double>;
 
 }  // namespace tapegrad

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "nn/feed_forward.hpp"
 #include "nn/hooks.hpp"
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
@@ -66,14 +67,9 @@ class MixtureOfExperts : public Module<T> {
   void set_hooks(Hooks<T>* hooks, const std::string& prefix) { hook_ = {hooks, prefix}; }
 
  private:
-  Tensor<T> expert(std::size_t e, const Tensor<T>& rows) const;
-  Tensor<T> kept_weights(const Tensor<T>& probs) const;
-
   MoEConfig config_;
   Linear<T> router_;
-  std::vector<MLP<T>> gelu_experts_;
-  std::vector<SwiGLU<T>> swiglu_experts_;
-  Tensor<T> aux_loss(const Tensor<T>& probs) const;
+  std::vector<FeedForward<T>> experts_;
 
   std::vector<bool> counted_;
   bool training_ = false;

@@ -1,0 +1,51 @@
+#include "nn/feed_forward.hpp"
+
+#include "ops/elementwise.hpp"
+
+namespace tapegrad {
+
+namespace {
+
+bool gated(FeedForwardKind kind) { return kind != FeedForwardKind::gelu; }
+
+}  // namespace
+
+// Members are built in declaration order (in, up, out): the order of the draws from `gen`.
+template <class T>
+FeedForward<T>::FeedForward(const FeedForwardConfig& c, Generator& gen)
+    : kind_(c.kind),
+      in_(c.d_model, c.hidden, c.bias, gen, c.std),
+      up_(gated(c.kind) ? std::optional<Linear<T>>(std::in_place, c.d_model, c.hidden, c.bias, gen, c.std)
+                        : std::nullopt),
+      out_(c.hidden, c.d_model, c.bias, gen, c.out_std) {
+  if (!gated(kind_)) {
+    this->register_module("fc", in_);
+    this->register_module("proj", out_);
+    return;
+  }
+  this->register_module("gate", in_);
+  this->register_module("up", *up_);
+  this->register_module("down", out_);
+}
+
+// x (..., D) -> in -> (..., hidden) -> activation [* up(x)] -> out -> (..., D)
+// backward: through the activation, the gating product and the matmuls, each an op on the tape
+template <class T>
+Tensor<T> FeedForward<T>::forward(const Tensor<T>& x) const {
+  return out_(hook_("mlp.hidden", hidden(x)));
+}
+
+// x (..., D) -> (..., hidden): the one place the activation is chosen.
+template <class T>
+Tensor<T> FeedForward<T>::hidden(const Tensor<T>& x) const {
+  switch (kind_) {
+    case FeedForwardKind::gelu: return gelu(in_(x));
+    case FeedForwardKind::swiglu: return silu(in_(x)) * (*up_)(x);
+  }
+  fail("FeedForward", "unknown kind {}", static_cast<int>(kind_));
+}
+
+template class FeedForward<float>;
+template class FeedForward<double>;
+
+}  // namespace tapegrad
