@@ -8,9 +8,9 @@
 // model stops when the sequence fills its context and the result says so (AtContext::stop,
 // the default: the user asked this model for text it cannot condition on its own start,
 // and should hear so rather than get it silently). AtContext::slide instead keeps the
-// newest context/2 tokens, prefills them again from position 0 and goes on: the trainer's
-// --sample uses it for long samples, as its quadratic sampler used to re-read the last
-// `context` tokens.
+// newest context/2 tokens, prefills them again from position 0 and goes on, with the cache
+// or without it alike: the trainer's --sample and the generate program use it for samples
+// longer than the context.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

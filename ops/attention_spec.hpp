@@ -1,6 +1,6 @@
 #pragma once
 // The one specification of attention that every path (the composed reference, the fused
-// kernels, and later flash and decode kernels) implements, and the one function that
+// kernels, flash and the one-query decode) implements, and the one function that
 // checks it. A path never re-checks its arguments: it asks check_attention_spec for the
 // resolved AttentionDims and computes from head_layout(dims), whose rule
 // (ops/kernels/attention_rule.hpp) says which keys each query sees and what is done to
