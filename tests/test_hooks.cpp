@@ -157,7 +157,7 @@ TEST_CASE("hooks: zeroing one head's z equals the head mask's ablation", "[hooks
   CHECK(same_bits(model.run_with_hooks(tokens, hooks).value(), masked.value()));
 }
 
-TEST_CASE("hooks: the kept routing weights are each token's renormalised top k; zeroing "
+TEST_CASE("hooks: the kept routing weights are each token's renormalised top k, and zeroing "
           "them zeroes the experts' output", "[hooks][moe]") {
   Transformer<float> model(small_mixtral());
   const Indices tokens = random_tokens(2, 5, 9, 8);

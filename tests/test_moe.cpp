@@ -365,7 +365,7 @@ std::pair<double, double> raw_moe_losses(Transformer<double>& model, const Indic
 }  // namespace
 
 TEST_CASE("moe: the training loss reports the raw aux and z losses and weighs them in the "
-          "total; loss() is the LM loss alone", "[moe]") {
+          "total, and loss() is the LM loss alone", "[moe]") {
   TransformerConfig c = toy_moe();
   c.moe_every = 2;
   const Indices tokens = random_tokens(2, 8, c.vocab, 1), targets = random_tokens(2, 8, c.vocab, 2);

@@ -38,7 +38,7 @@ std::string precision_of(const fs::path& out) {
 
 }  // namespace
 
-TEST_CASE("resume: a changed objective weight is accepted with the notice and used; a changed "
+TEST_CASE("resume: a changed objective weight is accepted with the notice and used, and a changed "
           "architecture is refused", "[resume][train_cli]") {
   const fs::path dir = scratch("objective");
   const fs::path part = dir / "part";

@@ -176,7 +176,7 @@ TEST_CASE("training state: the reader refuses each damaged field, naming it", "[
   }
 }
 
-TEST_CASE("training state: the precision reads back; a state written before it was recorded is f32",
+TEST_CASE("training state: the precision reads back, and a state written before it was recorded is f32",
           "[resume]") {
   Saved saved;
   CHECK(training_state_from_entries<float>(saved.entries, saved.model, "mem").precision ==
