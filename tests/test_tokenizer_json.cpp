@@ -199,3 +199,16 @@ TEST_CASE("tokenizer.json: a tokenizer read from one has no minbpe text form", "
   const BpeTokenizer back = tokenizer_from_json(tokenizer_json(t), "written");
   CHECK(back.encode(" abc bcab<s>") == t.encode(" abc bcab<s>"));
 }
+
+TEST_CASE("tokenizer.json: the split's \\s is Unicode's White_Space, as in tokenizers", "[tokenizer_json]") {
+  // U+180E (Mongolian vowel separator) stopped being a space in Unicode 6.3; U+0085 is one.
+  const std::vector<std::string_view> words = RegexSplitter(R"(\s+|\S+)").split("a\u180E\u0085b");
+  CHECK(words == std::vector<std::string_view>{"a\u180E", "\u0085", "b"});
+  const std::vector<std::string_view> runs = RegexSplitter(R"([^\s]+|[\s]+)").split("a\u180E \u2028b");
+  CHECK(runs == std::vector<std::string_view>{"a\u180E", " \u2028", "b"});
+  // tokenizers' ByteLevel split of "'' \n \u180E": the last space goes with U+180E.
+  const std::vector<std::string_view> gpt2 =
+      RegexSplitter(std::string(gpt2_split_pattern)).split("'' \n \u180E");
+  CHECK(gpt2 == std::vector<std::string_view>{"''", " \n", " \u180E"});
+  CHECK_THROWS_WITH(RegexSplitter(R"([\S])"), Catch::Contains("\\S inside a character class"));
+}
