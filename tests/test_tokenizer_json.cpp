@@ -153,17 +153,23 @@ TEST_CASE("tokenizer.json: a broken vocabulary or merge is refused, naming it", 
   };
   const std::string bytes = byte_vocab(2).substr(1);  // byte b is id 2 + b
   CHECK(error_of(file("\"ab\": 0, \"bc\": 1, " + bytes, "\"a b\"")) == "no error");
-  CHECK_THAT(error_of(file("\"ab\": 0, " + byte_vocab(2, 'q').substr(1), "\"a b\"")),
+  CHECK_THAT(error_of(file("\"ab\": 0, \"bc\": 1, \"zz\": 115, " + byte_vocab(2, 'q').substr(1), "\"a b\"")),
              Catch::Contains("t.json: model.vocab: byte 113 (\"q\") has no token"));
   CHECK_THAT(error_of(file("\"ab\": 0, \"xy\": 0, " + bytes, "")),
              Catch::Contains("model.vocab: id 0 is given to both \"ab\" and \"xy\""));
   CHECK_THAT(error_of(file("\"ab\": 0, \"bc\": 1, " + bytes, "\"a b\", [\"ab\", \"zz\"]")),
              Catch::Contains("model.merges[1]: \"zz\" is not in model.vocab"));
-  CHECK_THAT(error_of(file("\"bc\": 1, " + bytes, "\"a b\"")),  // the result is missing
+  CHECK_THAT(error_of(file("\"xy\": 0, \"bc\": 1, " + bytes, "\"a b\"")),  // the result is missing
              Catch::Contains("model.merges[0]: \"ab\" is not in model.vocab"));
-  CHECK_THAT(error_of(file("\"ab\": 0, " + bytes, "\"a b c\"")),
+  CHECK_THAT(error_of(file("\"ab\": 0, \"bc\": 1, " + bytes, "\"a b c\"")),
              Catch::Contains("model.merges[0]: expected \"first second\", found \"a b c\""));
-  CHECK_THAT(error_of(file("\"ab\": 0, " + bytes, "")),  // id 1 is nobody's
+  CHECK_THAT(error_of(file("\"ab\": 1000000000, " + bytes, "")),  // not a billion empty slots
+             Catch::Contains("model.vocab[\"ab\"]: id 1000000000 is past the 257 tokens"));
+  CHECK_THAT(error_of(file("\"ab\": 0, " + bytes, "")),  // id 1 is nobody's: 257 ids for 257 tokens
+             Catch::Contains("id 257 is past the 257 tokens of model.vocab and added_tokens"));
+  // GPT-2's <|endoftext|> is in both lists: counted twice, the hole is found at the end.
+  CHECK_THAT(error_of(file("\"ab\": 0, \"<s>\": 258, " + bytes, "",
+                           R"([{"id": 258, "content": "<s>", "special": true}])")),
              Catch::Contains("model.vocab: no token has id 1"));
   CHECK_THAT(error_of(file("\"ab\": 0, \"\\u4e2d\": 1, " + bytes, "")),
              Catch::Contains("model.vocab[\"中\"]: not a byte-level token"));

@@ -119,8 +119,12 @@ class JsonReader {
 struct ReadVocabulary {
   std::vector<std::optional<std::string>> bytes;  // by id
   std::unordered_map<std::string, std::int32_t> id_of_spelling;
+  std::size_t entries = 0;  // vocab and added_tokens: ids without a hole stay below
 
-  void put(std::int32_t id, std::string token_bytes) {
+  void put(const JsonReader& r, const std::string& field, std::int32_t id, std::string token_bytes) {
+    if (std::size_t(id) >= entries)
+      r.fail(field, "id " + std::to_string(id) + " is past the " + std::to_string(entries) +
+                        " tokens of model.vocab and added_tokens (ids must run from 0 with no hole)");
     if (std::size_t(id) >= bytes.size()) bytes.resize(std::size_t(id) + 1);
     bytes[id] = std::move(token_bytes);
   }
@@ -148,7 +152,7 @@ void read_model(const JsonReader& r, const Json& model, BpeVocabulary& v, ReadVo
     if (!bytes)
       r.fail("model.vocab[\"" + spelled + "\"]",
              "not a byte-level token (a character outside GPT-2's byte alphabet)");
-    read.put(id, std::move(*bytes));
+    read.put(r, "model.vocab[\"" + spelled + "\"]", id, std::move(*bytes));
     read.id_of_spelling.emplace(spelled, id);
   }
   for (int b = 0; b < 256; ++b) {
@@ -212,7 +216,7 @@ void read_added_tokens(const JsonReader& r, const Json& file, BpeVocabulary& v, 
         r.fail(field, "id " + std::to_string(out.id) + " of \"" + out.content +
                           "\" is already a different token's in model.vocab");
     }
-    read.put(out.id, out.content);
+    read.put(r, field + ".id", out.id, out.content);
     v.added.push_back(std::move(out));
   }
 }
@@ -333,6 +337,9 @@ BpeTokenizer tokenizer_from_json(std::string_view json_text, const std::string& 
   if (model == nullptr) r.fail("model", "missing");
   BpeVocabulary v;
   ReadVocabulary read;
+  const Json* added = r.find(file, "added_tokens");
+  const Json* vocab = model->is_object() ? r.find(*model, "vocab") : nullptr;
+  read.entries = (vocab != nullptr ? vocab->size() : 0) + (added != nullptr ? added->size() : 0);
   read_model(r, *model, v, read);
   read_merges(r, *model, v, read);
   read_added_tokens(r, file, v, read);
