@@ -192,3 +192,15 @@ def test_refusals_name_the_field(tmp_path):
     with pytest.raises(ValueError, match="tokens 257 and 259 have the same bytes"):
         tok.save_pretrained(str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def test_add_prefix_space_before_each_piece_between_added_tokens(hf, tmp_path):
+    tok = hf.Tokenizer(hf.models.BPE())
+    tok.pre_tokenizer = hf.pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False)
+    trainer = hf.trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>"], show_progress=False,
+                                     initial_alphabet=hf.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["ab ab abc the the cat"] * 10, trainer)
+    saved(tok, tmp_path / "tokenizer.json")
+    ours = tg.Tokenizer.from_pretrained(str(tmp_path))
+    for text in ["ab c", " ab", "ab<s>ab", "<s>", "", "ab<s> ab", "the cat<s>the", stress_text(["<s>"], pieces=500)]:
+        assert_same_ids(tok.encode(text).ids, ours.encode(text), text)
