@@ -58,13 +58,16 @@ std::int64_t parse_count(LineReader& reader, std::string_view digits) {
 }  // namespace
 
 std::string BpeTokenizer::to_text() const {
+  if (!is_minbpe())
+    throw std::invalid_argument(
+        "BpeTokenizer::to_text: this tokenizer's ids are not minbpe's (bytes 0..255, merge i "
+        "makes 256 + i, special tokens after them): write it as tokenizer.json instead");
   std::ostringstream out;
-  out << format_line << "\nmode " << bpe_mode_name(mode_) << "\npattern " << pattern_ << "\n";
-  out << "specials " << special_tokens_.size() << "\n";
-  for (std::size_t s = 0; s < special_tokens_.size(); ++s)
-    out << special_id(s) << " " << special_tokens_[s] << "\n";
-  out << "merges " << merges_.size() << "\n";
-  for (const BpeMerge& merge : merges_) out << merge.first << " " << merge.second << "\n";
+  out << format_line << "\nmode " << bpe_mode_name(v_.mode) << "\npattern " << v_.pattern << "\n";
+  out << "specials " << v_.added.size() << "\n";
+  for (const AddedToken& token : v_.added) out << token.id << " " << token.content << "\n";
+  out << "merges " << v_.merges.size() << "\n";
+  for (const BpeMerge& merge : v_.merges) out << merge.first << " " << merge.second << "\n";
   return out.str();
 }
 

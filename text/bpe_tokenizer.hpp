@@ -7,7 +7,12 @@
 // (by default the GPT-4 pattern) and pairs never cross a chunk boundary; in basic mode the
 // whole text is one chunk. Special tokens take the ids after the merges, in the order given,
 // and are never split.
+//
+// The same class holds a Hugging Face byte-level BPE (text/tokenizer_json.hpp), whose ids are
+// arbitrary: each byte, merge result and added token has the id the file gives it, and
+// encoding is the same algorithm (lowest merge rank first, ties left to right).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,7 +31,33 @@ const char* bpe_mode_name(BpeMode mode);
 struct BpeMerge {
   std::int32_t first;
   std::int32_t second;
-  std::int32_t id;  // 256 + the merge's index
+  std::int32_t id;  // minbpe: 256 + the merge's index
+};
+
+// A token matched in the text before the split and never merged: minbpe's special tokens,
+// Hugging Face's added_tokens. `normalized` ones are matched in a second pass, in the text
+// the others left (Hugging Face's order).
+struct AddedToken {
+  std::string content;
+  std::int32_t id;
+  bool special = true;      // SpecialTokens::as_text encodes only these as text
+  bool normalized = false;
+  bool in_vocabulary = false;  // also a token of the BPE vocabulary (ignore_merges finds it)
+};
+
+// Everything that defines a tokenizer with arbitrary ids. Ids are 0..tokens.size() - 1;
+// an added token's id may be that of a vocabulary token with the same bytes (GPT-2's
+// <|endoftext|>) or one past the vocabulary.
+struct BpeVocabulary {
+  std::vector<std::string> tokens;  // id -> bytes; an added token's content at its id
+  std::array<std::int32_t, 256> byte_ids{};
+  std::vector<BpeMerge> merges;     // by rank, lowest first
+  std::vector<AddedToken> added;
+  BpeMode mode = BpeMode::regex;
+  std::string pattern;              // regex mode's split
+  bool ignore_merges = false;       // a chunk that is a vocabulary token is that token
+  bool add_prefix_space = false;    // a space before each text that does not start with one
+  std::vector<std::int32_t> prefix_ids, suffix_ids;  // around encode()'s result
 };
 
 // Whether encode() turns the text of special tokens into their ids or encodes it as bytes.
@@ -44,39 +75,46 @@ class BpeTokenizer {
   // The tokenizer these merges define (checked: each merge's parts exist before it).
   BpeTokenizer(BpeMode mode, std::string pattern, std::vector<BpeMerge> merges,
                std::vector<std::string> special_tokens);
+  // A tokenizer with arbitrary ids, checked: bytes, merges and added tokens consistent.
+  explicit BpeTokenizer(BpeVocabulary vocabulary);
 
+  // `add_special_tokens`: the post-processor's ids (Llama 3's BOS) around the result.
   std::vector<std::int32_t> encode(std::string_view text,
-                                   SpecialTokens specials = SpecialTokens::allowed) const;
+                                   SpecialTokens specials = SpecialTokens::allowed,
+                                   bool add_special_tokens = true) const;
   std::string decode_bytes(const std::vector<std::int32_t>& ids) const;  // raw bytes
   // The bytes as text: invalid UTF-8 shown as U+FFFD (the ids are unaffected).
   std::string decode(const std::vector<std::int32_t>& ids) const;
 
   // The documented text format (docs/TOKENIZER.md); load names the line of any error.
+  // Only a minbpe tokenizer has one (is_minbpe()); to_text of another throws.
   void save(const std::string& path) const;
   static BpeTokenizer load(const std::string& path);
   std::string to_text() const;
   static BpeTokenizer from_text(std::string_view contents, const std::string& source);
 
-  BpeMode mode() const { return mode_; }
-  const std::string& pattern() const { return pattern_; }
-  const std::vector<BpeMerge>& merges() const { return merges_; }
-  const std::vector<std::string>& special_tokens() const { return special_tokens_; }
+  BpeMode mode() const { return v_.mode; }
+  const std::string& pattern() const { return v_.pattern; }
+  const std::vector<BpeMerge>& merges() const { return v_.merges; }
+  std::vector<std::string> special_tokens() const;  // the added tokens' contents
+  const BpeVocabulary& vocabulary() const { return v_; }
+  // Ids 0..255 are the bytes, merge i makes 256 + i, special added tokens follow, nothing else.
+  bool is_minbpe() const;
   std::int32_t vocab_size() const;
-  const std::string& token_bytes(std::int32_t id) const;  // a merge's or byte's bytes
+  const std::string& token_bytes(std::int32_t id) const;  // an added token's: its content
 
  private:
+  void check_and_index();
   std::vector<std::int32_t> encode_ordinary(std::string_view text) const;
+  std::vector<std::int32_t> encode_added(std::string_view text, SpecialTokens specials,
+                                         bool normalized_pass) const;
   void encode_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const;
   void encode_long_chunk(std::string_view chunk, std::vector<std::int32_t>& out) const;
-  std::int32_t special_id(std::size_t index) const;
 
-  BpeMode mode_;
-  std::string pattern_;
+  BpeVocabulary v_;
   std::optional<RegexSplitter> splitter_;  // regex mode only
-  std::vector<BpeMerge> merges_;
-  std::vector<std::string> special_tokens_;
-  std::vector<std::string> vocab_;  // bytes of every non-special id
   std::unordered_map<std::uint64_t, std::int32_t> merge_rank_;  // pair key -> merge index
+  std::unordered_map<std::string, std::int32_t> whole_token_;   // ignore_merges only: bytes -> id
 };
 
 // The key of an ordered pair of ids in hash maps.

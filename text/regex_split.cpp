@@ -7,6 +7,63 @@
 
 namespace tapegrad::text {
 
+namespace {
+
+// Unicode's White_Space property, what Oniguruma (Hugging Face tokenizers) and Rust's regex
+// take for \s. PCRE2's \s also matches U+180E, no longer a space since Unicode 6.3.
+constexpr std::string_view white_space =
+    R"(\t-\r\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000})";
+
+// The pattern with each \s (and \S outside a character class) spelled as White_Space.
+std::string with_unicode_white_space(const std::string& pattern) {
+  std::string out;
+  bool in_class = false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char escaped = pattern[++i];
+      if (escaped == 's') {
+        out += in_class ? std::string(white_space) : "[" + std::string(white_space) + "]";
+      } else if (escaped == 'S') {
+        if (in_class)
+          throw std::invalid_argument("RegexSplitter: \\S inside a character class is not supported "
+                                      "(pattern: " + pattern + ")");
+        out += "[^" + std::string(white_space) + "]";
+      } else {
+        out += c;
+        out += escaped;
+      }
+      continue;
+    }
+    out += c;
+    if (!in_class && c == '[') {
+      in_class = true;
+      // A ']' first in the class (after an optional '^') is a literal.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+    } else if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const std::size_t end = pattern.find(":]", i + 2);  // a POSIX class [:alpha:]
+      if (end != std::string::npos) {
+        out += pattern.substr(i + 1, end + 1 - i);
+        i = end + 1;
+      }
+    } else if (in_class && c == ']') {
+      in_class = false;
+    }
+  }
+  return out;
+}
+
+pcre2_code* compile(const std::string& pattern, int& error_code, PCRE2_SIZE& error_offset) {
+  // MATCH_INVALID_UTF: invalid UTF-8 in the text is never matched (instead of an error), so
+  // arbitrary bytes can be split; UCP: \w, \p and friends follow Unicode, as in Python's re.
+  return pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                       PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code,
+                       &error_offset, nullptr);
+}
+
+}  // namespace
+
 struct RegexSplitter::Compiled {
   pcre2_code* code = nullptr;
   ~Compiled() { pcre2_code_free(code); }
@@ -15,11 +72,12 @@ struct RegexSplitter::Compiled {
 RegexSplitter::RegexSplitter(std::string pattern) : pattern_(std::move(pattern)) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  // MATCH_INVALID_UTF: invalid UTF-8 in the text is never matched (instead of an error), so
-  // arbitrary bytes can be split; UCP: \s, \w and friends follow Unicode, as in Python's re.
-  pcre2_code* code = pcre2_compile(
-      reinterpret_cast<PCRE2_SPTR>(pattern_.data()), pattern_.size(),
-      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error_code, &error_offset, nullptr);
+  // The pattern as given compiles first, so that an error's offset is in the user's text.
+  pcre2_code* code = compile(pattern_, error_code, error_offset);
+  if (code != nullptr) {
+    pcre2_code_free(code);
+    code = compile(with_unicode_white_space(pattern_), error_code, error_offset);
+  }
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof message);

@@ -13,7 +13,13 @@ namespace tapegrad::text {
 inline constexpr std::string_view gpt4_split_pattern =
     R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
 
-// A compiled pattern. split() returns consecutive chunks that cover the text exactly: the
+// The GPT-2 split pattern (Hugging Face's ByteLevel pre-tokenizer with use_regex): contractions
+// (lower case), letter, number and punctuation runs with one optional leading space, spaces.
+inline constexpr std::string_view gpt2_split_pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// A compiled pattern; its \s is Unicode's White_Space (as in Hugging Face tokenizers'
+// Oniguruma, not PCRE2's own, which adds U+180E), and \S inside a class is refused. split() returns consecutive chunks that cover the text exactly: the
 // matches, and between them whatever the pattern did not match (invalid UTF-8 included, so
 // that every byte string survives the split). Thread-safe: each call has its own match data.
 class RegexSplitter {

@@ -1,9 +1,15 @@
-// text/: tapegrad.Tokenizer, the byte-level BPE tokenizer (train, encode, decode, save, load).
+// text/: tapegrad.Tokenizer, the byte-level BPE tokenizer (train, encode, decode, save, load,
+// and Hugging Face's tokenizer.json through from_pretrained / save_pretrained).
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "bindings.hpp"
+#include "nn/io/file_io.hpp"
 #include "py_errors.hpp"
 #include "text/bpe_tokenizer.hpp"
+#include "text/tokenizer_json.hpp"
 
 namespace tapegrad::python {
 namespace {
@@ -44,6 +50,36 @@ std::vector<std::string> special_token_list(const py::object& specials) {
   return tokens;
 }
 
+// A folder's tokenizer.json, or the file itself.
+text::BpeTokenizer from_pretrained(const std::string& path) {
+  const std::filesystem::path given(path);
+  return text::read_tokenizer_json(std::filesystem::is_directory(given) ? (given / "tokenizer.json").string() : path);
+}
+
+// tokenizer.json and tokenizer_config.json into `dir`, created if missing; the JSON is made
+// first, so a tokenizer with no tokenizer.json form leaves nothing behind.
+void save_pretrained(const text::BpeTokenizer& t, const std::string& dir) {
+  const std::string json = text::tokenizer_json(t);
+  const std::filesystem::path folder(dir);
+  std::filesystem::create_directories(folder);
+  detail::write_file_atomically((folder / "tokenizer.json").string(), json,
+                                "Tokenizer.save_pretrained: '" + dir + "'");
+  detail::write_file_atomically((folder / "tokenizer_config.json").string(),
+                                text::tokenizer_config_json(),
+                                "Tokenizer.save_pretrained: '" + dir + "'");
+}
+
+std::string decode_text(const text::BpeTokenizer& t, std::vector<std::int32_t> ids,
+                        bool skip_special_tokens) {
+  if (skip_special_tokens) {
+    std::vector<bool> special(std::size_t(t.vocab_size()), false);
+    for (const text::AddedToken& token : t.vocabulary().added) special[token.id] = token.special;
+    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](std::int32_t id) { return special[id]; }),
+              ids.end());
+  }
+  return t.decode(ids);
+}
+
 }  // namespace
 
 void bind_text(py::module_& m) {
@@ -61,7 +97,11 @@ void bind_text(py::module_& m) {
          py::arg("special_tokens") = py::none(),
          "special tokens (a list, or a dict whose keys are used) take the ids after the merges")
       .def_static("load", &BpeTokenizer::load, py::arg("path"))
-      .def("save", &BpeTokenizer::save, py::arg("path"))
+      .def("save", &BpeTokenizer::save, py::arg("path"), "the tapegrad-bpe text form (minbpe ids only)")
+      .def_static("from_pretrained", &from_pretrained, py::arg("path"),
+                  "a Hugging Face byte-level BPE: a folder's tokenizer.json, or that file")
+      .def("save_pretrained", &save_pretrained, py::arg("dir"),
+           "writes dir/tokenizer.json and dir/tokenizer_config.json (dir created if missing)")
       .def_property_readonly("merges", [](const BpeTokenizer& t) {
         std::vector<std::pair<std::pair<int, int>, int>> merges;
         for (const text::BpeMerge& merge : t.merges())
@@ -70,22 +110,24 @@ void bind_text(py::module_& m) {
       }, "a list of ((first, second), new_id) in merge order")
       .def_property_readonly("special_tokens", [](const BpeTokenizer& t) {
         py::dict ids;
-        auto first_id = int(t.vocab_size() - t.special_tokens().size());
-        for (std::size_t s = 0; s < t.special_tokens().size(); ++s)
-          ids[py::str(t.special_tokens()[s])] = first_id + int(s);
+        for (const text::AddedToken& token : t.vocabulary().added) ids[py::str(token.content)] = token.id;
         return ids;
-      })
+      }, "every added token's content -> id")
       .def_property_readonly("vocab_size", &BpeTokenizer::vocab_size)
       .def_property_readonly("mode", [](const BpeTokenizer& t) { return text::bpe_mode_name(t.mode()); })
       .def_property_readonly("pattern", &BpeTokenizer::pattern)
-      .def("encode", [](const BpeTokenizer& t, const py::object& text, bool allow_special) {
+      .def("encode", [](const BpeTokenizer& t, const py::object& text, bool allow_special,
+                        bool add_special_tokens) {
         std::string bytes = text_bytes(text, "Tokenizer.encode");
         py::gil_scoped_release release;
-        return t.encode(bytes, allow_special ? text::SpecialTokens::allowed : text::SpecialTokens::as_text);
-      }, py::arg("text"), py::arg("allow_special") = true)
-      .def("decode", [](const BpeTokenizer& t, const py::object& ids) {
-        return t.decode(token_ids(t, ids, "Tokenizer.decode"));
-      }, py::arg("ids"), "text, invalid UTF-8 shown as U+FFFD")
+        return t.encode(bytes, allow_special ? text::SpecialTokens::allowed : text::SpecialTokens::as_text,
+                        add_special_tokens);
+      }, py::arg("text"), py::arg("allow_special") = true, py::arg("add_special_tokens") = true,
+         "add_special_tokens: the ids a tokenizer.json's post-processor adds (Llama 3's BOS)")
+      .def("decode", [](const BpeTokenizer& t, const py::object& ids, bool skip_special_tokens) {
+        return decode_text(t, token_ids(t, ids, "Tokenizer.decode"), skip_special_tokens);
+      }, py::arg("ids"), py::arg("skip_special_tokens") = false,
+         "text, invalid UTF-8 shown as U+FFFD; special tokens as their text unless skipped")
       .def("decode_bytes", [](const BpeTokenizer& t, const py::object& ids) {
         return py::bytes(t.decode_bytes(token_ids(t, ids, "Tokenizer.decode_bytes")));
       }, py::arg("ids"));

@@ -2,6 +2,7 @@
 finds: the build tree (PYTHONPATH=build/python) or a `pip install .` into a venv;
 the header line says which. TAPEGRAD_BUILD_DIR (default: build/ of this checkout) holds the
 C++ programs some tests compare with."""
+import importlib
 import os
 import pathlib
 
@@ -14,6 +15,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def pytest_report_header(config):
     return f"tapegrad from {pathlib.Path(tapegrad.__file__).parent}"
+
+
+def require_module(name):
+    if os.environ.get("TAPEGRAD_REQUIRE_HF") == "1": return importlib.import_module(name)
+    return pytest.importorskip(name)
 
 
 @pytest.fixture

@@ -1,0 +1,29 @@
+// Hugging Face tokenizer.json in and out, for byte-level BPE (GPT-2, Llama 3, Qwen2 without
+// its normalizer): what the `tokenizers` library reads into a BPE model with the ByteLevel
+// pre-tokenizer becomes a BpeTokenizer that encodes the same ids, and a BpeTokenizer is
+// written as a file `tokenizers` loads and encodes the same way. docs/TOKENIZER.md lists
+// what is read and what is refused.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "text/bpe_tokenizer.hpp"
+
+namespace tapegrad::text {
+
+// std::invalid_argument naming the file (`source`) and the field of anything that would
+// change the encoding and is not implemented, or is not valid.
+BpeTokenizer tokenizer_from_json(std::string_view json_text, const std::string& source);
+// The file at `path` (a regular file of at most 64 MiB), read as above.
+BpeTokenizer read_tokenizer_json(const std::string& path);
+
+// The tokenizer.json text. std::invalid_argument when the tokenizer has no such form: two
+// tokens with the same bytes (the file's vocabulary is keyed by them), named by their ids.
+std::string tokenizer_json(const BpeTokenizer& tokenizer);
+// Written atomically (nothing is left at `path` on an error).
+void write_tokenizer_json(const BpeTokenizer& tokenizer, const std::string& path);
+
+// A tokenizer_config.json that lets transformers' AutoTokenizer load the folder.
+std::string tokenizer_config_json();
+
+}  // namespace tapegrad::text
