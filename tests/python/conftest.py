@@ -2,6 +2,7 @@
 finds: the build tree (PYTHONPATH=build/python) or a `pip install .` into a venv;
 the header line says which. TAPEGRAD_BUILD_DIR (default: build/ of this checkout) holds the
 C++ programs some tests compare with."""
+import importlib
 import os
 import pathlib
 
@@ -10,6 +11,13 @@ import pytest
 import tapegrad
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+# A reference package (safetensors, transformers, tokenizers): its tests skip without it,
+# unless TAPEGRAD_REQUIRE_HF=1 makes its absence a failure (CI with the reference installed).
+def require_module(name):
+    if os.environ.get("TAPEGRAD_REQUIRE_HF") == "1": return importlib.import_module(name)
+    return pytest.importorskip(name)
 
 
 def pytest_report_header(config):
