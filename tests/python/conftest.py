@@ -13,8 +13,6 @@ import tapegrad
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-# A reference package (safetensors, transformers, tokenizers): its tests skip without it,
-# unless TAPEGRAD_REQUIRE_HF=1 makes its absence a failure (CI with the reference installed).
 def require_module(name):
     if os.environ.get("TAPEGRAD_REQUIRE_HF") == "1": return importlib.import_module(name)
     return pytest.importorskip(name)
