@@ -10,6 +10,9 @@
 //   checkpoint/training_*.rec      the same entries in the records format (flags 0 and 2)
 //   npz/tapegrad_*.npz             save_npz_bytes output, stored and deflated
 //   npy/*.npy                      single arrays: every dtype, rank 0 to 4, an empty one
+//   safetensors/tapegrad_*.safetensors  save_safetensors output, F32 and F64
+//   safetensors/halves.safetensors      BF16, F16 and I64 laid out by hand, header unsorted
+//   safetensors/bad_*.safetensors       near misses: each breaks one of the reader's checks
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -19,6 +22,7 @@
 
 #include "fuzz/checkpoint_records.hpp"
 #include "nn/io/checkpoint.hpp"
+#include "nn/io/safetensors.hpp"
 #include "nn/io/training_state.hpp"
 
 using namespace tapegrad;
@@ -67,6 +71,50 @@ std::vector<NpzEntry> training_checkpoint(Transformer<float>& model) {
   for (NpzEntry& e : training_state_entries(s)) entries.push_back(std::move(e));
   return entries;
 }
+// A safetensors file: the header's length (u64, little-endian), the header, the buffer.
+std::string safetensors_bytes(const std::string& header, const std::string& buffer) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return out + header + buffer;
+}
+
+void write_safetensors_seeds(const std::string& dir) {
+  const float w[] = {1.5f, -2.0f, 0.25f, 3.0f, 4.0f, -0.0f};
+  const float s = 7.0f;
+  save_safetensors<float>(dir + "/tapegrad_f32.safetensors",
+                          {{"w", {2, 3}, w}, {"s", {}, &s}, {"e", {0, 3}, nullptr}});
+  const double d[] = {1e300, -1e-300, 0.5};
+  save_safetensors<double>(dir + "/tapegrad_f64.safetensors", {{"d", {3}, d}}, {{"k", "v"}});
+  // 1, -2 in BF16; 1, the smallest subnormal, inf, NaN in F16; an I64 that read() refuses
+  const std::string halves("\x80\x3f\x00\xc0\x00\x3c\x01\x00\x00\x7c\x00\x7e", 12);
+  const std::string entries =
+      "\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[4,12]},"
+      "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+      "\"i\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[12,20]}";
+  const std::string buffer = halves + std::string(8, '\1');
+  write(dir + "/halves.safetensors", safetensors_bytes("{" + entries + "}", buffer));
+  const auto entry = [](const char* name, const char* dtype, const char* shape,
+                        const char* offsets) {
+    return std::string("\"") + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
+           ",\"data_offsets\":" + offsets + "}";
+  };
+  const std::string a = entry("a", "F32", "[2]", "[0,8]");
+  const std::string eight(8, '\0');
+  write(dir + "/bad_trailing.safetensors", safetensors_bytes("{" + a + "}", eight + "xxxx"));
+  write(dir + "/bad_duplicate.safetensors", safetensors_bytes("{" + a + "," + a + "}", eight));
+  write(dir + "/bad_overlap.safetensors",
+        safetensors_bytes("{" + a + "," + entry("b", "F32", "[2]", "[4,12]") + "}",
+                          eight + "xxxx"));
+  write(dir + "/bad_hole.safetensors",
+        safetensors_bytes("{" + entry("a", "F32", "[1]", "[4,8]") + "}", eight));
+  write(dir + "/bad_size.safetensors",
+        safetensors_bytes("{" + entry("a", "F32", "[3]", "[0,8]") + "}", eight));
+  write(dir + "/bad_dtype.safetensors",
+        safetensors_bytes("{" + entry("a", "F128", "[1]", "[0,8]") + "}", eight));
+  std::string past_end = safetensors_bytes("{" + a + "}", eight);
+  past_end[0] = '\x7f';
+  write(dir + "/bad_header_length.safetensors", past_end);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -109,6 +157,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < rank4.size(); ++i) rank4.data()[i] = static_cast<std::int64_t>(i) - 2;
   write(dir + "/npy/i8_rank4.npy", xt::dump_npy(rank4));
   write(dir + "/npy/f4_empty.npy", xt::dump_npy(xt::xarray<float>::from_shape({0, 3})));
+  write_safetensors_seeds(dir + "/safetensors");
   std::printf("make_corpus: wrote the generated seeds under %s\n", dir.c_str());
   return 0;
 }

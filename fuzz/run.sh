@@ -15,7 +15,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-20}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(npz npy checkpoint)
+[[ ${#targets[@]} -gt 0 ]] || targets=(npz npy checkpoint safetensors)
 build=${TAPEGRAD_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${TAPEGRAD_FUZZ_JOBS:-1}
 if ! [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 1 ]]; then
@@ -24,7 +24,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 1 ]]; then
 fi
 for t in "${targets[@]}"; do
   if [[ ! -d "$root/fuzz/corpus/$t" ]]; then
-    echo "fuzz/run.sh: unknown target '$t' (npz, npy or checkpoint)" >&2
+    echo "fuzz/run.sh: unknown target '$t' (npz, npy, checkpoint or safetensors)" >&2
     exit 2
   fi
 done
@@ -36,7 +36,9 @@ status=0
 for t in "${targets[@]}"; do
   mkdir -p "$build/corpus/$t" "$build/artifacts"
   log="$build/fuzz_$t.log"
-  args=(-dict="$root/fuzz/npy.dict" -max_total_time="$seconds" -timeout=5
+  dict="$root/fuzz/$t.dict"  # the target's own, else the npy one its formats share
+  [[ -f "$dict" ]] || dict="$root/fuzz/npy.dict"
+  args=(-dict="$dict" -max_total_time="$seconds" -timeout=5
         -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1
         -artifact_prefix="$build/artifacts/$t-")
   if [[ "$jobs" -gt 1 ]]; then args+=(-fork="$jobs" -ignore_crashes=0); fi

@@ -1,8 +1,8 @@
 // The fuzz corpus (fuzz/corpus: numpy's files, tapegrad's own, damaged ones and every input
 // a fuzzer ever found a bug with) through the same readers as the libFuzzer targets, in the
 // ordinary test run (and so under the sanitizer build too): each file loads or throws
-// NpzError / CheckpointError, quickly. The fuzz targets themselves need clang; this keeps
-// their regressions in every build.
+// NpzError / CheckpointError / SafetensorsError, quickly. The fuzz targets themselves need
+// clang; this keeps their regressions in every build.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +12,7 @@
 #include "helpers.hpp"
 #include "fuzz/checkpoint_records.hpp"
 #include "nn/io/checkpoint.hpp"
+#include "nn/io/safetensors.hpp"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -40,6 +41,8 @@ void replay(const std::string& dir, Load load, int& loaded, int& rejected) {
     } catch (const NpzError&) {
       ++rejected;
     } catch (const CheckpointError&) {
+      ++rejected;
+    } catch (const SafetensorsError&) {
       ++rejected;
     }
     const double seconds =
@@ -94,4 +97,20 @@ TEST_CASE("fuzz corpus: checkpoint seeds load or throw a clear error quickly", "
   CHECK(loaded >= 6);
   // huge config, 16385 layers, truncated, bit flip
   CHECK(rejected >= 4);
+}
+
+TEST_CASE("fuzz corpus: safetensors seeds open and read, or throw SafetensorsError",
+          "[fuzz_corpus]") {
+  int loaded = 0, rejected = 0;
+  // as fuzz/fuzz_safetensors.cpp: open, then read every float tensor
+  replay("safetensors", [](const fs::path&, const std::string& bytes) {
+    const SafetensorsFile file = SafetensorsFile::from_bytes(bytes, "'seed'");
+    for (const SafetensorsTensor& t : file.tensors()) {
+      if (!safetensors_float_dtype(t.dtype)) continue;
+      std::vector<double> values(t.elements());
+      file.read(t.name, values.data());
+    }
+  }, loaded, rejected);
+  CHECK(loaded >= 3);    // tapegrad's F32 and F64 files, the hand-laid halves
+  CHECK(rejected >= 7);  // the bad_* near misses
 }

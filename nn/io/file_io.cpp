@@ -70,14 +70,25 @@ std::string read_file_bytes(const std::string& path, const std::string& where) {
   return bytes;
 }
 
-void write_file_atomically(const std::string& path, std::string_view bytes,
+void write_file_atomically(const std::string& path,
+                           const std::function<void(const WriteBytes&)>& produce,
                            const std::string& where) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    fail_with<NpzError>(where, "cannot create the temporary file '{}': {}", tmp, errno_text(errno));
+    throw std::system_error(errno, std::generic_category(),
+                            where + ": cannot create the temporary file '" + tmp + "'");
   const char* step = "write";
-  int e = write_all(fd, bytes);
+  int e = 0;
+  try {
+    produce([&](std::string_view bytes) {
+      if (e == 0) e = write_all(fd, bytes);  // after a failure, the rest is not written
+    });
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
   if (e == 0) {
     step = "fsync";
     if (::fsync(fd) != 0) e = errno;
@@ -92,10 +103,10 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
   }
   if (e != 0) {
     ::unlink(tmp.c_str());
-    fail_with<NpzError>(where,
-                        "cannot {} the temporary file '{}': {} (the previous file, if any, is "
-                        "unchanged)",
-                        step, tmp, errno_text(e));
+    throw std::system_error(e, std::generic_category(),
+                            fmt::format("{}: cannot {} the temporary file '{}' (the previous "
+                                        "file, if any, is unchanged)",
+                                        where, step, tmp));
   }
   // Make the rename itself durable. Some filesystems refuse to fsync a directory; the
   // file is already in place, so that is not an error.
@@ -106,6 +117,15 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
+  }
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::string& where) {
+  try {
+    write_file_atomically(path, [&](const WriteBytes& write) { write(bytes); }, where);
+  } catch (const std::system_error& e) {
+    throw NpzError(e.what());  // the file-format layer reports through NpzError
   }
 }
 

@@ -3,6 +3,7 @@
 // directory, fsynced, renamed over the target, the directory fsynced). Errors are NpzError
 // naming `where`, as for the rest of the npz layer.
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -37,6 +38,15 @@ std::string read_file_bytes(const std::string& path, const std::string& where);
 // Writes `bytes` to "<path>.tmp.<pid>" and renames it over `path`; on any error the
 // temporary file is removed and a previous file at `path` is untouched.
 void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::string& where);
+
+// The same for a file too large to build in memory: `produce` hands its pieces, in order,
+// to the writer it is given. A failed system call is a std::system_error (its errno) whose
+// message starts with `where`; whatever `produce` throws passes through. Either way the
+// temporary file is removed.
+using WriteBytes = std::function<void(std::string_view)>;
+void write_file_atomically(const std::string& path,
+                           const std::function<void(const WriteBytes&)>& produce,
                            const std::string& where);
 
 }  // namespace tapegrad::detail

@@ -20,6 +20,7 @@ PYBIND11_MODULE(_tapegrad, m) {
   py::module_ tasks = m.def_submodule("tasks", "the built-in training tasks");
   bind_tasks(tasks);
   bind_text(m);
+  bind_safetensors(m);
   // What the tests use to show the trap tapegrad.tensor avoids: pybind11's default
   // py::array_t<float> converts any numeric array to float32 without a word.
   py::module_ testing = m.def_submodule("_testing", "for the tests only");
