@@ -206,7 +206,7 @@ TEST_CASE("tokenizer.json: a tokenizer read from one has no minbpe text form", "
   CHECK(back.encode(" abc bcab<s>") == t.encode(" abc bcab<s>"));
 }
 
-TEST_CASE("tokenizer.json: the split's \\s is Unicode's White_Space, as in tokenizers", "[tokenizer_json]") {
+TEST_CASE("tokenizer.json: the split's whitespace class is Unicode's White_Space as in tokenizers", "[tokenizer_json]") {
   // U+180E (Mongolian vowel separator) stopped being a space in Unicode 6.3; U+0085 is one.
   const std::vector<std::string_view> words = RegexSplitter(R"(\s+|\S+)").split("a\u180E\u0085b");
   CHECK(words == std::vector<std::string_view>{"a\u180E", "\u0085", "b"});
