@@ -16,28 +16,16 @@
 #include "helpers.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/npz.hpp"
+#include "temp_files.hpp"
 #include "nn/transformer.hpp"
 
 using namespace tapegrad;
+using test::TempDir;
+using test::read_bytes;
+using test::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("tapegrad_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 TransformerConfig config(std::uint64_t seed = 5) {
   TransformerConfig c;
@@ -51,13 +39,6 @@ TransformerConfig config(std::uint64_t seed = 5) {
   return c;
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 
 template <class T>
 bool same_parameters(const Module<T>& a, const Module<T>& b) {

@@ -20,46 +20,17 @@
 #include <unistd.h>
 
 #include "nn/io/npz.hpp"
+#include "temp_files.hpp"
 
 using namespace tapegrad;
+using test::TempDir;
+using test::read_bytes;
+using test::write_bytes;
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kFixtures = std::string(TAPEGRAD_FIXTURES_DIR) + "/npz";
-
-// A fresh directory under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "tapegrad-npz-XXXXXX").string();
-    REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  std::set<std::string> listing() const {
-    std::set<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.insert(e.path().filename().string());
-    return names;
-  }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
 
 std::vector<std::size_t> shape_of(const NpzEntry& e) { return e.shape(); }
 
