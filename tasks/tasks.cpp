@@ -417,46 +417,11 @@ Indices RepeatTask::half_targets(const Indices& targets, Half half) const {
 }
 
 // ---------------------------------------------------------------------------------------
-// UTF-8
-
-std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invalid) {
-  if (invalid) *invalid = 0;
-  std::vector<std::uint32_t> out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    const text::Utf8Char c = text::decode_utf8_char(std::string_view(s).substr(i));
-    if (!c.valid && invalid) *invalid += c.length;
-    out.push_back(c.code_point);
-    i += c.length;
-  }
-  return out;
-}
-
-std::string utf8_encode(const std::vector<std::uint32_t>& cps) {
-  std::string out;
-  for (std::uint32_t cp : cps) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xc0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += char(0xe0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3f));
-      out += char(0x80 | (cp & 0x3f));
-    } else {
-      out += char(0xf0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3f));
-      out += char(0x80 | ((cp >> 6) & 0x3f));
-      out += char(0x80 | (cp & 0x3f));
-    }
-  }
-  return out;
-}
+// Text that does not look like text
 
 std::string text_warning(const std::string& bytes) {
   std::size_t invalid = 0;
-  const std::vector<std::uint32_t> cps = utf8_decode(bytes, &invalid);
+  const std::vector<std::uint32_t> cps = text::decode_utf8(bytes, &invalid);
   std::size_t control = 0;
   for (std::uint32_t c : cps) {
     const bool whitespace = c == '\t' || c == '\n' || c == '\r' || c == '\f';

@@ -282,11 +282,6 @@ class TextTask {
 // Bits per byte: a mean loss in nats over `tokens` targets that stand for `bytes` bytes.
 double bits_per_byte(double mean_loss, std::size_t tokens, std::size_t bytes);
 
-// Invalid bytes decode to U+FFFD, one per maximal invalid subpart (text/utf8.hpp, as shown
-// text reads them); `invalid`, when given, counts the invalid bytes.
-std::vector<std::uint32_t> utf8_decode(const std::string& s, std::size_t* invalid = nullptr);
-std::string utf8_encode(const std::vector<std::uint32_t>& cps);
-
 // Text training trains on whatever bytes it is given; a binary file (an executable, an
 // archive) gives a model of noise without a word. This says why bytes do not look like
 // text: some are not valid UTF-8, or more than 1 character in 20 is a control character

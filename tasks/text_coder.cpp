@@ -4,14 +4,11 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "tasks/tasks.hpp"
 #include "text/utf8.hpp"
 
 namespace tapegrad::tasks {
 
 namespace {
-
-std::uint8_t utf8_length(std::uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 
 // Whether `tail` (1 to 3 bytes from a lead byte) is the start of a valid sequence that
 // more bytes could complete: every second byte a lead byte allows is in one of these.
@@ -32,12 +29,13 @@ TextCoder TextCoder::characters(std::vector<std::uint32_t> vocab) {
     throw std::runtime_error("text vocabulary is not sorted and distinct");
   TextCoder c;
   c.characters_ = std::move(vocab);
-  for (std::uint32_t cp : c.characters_) c.character_bytes_.push_back(utf8_length(cp));
+  for (std::uint32_t cp : c.characters_)
+    c.character_bytes_.push_back(static_cast<std::uint8_t>(text::utf8_length(cp)));
   return c;
 }
 
 TextCoder TextCoder::characters_of(const std::string& utf8) {
-  std::vector<std::uint32_t> vocab = utf8_decode(utf8);
+  std::vector<std::uint32_t> vocab = text::decode_utf8(utf8);
   std::sort(vocab.begin(), vocab.end());
   vocab.erase(std::unique(vocab.begin(), vocab.end()), vocab.end());
   return characters(std::move(vocab));
@@ -59,7 +57,7 @@ std::vector<std::int64_t> TextCoder::encode(const std::string& utf8) const {
     for (std::int32_t id : bpe_->encode(utf8)) ids.push_back(id);
     return ids;
   }
-  for (std::uint32_t cp : utf8_decode(utf8)) {
+  for (std::uint32_t cp : text::decode_utf8(utf8)) {
     auto it = std::lower_bound(characters_.begin(), characters_.end(), cp);
     if (it != characters_.end() && *it == cp) ids.push_back(std::int64_t(it - characters_.begin()));
   }
@@ -71,7 +69,7 @@ std::string TextCoder::decode_bytes(const std::vector<std::int64_t>& ids) const 
     std::vector<std::uint32_t> cps;
     for (std::int64_t id : ids)
       if (id >= 0 && std::size_t(id) < characters_.size()) cps.push_back(characters_[std::size_t(id)]);
-    return utf8_encode(cps);
+    return text::encode_utf8(cps);
   }
   std::string bytes;
   for (std::int64_t id : ids)

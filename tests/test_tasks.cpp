@@ -1,4 +1,4 @@
-// examples/train/tasks: the built-in tasks of train_tiny_transformer. Expected answers come
+// tasks/: the built-in tasks of train_tiny_transformer. Expected answers come
 // from the definitions (a sorted permutation, the reverse, the value after the query key),
 // checked here with independent code, never with the generator's own solve().
 #ifdef TAPEGRAD_WITH_EXAMPLES  // built only together with the example programs
@@ -11,7 +11,6 @@
 
 #include "tasks/evaluate.hpp"
 #include "tasks/tasks.hpp"
-#include "text/utf8.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::tasks;
@@ -206,34 +205,6 @@ TEST_CASE("tasks: an input always lands on the same side of the split", "[tasks]
   for (int i = 0; i < 10; ++i) CHECK(task.is_held_out(in) == first);
   CHECK(hash_tokens(in) == hash_tokens(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   CHECK(hash_tokens(in) != hash_tokens(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 7, 6}));
-}
-
-TEST_CASE("tasks: UTF-8 decoding and encoding round trip", "[tasks]") {
-  std::string s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z";  // a é € 😀 z
-  std::vector<std::uint32_t> cps = utf8_decode(s);
-  CHECK(cps == std::vector<std::uint32_t>{0x61, 0xe9, 0x20ac, 0x1f600, 0x7a});
-  CHECK(utf8_encode(cps) == s);
-  // a lone continuation byte and a truncated sequence become U+FFFD
-  CHECK(utf8_decode("a\x80" "b") == std::vector<std::uint32_t>{0x61, 0xfffd, 0x62});
-}
-
-// Unicode's "maximal subpart" practice (Python's errors="replace"): one U+FFFD for the
-// longest prefix of a valid sequence that breaks off, one per byte that starts none.
-TEST_CASE("tasks: invalid UTF-8 decodes to one U+FFFD per maximal invalid subpart", "[tasks][utf8]") {
-  const std::uint32_t bad = 0xfffd;
-  CHECK(utf8_decode("\xe2\x82") == std::vector<std::uint32_t>{bad});
-  CHECK(utf8_decode("\xe2\x82" "a") == std::vector<std::uint32_t>{bad, 0x61});
-  CHECK(utf8_decode("\xf0\x9f\x98" "\xf0\x9f\x98\x80") == std::vector<std::uint32_t>{bad, 0x1f600});
-  // bytes that start no sequence: each its own
-  CHECK(utf8_decode("\xc0\xaf") == std::vector<std::uint32_t>{bad, bad});          // overlong
-  CHECK(utf8_decode("\xed\xa0\x80") == std::vector<std::uint32_t>{bad, bad, bad});  // a surrogate
-  CHECK(utf8_decode("\xf4\x90\x80\x80") == std::vector<std::uint32_t>{bad, bad, bad, bad});  // > U+10FFFF
-  // the same reading as text::replace_invalid_utf8, which shows decoded bytes
-  for (const std::string s : {"a\xe2\x82z", "\xf1\x80\x80", "\xe0\x80\xaf", "x\xff\xfe", "\xc3"})
-    CHECK(utf8_encode(utf8_decode(s)) == text::replace_invalid_utf8(s));
-  std::size_t invalid = 0;
-  utf8_decode("\xe2\x82" "a\x80", &invalid);
-  CHECK(invalid == 3);  // bytes, not replacements
 }
 
 TEST_CASE("tasks: text vocabulary is the distinct code points and windows shift by one", "[tasks]") {

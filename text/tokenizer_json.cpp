@@ -36,25 +36,10 @@ const ByteLevelAlphabet& alphabet() {
   return table;
 }
 
-std::string encode_code_point(std::uint32_t cp) {
-  std::string out;
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else {  // the alphabet stops at U+0143
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-  return out;
-}
-
 // A token's bytes as the file spells them.
 std::string byte_level_string(std::string_view bytes) {
   std::string out;
-  for (char c : bytes) out += encode_code_point(alphabet().code_point_of_byte[static_cast<unsigned char>(c)]);
+  for (char c : bytes) append_utf8(out, alphabet().code_point_of_byte[static_cast<unsigned char>(c)]);
   return out;
 }
 

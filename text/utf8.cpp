@@ -58,6 +58,49 @@ Utf8Char decode_utf8_char(std::string_view bytes) {
   return {cp, n, true};
 }
 
+std::vector<std::uint32_t> decode_utf8(std::string_view bytes, std::size_t* invalid) {
+  if (invalid) *invalid = 0;
+  std::vector<std::uint32_t> out;
+  out.reserve(bytes.size());
+  for (std::size_t i = 0; i < bytes.size();) {
+    const Utf8Char c = decode_utf8_char(bytes.substr(i));
+    if (!c.valid && invalid) *invalid += c.length;
+    out.push_back(c.code_point);
+    i += c.length;
+  }
+  return out;
+}
+
+std::size_t utf8_length(std::uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  switch (utf8_length(cp)) {
+    case 1:
+      out += char(cp);
+      return;
+    case 2:
+      out += char(0xc0 | (cp >> 6));
+      out += char(0x80 | (cp & 0x3f));
+      return;
+    case 3:
+      out += char(0xe0 | (cp >> 12));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+      return;
+    default:
+      out += char(0xf0 | (cp >> 18));
+      out += char(0x80 | ((cp >> 12) & 0x3f));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+  }
+}
+
+std::string encode_utf8(const std::vector<std::uint32_t>& cps) {
+  std::string out;
+  for (std::uint32_t cp : cps) append_utf8(out, cp);
+  return out;
+}
+
 std::string replace_invalid_utf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

@@ -6,6 +6,7 @@
 
 #include "examples/common/run_options.hpp"
 #include "tasks/tasks.hpp"
+#include "text/utf8.hpp"
 
 namespace tapegrad::examples {
 
@@ -18,12 +19,12 @@ bool known(const std::vector<std::uint32_t>& vocab, std::uint32_t cp) {
 std::string code_point_name(std::uint32_t cp) {
   char hex[16];
   std::snprintf(hex, sizeof hex, "U+%04X", cp);
-  return "'" + tasks::utf8_encode({cp}) + "' (" + hex + ")";
+  return "'" + text::encode_utf8({cp}) + "' (" + hex + ")";
 }
 
 std::vector<std::int64_t> encode_text_prompt(const std::vector<std::uint32_t>& vocab,
                                              const std::string& prompt, const std::string& option) {
-  const std::vector<std::uint32_t> cps = tasks::utf8_decode(prompt.empty() ? "\n" : prompt);
+  const std::vector<std::uint32_t> cps = text::decode_utf8(prompt.empty() ? "\n" : prompt);
   std::vector<std::int64_t> ids;
   for (std::size_t i = 0; i < cps.size(); ++i) {
     if (!known(vocab, cps[i])) {
@@ -55,7 +56,7 @@ void require_known_characters(const std::vector<std::uint32_t>& vocab, const std
   std::size_t missing = 0;
   std::set<std::uint32_t> distinct;
   std::string shown;
-  for (std::uint32_t cp : tasks::utf8_decode(utf8)) {
+  for (std::uint32_t cp : text::decode_utf8(utf8)) {
     if (known(vocab, cp)) continue;
     ++missing;
     if (distinct.insert(cp).second && distinct.size() <= kShown)
