@@ -31,7 +31,7 @@ EvalResult evaluate(Transformer<float>& model, const std::vector<Batch>& batches
 using LogitsFn = std::function<Tensor<float>(const Indices& tokens)>;
 EvalResult evaluate(const LogitsFn& logits_of, const std::vector<Batch>& batches);
 
-// The repeat task's loss on each half of its sequences (RepeatTask, tasks/tasks.hpp): the
+// The repeat task's loss on each half of its sequences (RepeatTask, tasks/repeat_task.hpp): the
 // first half's targets are random (about log(symbols) nats at best), the second half's are
 // a copy of the first (near 0 once the model has induction heads). Means over the scored
 // positions of each half; NaN for a half with none.

@@ -258,8 +258,8 @@ TEST_CASE("tasks: text sampling honours temperature 0 and the top-p nucleus", "[
 #endif
 
 #ifdef TAPEGRAD_WITH_EXAMPLES
-// The documented token layout (tasks.hpp, docs/TRAINING.md) against what the generators
-// put at each position of a sequence, checked position by position.
+// The documented token layout (tasks/sequence_task.hpp, docs/TRAINING.md) against what the
+// generators put at each position of a sequence, checked position by position.
 TEST_CASE("tasks: token_ranges states the layout the generators follow", "[tasks]") {
   using tapegrad::tasks::TokenRange;
   const std::map<std::string, std::vector<std::pair<std::string, std::pair<int, int>>>> want = {

@@ -40,8 +40,8 @@ class CheckpointError : public std::runtime_error {
 inline constexpr const char* kConfigPrefix = "__config__.";
 inline constexpr std::int64_t kCheckpointFormat = kNewestFieldFormat;
 // What programs store under the config prefix beside the model's fields: the task a model
-// was trained on and a text task's characters or BPE tokenizer (tasks/tasks.hpp's kTaskKey,
-// kVocabKey, kTokenizerKey).
+// was trained on and a text task's characters or BPE tokenizer (kTaskKey, kVocabKey and
+// kTokenizerKey in tasks/checkpoint_entries.hpp).
 inline constexpr std::array<const char*, 3> kConfigExtras = {"train_task", "text_vocab",
                                                              "text_tokenizer"};
 // A training checkpoint's optimiser, generator and progress entries (nn/io/training_state):
