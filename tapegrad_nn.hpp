@@ -1,8 +1,8 @@
 #pragma once
 // Everything: tapegrad.hpp (the engine and the ops) and nn/: the model's configuration and
 // presets, Module, Linear, Embedding, the norms, MLP, SwiGLU, attention, Block, the
-// Transformer (TinyGPT), init, SGD/AdamW, the learning-rate schedule, .npz checkpoints,
-// the KV cache, sampling and generation.
+// Transformer (and its deprecated old name, nn/tinygpt.hpp), init, SGD/AdamW, the
+// learning-rate schedule, .npz checkpoints, the KV cache, sampling and generation.
 #include "tapegrad.hpp"
 
 #include "nn/block.hpp"

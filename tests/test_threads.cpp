@@ -83,7 +83,7 @@ TransformerConfig thread_config() {
 }
 
 // Loss, every gradient and every parameter after two AdamW steps.
-std::vector<Array<float>> tinygpt_results() {
+std::vector<Array<float>> transformer_results() {
   Transformer<float> model(thread_config());
   AdamW<float> opt(model.parameters());
   std::vector<Array<float>> out;
@@ -161,8 +161,8 @@ TEMPLATE_TEST_CASE("threads: multi-head attention forward and backward agree wit
 
 TEST_CASE("threads: a Transformer AdamW step agrees with 1 and 2 threads", "[threads]") {
   const int before = kernels::num_threads();
-  const auto one = with_threads(1, tinygpt_results);
-  const auto two = with_threads(2, tinygpt_results);
+  const auto one = with_threads(1, transformer_results);
+  const auto two = with_threads(2, transformer_results);
   const double d = max_difference(one, two);
   INFO("max relative difference over loss, gradients and parameters: " << d);
   CHECK(d <= 1e-5);

@@ -57,7 +57,7 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
 }
 
 // The number of scalars and of parameter tensors of a model of config c, in long double
-// so that a hostile config cannot overflow them (see the parameter list in nn/tinygpt.hpp).
+// so that a hostile config cannot overflow them (count_parameters in nn/config.hpp lists them).
 long double expected_parameters(const TransformerConfig& c) {
   const ParameterCounts p = count_parameters(c);
   return static_cast<long double>(p.token_embedding) + p.position_embedding + p.attention_q +

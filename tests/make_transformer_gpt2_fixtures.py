@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Writes tests/fixtures/tinygpt/: a small Transformer's weights, a fixed batch, and what
-PyTorch (float64) computes from them, for tests/test_tinygpt.cpp (as llm.c's
-test_gpt2 checks its C model against the PyTorch one).
+"""Writes tests/fixtures/transformer_gpt2/: a small Transformer's weights, a fixed batch,
+and what PyTorch (float64) computes from them, for tests/test_transformer_gpt2.cpp (as
+llm.c's test_gpt2 checks its C model against the PyTorch one).
 
 The model is written out here in plain torch ops, independently of the C++ code:
 token + learned positional embedding, pre-norm blocks (x + attn(ln1(x)),
@@ -9,7 +9,8 @@ x + mlp(ln2(x))), causal multi-head attention with (D, D) weights and no biases
 (heads split as reshape(B, T, H, dh).transpose(1, 2)), GELU in its tanh form, final
 norm, untied head without bias. Linear weights are stored (in, out): y = x @ W + b.
 
-Run with Debian's python3-torch (1.13) and numpy:  /usr/bin/python3 tests/make_tinygpt_fixtures.py
+Run with Debian's python3-torch (1.13) and numpy:
+    /usr/bin/python3 tests/make_transformer_gpt2_fixtures.py
 CI does not run this script; it runs the C++ test against the committed files.
 """
 import math
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 
 torch.set_default_dtype(torch.float64)
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "tinygpt")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "transformer_gpt2")
 V, C, D, H, L, RATIO, B = 11, 8, 16, 2, 2, 4, 2
 EPS = 1e-5
 IGNORE = -100
@@ -29,7 +30,7 @@ ADAMW = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
 
 
 def parameter_shapes(norm="layer_norm"):
-    """Names and shapes in Transformer's registration order (nn/tinygpt.hpp)."""
+    """Names and shapes in Transformer's registration order (nn/transformer.hpp)."""
     def norm_params(prefix):
         out = [(prefix + ".weight", (D,))]
         if norm == "layer_norm":

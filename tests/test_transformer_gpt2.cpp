@@ -1,5 +1,6 @@
-// nn/tinygpt: shapes and errors, causality, gradcheck of the loss, determinism, and
-// agreement with the same model written in PyTorch (tests/make_tinygpt_fixtures.py).
+// nn/transformer with the gpt2 preset's parts: shapes and errors, causality, gradcheck of the
+// loss, determinism, and agreement with the same model written in PyTorch
+// (tests/make_transformer_gpt2_fixtures.py).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -49,7 +50,7 @@ double rel_error(const Array<double>& got, const xt::xarray<double>& want) {
   return diff / scale;
 }
 
-const std::string kFixtures = std::string(TAPEGRAD_FIXTURES_DIR) + "/tinygpt/";
+const std::string kFixtures = std::string(TAPEGRAD_FIXTURES_DIR) + "/transformer_gpt2/";
 
 const xt::xarray<double>& expected(const std::vector<NpzEntry>& e, const std::string& name) {
   const NpzEntry* entry = find_npz_entry(e, name);
@@ -60,7 +61,7 @@ const xt::xarray<double>& expected(const std::vector<NpzEntry>& e, const std::st
 
 }  // namespace
 
-TEST_CASE("Transformer maps tokens (B T) to logits (B T V)", "[tinygpt]") {
+TEST_CASE("Transformer maps tokens (B T) to logits (B T V)", "[transformer][gpt2]") {
   Transformer<float> model(small_config());
   CHECK(model(random_tokens(3, 6, 7, 1)).shape() == Shape{3, 6, 7});
   CHECK(model(random_tokens(2, 1, 7, 2)).shape() == Shape{2, 1, 7});
@@ -70,7 +71,7 @@ TEST_CASE("Transformer maps tokens (B T) to logits (B T V)", "[tinygpt]") {
   CHECK(loss.item() == Approx(std::log(7.0)).epsilon(0.05));
 }
 
-TEST_CASE("Transformer rejects bad tokens lengths targets and configs", "[tinygpt]") {
+TEST_CASE("Transformer rejects bad tokens lengths targets and configs", "[transformer][gpt2]") {
   Transformer<float> model(small_config());
   require_shape_error([&] { model(random_tokens(1, 7, 7, 1)); }, {"Transformer", "T=7", "context of 6"});
   Indices bad = {{0, 1, 7}};
@@ -92,7 +93,7 @@ TEST_CASE("Transformer rejects bad tokens lengths targets and configs", "[tinygp
   require_shape_error([&] { Transformer<float>{c}; }, {"config", "attention_scale", "-1"});
 }
 
-TEST_CASE("Transformer is causal: later tokens do not change earlier logits", "[tinygpt]") {
+TEST_CASE("Transformer is causal: later tokens do not change earlier logits", "[transformer][gpt2]") {
   Transformer<double> model(small_config());
   Indices a = random_tokens(1, 6, 7, 5), b = a;
   b(0, 4) = (a(0, 4) + 1) % 7;
@@ -103,7 +104,7 @@ TEST_CASE("Transformer is causal: later tokens do not change earlier logits", "[
   CHECK(std::abs(la(0, 4, 0) - lb(0, 4, 0)) > 1e-9);
 }
 
-TEST_CASE("Transformer loss gradcheck with respect to every parameter", "[tinygpt]") {
+TEST_CASE("Transformer loss gradcheck with respect to every parameter", "[transformer][gpt2]") {
   for (NormKind norm : {NormKind::layer_norm, NormKind::rms_norm}) {
     TransformerConfig c = small_config();
     c.norm = norm;
@@ -120,7 +121,7 @@ TEST_CASE("Transformer loss gradcheck with respect to every parameter", "[tinygp
   }
 }
 
-TEST_CASE("Transformer initialisation: GPT-2 std residual scaling and variance-preserving attention", "[tinygpt]") {
+TEST_CASE("Transformer initialisation: GPT-2 std residual scaling and variance-preserving attention", "[transformer][gpt2]") {
   TransformerConfig c;
   c.vocab = 64;
   c.context = 64;
@@ -149,7 +150,7 @@ TEST_CASE("Transformer initialisation: GPT-2 std residual scaling and variance-p
   CHECK(std_of(vp, "head.weight") == Approx(0.02).epsilon(0.05));
 }
 
-TEST_CASE("Transformer same seed gives bitwise identical training and another seed differs", "[tinygpt]") {
+TEST_CASE("Transformer same seed gives bitwise identical training and another seed differs", "[transformer][gpt2]") {
   auto train = [](std::uint64_t seed, std::vector<float>& losses) {
     Transformer<float> model(small_config(seed));
     AdamW<float> opt(model.parameters(), {3e-3, 0.9, 0.999, 1e-8, 0.1});
@@ -184,7 +185,7 @@ TEST_CASE("Transformer same seed gives bitwise identical training and another se
   CHECK(l1[0] != l3[0]);
 }
 
-TEST_CASE("Transformer shows every block's attention weights to run_with_cache", "[tinygpt]") {
+TEST_CASE("Transformer shows every block's attention weights to run_with_cache", "[transformer][gpt2]") {
   Transformer<float> model(small_config());
   const CachedRun<float> run = run_with_cache(model, random_tokens(2, 5, 7, 8),
                                               {"blocks.0.attn.pattern", "blocks.1.attn.pattern"});
@@ -193,8 +194,8 @@ TEST_CASE("Transformer shows every block's attention weights to run_with_cache",
     CHECK(run.cache[name].shape() == Shape{2, 2, 5, 5});
 }
 
-TEST_CASE("Transformer agrees with PyTorch: logits loss and every gradient", "[tinygpt]") {
-  // weights.npz is written by numpy.savez (make_tinygpt_fixtures.py), config included.
+TEST_CASE("Transformer agrees with PyTorch: logits loss and every gradient", "[transformer][gpt2]") {
+  // weights.npz is written by numpy.savez (make_transformer_gpt2_fixtures.py), config included.
   Transformer<double> model = load_checkpoint<double>(kFixtures + "weights.npz");
   const TransformerConfig& c = model.config();
   CHECK(c.vocab == 11);
@@ -223,7 +224,7 @@ TEST_CASE("Transformer agrees with PyTorch: logits loss and every gradient", "[t
   CHECK(worst <= 1e-9);
 }
 
-TEST_CASE("Transformer agrees with PyTorch unscaled and with RMSNorm", "[tinygpt]") {
+TEST_CASE("Transformer agrees with PyTorch unscaled and with RMSNorm", "[transformer][gpt2]") {
   const std::vector<NpzEntry> batch = load_npz(kFixtures + "batch.npz");
   const Indices tokens = find_npz_entry(batch, "tokens")->as<std::int64_t>();
   const std::vector<NpzEntry> want = load_npz(kFixtures + "expected.npz");
@@ -248,7 +249,7 @@ TEST_CASE("Transformer agrees with PyTorch unscaled and with RMSNorm", "[tinygpt
   CHECK(rel_error(r(tokens).value(), expected(want, "logits_rms")) <= 1e-9);
 }
 
-TEST_CASE("Transformer two AdamW steps agree with torch.optim.AdamW", "[tinygpt]") {
+TEST_CASE("Transformer two AdamW steps agree with torch.optim.AdamW", "[transformer][gpt2]") {
   Transformer<double> model = load_checkpoint<double>(kFixtures + "weights.npz");
   const std::vector<NpzEntry> batch = load_npz(kFixtures + "batch.npz");
   const Indices tokens = find_npz_entry(batch, "tokens")->as<std::int64_t>();
