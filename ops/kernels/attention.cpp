@@ -16,9 +16,9 @@ namespace tapegrad::kernels {
 
 namespace {
 // ---------------------------------------------------------------- square multi-head
-// H == KV, Tq == Tk, no window: the code measured in docs/PERFORMANCE.md, unchanged but for
-// the row widths (v and y may be narrower or wider than q and k) and the rule's score
-// modifiers, applied to each row's visible keys. Pairs are (b, h).
+// H == KV, Tq == Tk, no window: the path docs/PERFORMANCE.md measures, its work split by
+// (b, h) pairs. v and y may be narrower or wider than q and k; the rule's score modifiers
+// apply to each row's visible keys.
 
 template <class F>
 void for_each_head(const HeadLayout& L, F&& body) {

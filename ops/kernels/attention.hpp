@@ -23,8 +23,9 @@ struct HeadLayout : AttentionRule {
   std::size_t k_ld() const { return KV * dh; }
   std::size_t v_ld() const { return KV * dv; }
   std::size_t y_ld() const { return H * dv; }
-  // Today's multi-head attention (one kv head per query head, square, no window): the
-  // kernels keep their original, measured code for it, with the rule's score modifiers.
+  // Multi-head attention with one kv head per query head, Tq == Tk and no window: the
+  // kernels run it on a path of its own (the one docs/PERFORMANCE.md measures), with the
+  // rule's score modifiers; every other layout takes the general band path.
   bool square_mha() const { return H == KV && Tq == Tk && window == 0; }
 };
 
