@@ -45,7 +45,7 @@ std::vector<Row> rows_of(const TransformerConfig& c) {
   const ParameterCounts p = count_parameters(c);
   // fixed row names (tests/test_model_card.cpp checks the printed lines), short enough for
   // the 26-column layout
-  const std::string matrices = c.mlp == MlpKind::swiglu ? "3" : "2";
+  const std::string matrices = std::to_string(mlp_matrices(c.mlp));
   const std::string mlp = "feed-forward (" + matrices + (c.mlp_bias ? " + biases)" : " matrices)");
   const std::string norms = c.norm == NormKind::rms_norm ? "RMSNorm scales" : "LayerNorm scales, shifts";
   std::vector<Row> rows = {{"token embedding", p.token_embedding}};

@@ -9,11 +9,12 @@ template <class T>
 Block<T>::Block(const BlockConfig& c, Generator& gen)
     : norm1_(c.norm, c.attention.d_model, c.attention.norm_eps),
       attn_(c.attention, gen),
-      norm2_(c.feed_forward ? std::optional<Norm<T>>(std::in_place, c.norm, c.attention.d_model,
-                                                       c.attention.norm_eps)
-                            : std::nullopt) {
+      norm2_(c.mlp != MlpKind::none
+                 ? std::optional<Norm<T>>(std::in_place, c.norm, c.attention.d_model,
+                                          c.attention.norm_eps)
+                 : std::nullopt) {
   const std::size_t D = c.attention.d_model;
-  if (!c.feed_forward) {
+  if (c.mlp == MlpKind::none) {
     if (c.moe.experts > 0)
       fail("Block", "experts={} needs a feed-forward, but the block is attention-only",
            c.moe.experts);
@@ -22,8 +23,7 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
       fail("Block", "moe.d_model={} differs from the block's d_model={}", c.moe.d_model, D);
     moe_.emplace(c.moe, gen);
   } else {
-    mlp_.emplace(FeedForwardConfig{D, c.mlp_hidden, feed_forward_kind(c.swiglu), c.mlp_bias,
-                                   c.std, c.attention.out_std},
+    mlp_.emplace(FeedForwardConfig{D, c.mlp_hidden, c.mlp, c.mlp_bias, c.std, c.attention.out_std},
                  gen);
   }
   this->register_module("norm1", norm1_);

@@ -20,8 +20,7 @@ namespace tapegrad {
 struct BlockConfig {
   AttentionConfig attention;
   std::size_t mlp_hidden = 0;             // usually 4 * d_model
-  bool swiglu = false;                    // SwiGLU feed-forward instead of GELU
-  bool feed_forward = true;               // false: attention-only, x + attn(norm1(x)) alone
+  MlpKind mlp = MlpKind::gelu;            // none: attention-only, x + attn(norm1(x)) alone
   bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
   double std = init::gpt2_std;            // the feed-forward's input weights

@@ -22,7 +22,7 @@ struct Choices<NormKind> {
 };
 template <>
 struct Choices<MlpKind> {
-  static std::vector<std::string> names() { return {"gelu", "swiglu", "none"}; }
+  static std::vector<std::string> names() { return mlp_kind_names(); }
 };
 template <>
 struct Choices<PositionKind> {
@@ -279,8 +279,8 @@ std::size_t TransformerConfig::resolved_head_dim() const {
 std::size_t TransformerConfig::resolved_mlp_hidden() const {
   if (mlp_hidden != 0) return mlp_hidden;
   const std::size_t dense = mlp_ratio * d_model;
-  // SwiGLU has three matrices where GELU has two: 2/3 of the width keeps the count level
-  if (mlp == MlpKind::swiglu) return round_up(2 * dense / 3, mlp_multiple == 0 ? 1 : mlp_multiple);
+  // a gated kind has three matrices where GELU has two: 2/3 of the width keeps the count level
+  if (mlp_gated(mlp)) return round_up(2 * dense / 3, mlp_multiple == 0 ? 1 : mlp_multiple);
   return dense;
 }
 
@@ -427,7 +427,7 @@ ParameterCounts count_parameters(const TransformerConfig& c) {
   p.attention_out = L * H * dh * D;
   p.qk_norm = c.qk_norm ? L * 2 * dh : 0;
   p.temperature = c.learned_temperature ? L * H : 0;
-  const U matrices = c.mlp == MlpKind::none ? 0 : c.mlp == MlpKind::swiglu ? 3 : 2;
+  const U matrices = mlp_matrices(c.mlp);
   const U biases = c.mlp_bias && matrices > 0 ? (matrices - 1) * F + D : 0;
   const U one_mlp = matrices * D * F + biases;
   // an MoE layer holds `experts` MLPs and the router W_router (D, E); a token uses top_k

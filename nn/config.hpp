@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/feed_forward_kind.hpp"  // MlpKind
 #include "nn/init.hpp"    // AttentionInit
 #include "nn/layers.hpp"  // NormKind
 #include "ops/attention_spec.hpp"  // AttentionSpec, PositionBias
@@ -24,7 +25,6 @@
 
 namespace tapegrad {
 
-enum class MlpKind { gelu, swiglu, none };  // none: attention-only blocks
 // The seed has a type of its own so that the field list can tell it from a size (both are
 // 64-bit unsigned integers here); it converts to and from std::uint64_t implicitly.
 struct Seed {

@@ -1,6 +1,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/config.hpp"
 
@@ -14,6 +15,19 @@ struct Unmet {
 };
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// "mlp=a, b or c": the feed-forward kinds that `holds` says yes to, in the list's order.
+template <class Pred>
+std::string mlp_kinds_where(Pred holds) {
+  const std::vector<std::string> names = mlp_kind_names();
+  std::vector<std::string> chosen;
+  for (std::size_t k = 0; k < names.size(); ++k)
+    if (holds(static_cast<MlpKind>(k))) chosen.push_back(names[k]);
+  std::string text = "mlp=";
+  for (std::size_t i = 0; i < chosen.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == chosen.size() ? " or " : ", ") + chosen[i];
+  return text;
+}
 
 // The first condition `field` needs that c does not meet; nullopt when the field applies.
 std::optional<Unmet> unmet_condition(const TransformerConfig& c, const std::string& field) {
@@ -38,10 +52,10 @@ std::optional<Unmet> unmet_condition(const TransformerConfig& c, const std::stri
   if (field == "qk_norm_gain" && !c.qk_norm) return Unmet{"qk_norm=true", is("qk_norm")};
   if ((field == "experts_top_k" || starts_with(field, "moe_")) && c.experts == 0)
     return Unmet{"experts > 0", is("experts")};
-  if (starts_with(field, "mlp_") && c.mlp == MlpKind::none)
-    return Unmet{"mlp=gelu or swiglu", is("mlp")};
-  if (field == "mlp_multiple" && c.mlp != MlpKind::swiglu)
-    return Unmet{"mlp=swiglu", is("mlp")};
+  if (starts_with(field, "mlp_") && mlp_matrices(c.mlp) == 0)
+    return Unmet{mlp_kinds_where([](MlpKind k) { return mlp_matrices(k) > 0; }), is("mlp")};
+  if (field == "mlp_multiple" && !mlp_gated(c.mlp))
+    return Unmet{mlp_kinds_where(mlp_gated), is("mlp")};
   if (one_of({"mlp_ratio", "mlp_multiple"}) && c.mlp_hidden != 0)
     return Unmet{"mlp_hidden=0", is("mlp_hidden")};
   return std::nullopt;

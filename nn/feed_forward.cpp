@@ -6,19 +6,23 @@ namespace tapegrad {
 
 namespace {
 
-bool gated(FeedForwardKind kind) { return kind != FeedForwardKind::gelu; }
+MlpKind checked_kind(MlpKind kind) {
+  if (mlp_matrices(kind) == 0) fail("FeedForward", "mlp=none builds no feed-forward");
+  return kind;
+}
 
 }  // namespace
 
 // Members are built in declaration order (in, up, out): the order of the draws from `gen`.
 template <class T>
 FeedForward<T>::FeedForward(const FeedForwardConfig& c, Generator& gen)
-    : kind_(c.kind),
+    : kind_(checked_kind(c.kind)),
       in_(c.d_model, c.hidden, c.bias, gen, c.std),
-      up_(gated(c.kind) ? std::optional<Linear<T>>(std::in_place, c.d_model, c.hidden, c.bias, gen, c.std)
-                        : std::nullopt),
+      up_(mlp_gated(c.kind)
+              ? std::optional<Linear<T>>(std::in_place, c.d_model, c.hidden, c.bias, gen, c.std)
+              : std::nullopt),
       out_(c.hidden, c.d_model, c.bias, gen, c.out_std) {
-  if (!gated(kind_)) {
+  if (!mlp_gated(kind_)) {
     this->register_module("fc", in_);
     this->register_module("proj", out_);
     return;
@@ -39,8 +43,9 @@ Tensor<T> FeedForward<T>::forward(const Tensor<T>& x) const {
 template <class T>
 Tensor<T> FeedForward<T>::hidden(const Tensor<T>& x) const {
   switch (kind_) {
-    case FeedForwardKind::gelu: return gelu(in_(x));
-    case FeedForwardKind::swiglu: return silu(in_(x)) * (*up_)(x);
+    case MlpKind::gelu: return gelu(in_(x));
+    case MlpKind::swiglu: return silu(in_(x)) * (*up_)(x);
+    case MlpKind::none: break;
   }
   fail("FeedForward", "unknown kind {}", static_cast<int>(kind_));
 }

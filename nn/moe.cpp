@@ -24,8 +24,7 @@ MixtureOfExperts<T>::MixtureOfExperts(const MoEConfig& c, Generator& gen)
     : config_(c), router_(c.d_model, checked_experts(c), false, gen, c.std) {
   this->register_module("router", router_);
   // all experts first, then their names: registering keeps references into the vectors
-  const FeedForwardConfig each{c.d_model, c.hidden, feed_forward_kind(c.swiglu), c.mlp_bias,
-                               c.std, c.out_std};
+  const FeedForwardConfig each{c.d_model, c.hidden, c.mlp, c.mlp_bias, c.std, c.out_std};
   for (std::size_t e = 0; e < c.experts; ++e) experts_.emplace_back(each, gen);
   for (std::size_t e = 0; e < c.experts; ++e)
     this->register_module("experts." + std::to_string(e), experts_[e]);

@@ -25,7 +25,8 @@ namespace tapegrad {
 
 struct MoEConfig {
   std::size_t d_model = 0, hidden = 0, experts = 0, top_k = 2;
-  bool swiglu = false, mlp_bias = true, renorm = true;
+  MlpKind mlp = MlpKind::gelu;  // each expert's feed-forward
+  bool mlp_bias = true, renorm = true;
   // Switch's capacity factor, in a training forward only (set_training): each expert takes
   // at most ceil(capacity * N * k / E) of the forward's N tokens, the earliest; a dropped
   // choice adds nothing. 0: dropless.

@@ -36,7 +36,7 @@ MoEConfig moe_config(const TransformerConfig& c, const BlockConfig& b) {
   m.hidden = b.mlp_hidden;
   m.experts = c.experts;
   m.top_k = c.experts_top_k;
-  m.swiglu = b.swiglu;
+  m.mlp = b.mlp;
   m.mlp_bias = b.mlp_bias;
   m.renorm = c.moe_renorm;
   m.capacity = c.moe_capacity;
@@ -58,8 +58,7 @@ BlockConfig block_config(const TransformerConfig& c) {
   a.qkv_std = init::attention_std(c.attention_init, c.d_model);
   a.out_std = init::residual_std(c.layers);
   b.mlp_hidden = c.resolved_mlp_hidden();
-  b.swiglu = c.mlp == MlpKind::swiglu;
-  b.feed_forward = c.mlp != MlpKind::none;
+  b.mlp = c.mlp;
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
   b.std = init::gpt2_std;

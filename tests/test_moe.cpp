@@ -175,7 +175,7 @@ MoEConfig small_moe(std::size_t k, bool renorm, bool swiglu) {
   c.experts = 4;
   c.top_k = k;
   c.renorm = renorm;
-  c.swiglu = swiglu;
+  c.mlp = swiglu ? MlpKind::swiglu : MlpKind::gelu;
   c.mlp_bias = !swiglu;
   c.std = 0.7;  // a router far from uniform, so that no two probabilities are near a tie
   c.out_std = 0.5;
@@ -504,13 +504,14 @@ TEST_CASE("moe: outputs, aux and z losses and every gradient match PyTorch's Mix
     c.experts = static_cast<std::size_t>(config(0));
     c.top_k = static_cast<std::size_t>(config(1));
     c.renorm = config(2) != 0;
-    c.swiglu = config(3) != 0;
-    c.mlp_bias = !c.swiglu;
+    const bool swiglu = config(3) != 0;
+    c.mlp = swiglu ? MlpKind::swiglu : MlpKind::gelu;
+    c.mlp_bias = !swiglu;
     c.d_model = x0.shape().back();
-    c.hidden = load_fixture(kSet, name, c.swiglu ? "e0_gate" : "e0_fc").shape()[1];
+    c.hidden = load_fixture(kSet, name, swiglu ? "e0_gate" : "e0_fc").shape()[1];
     Generator gen(0);
     MixtureOfExperts<double> moe(c, gen);
-    const auto names = fixture_names(c.experts, c.swiglu);
+    const auto names = fixture_names(c.experts, swiglu);
     REQUIRE(names.size() == moe.named_parameters().size());
     for (const auto& [param, file] : names) {
       Tensor<double> weight = moe.parameter(param);

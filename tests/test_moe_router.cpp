@@ -177,11 +177,22 @@ TEST_CASE("feed-forward: one part for the dense block and the experts, names as 
 
   // the shared part's kinds: gelu: proj(gelu(fc(x))); swiglu: down(silu(gate(x)) * up(x))
   Generator gen(3);
-  const FeedForward<double> gelu({4, 6, FeedForwardKind::gelu, true}, gen);
-  const FeedForward<double> swiglu({4, 6, FeedForwardKind::swiglu, false}, gen);
+  const FeedForward<double> gelu({4, 6, MlpKind::gelu, true}, gen);
+  const FeedForward<double> swiglu({4, 6, MlpKind::swiglu, false}, gen);
   CHECK(gelu.named_parameters().size() == 4);
   CHECK(swiglu.named_parameters().size() == 3);
   CHECK(swiglu.named_parameters()[1].name == "up.weight");
   CHECK(swiglu.named_parameters()[1].tensor.shape() == Shape{4, 6});
   CHECK(gelu(Tensor<double>::ones({2, 3, 4})).shape() == Shape{2, 3, 4});
+  // every kind of the one list (nn/feed_forward_kind.hpp) builds its matrices, none refuses
+  for (std::size_t k = 0; k < mlp_kind_names().size(); ++k) {
+    const auto kind = static_cast<MlpKind>(k);
+    INFO("mlp=" << mlp_kind_names()[k]);
+    if (mlp_matrices(kind) == 0) {
+      CHECK_THROWS_WITH(FeedForward<double>({4, 6, kind, false}, gen), Catch::Contains("none"));
+      continue;
+    }
+    const FeedForward<double> part({4, 6, kind, false}, gen);
+    CHECK(part.named_parameters().size() == mlp_matrices(kind));
+  }
 }

@@ -63,7 +63,7 @@ void check_block(const BlockCase& bc, AttentionPath path) {
   rope.style = bc.style;
   c.attention.rope = rope;
   c.mlp_hidden = load_fixture(kSet, bc.name, "gate").shape()[1];
-  c.swiglu = true;
+  c.mlp = MlpKind::swiglu;
   c.mlp_bias = false;
   c.norm = NormKind::rms_norm;
   Generator gen(0);

@@ -67,8 +67,7 @@ long double expected_parameters(const TransformerConfig& c) {
 
 long double expected_tensors(const TransformerConfig& c) {
   const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
-  const long double mlp =
-      c.mlp == MlpKind::none ? 0 : (c.mlp == MlpKind::swiglu ? 3 : 2) * (c.mlp_bias ? 2 : 1);
+  const long double mlp = mlp_matrices(c.mlp) * (c.mlp_bias ? 2 : 1);
   const long double block_norms = c.mlp == MlpKind::none ? 1 : 2;
   const long double block =
       block_norms * norm + 4 + (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
