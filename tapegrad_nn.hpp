@@ -2,7 +2,7 @@
 // Everything: tapegrad.hpp (the engine and the ops) and nn/: the model's configuration and
 // presets, Module, Linear, Embedding, the norms, MLP, SwiGLU, attention, Block, the
 // Transformer (TinyGPT), init, SGD/AdamW, the learning-rate schedule, .npz checkpoints,
-// the KV cache, sampling and generation.
+// Hugging Face model folders, the KV cache, sampling and generation.
 #include "tapegrad.hpp"
 
 #include "nn/block.hpp"
@@ -16,6 +16,7 @@
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/io/npz.hpp"
+#include "nn/io/pretrained.hpp"
 #include "nn/optim.hpp"
 #include "nn/sampling.hpp"
 #include "nn/schedule.hpp"
