@@ -15,6 +15,7 @@ void bind_tasks(py::module_& m);   // the built-in tasks and their evaluation
 void bind_hooks(py::module_& m);   // run_with_cache, run_with_hooks, ActivationCache
 void bind_text(py::module_& m);    // Tokenizer: byte-level BPE (text/)
 void bind_safetensors(py::module_& m);  // read_safetensors, write_safetensors
+void bind_pretrained(py::module_& nn);  // Hugging Face model folders (after bind_nn)
 // attention_weights/mix/scores, flash_attention, attention_decode; nn's KVCache classes
 void bind_decode(py::module_& m, py::module_& nn);
 
