@@ -317,6 +317,7 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
        "cannot be built: config: heads=32 is not divisible by kv_heads=3"},
       {edited(kLlama3, {{"head_dim", 0}}), "head_dim must be positive"},
       {edited(kMixtral, {{"num_experts_per_tok", 9}}), "experts_top_k=9"},
+      {edited(kMixtral, {{"num_local_experts", 0}}), "num_local_experts must be positive"},
   };
   for (const auto& [text, wanted] : cases) {
     INFO(text);

@@ -301,6 +301,16 @@ TEST_CASE("pretrained: a missing unexpected or wrong-shape tensor is refused nam
   CHECK_THAT(refusal_of_load(dir.file("m")),
              Catch::Contains("'lm_head.weight'") && Catch::Contains("tie_word_embeddings is true"));
 
+  // a config.json far larger than its weights: refused before the model is built
+  config["tie_word_embeddings"] = false;
+  config["num_hidden_layers"] = 1000000;
+  config["hidden_size"] = 4096;
+  config["intermediate_size"] = 14336;
+  write_bytes(dir.file("m/config.json"), config.dump());
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("config.json describes a model of") && Catch::Contains("parameters, the "
+                                                                                     "folder's tensors hold"));
+
   CHECK_THAT(refusal_of_load(dir.file("nowhere")), Catch::Contains("not a folder holding config.json"));
   CHECK_FALSE(is_pretrained_folder(dir.file("nowhere")));
   CHECK_FALSE(is_pretrained_folder(file));

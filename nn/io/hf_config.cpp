@@ -280,6 +280,7 @@ TransformerConfig llama_family_config(Fields& f, bool& dynamic_rope) {
              c.window);
   if (type == "mixtral") {
     c.experts = f.size("num_local_experts", 8);
+    if (c.experts == 0) f.refuse("num_local_experts must be positive (a mixtral has experts)");
     c.experts_top_k = f.size("num_experts_per_tok", 2);
     c.moe_renorm = true;  // MixtralSparseMoeBlock always renormalises the top k
     c.moe_every = 1;

@@ -78,6 +78,22 @@ std::string generation_config(const std::string& config_text) {
   return out.dump(2) + "\n";
 }
 
+// A model of at most this many parameters is cheap enough to build just to name the
+// tensors a folder lacks (as the checkpoint loader does).
+constexpr long double kAlwaysBuildable = 1 << 22;
+
+// A config.json that describes more parameters than the folder holds values cannot load:
+// said before a large model is built, which for a hostile or mismatched file could take
+// more memory than there is.
+void check_size(const SafetensorsFolder& folder, const HfModelConfig& hf, const std::string& dir) {
+  long double held = 0;
+  for (const std::string& name : folder.names()) held += folder.find(name)->elements();
+  const long double wanted = count_parameters(hf.config).total();
+  if (wanted > held && wanted > kAlwaysBuildable)
+    fail_with<CheckpointError>(load_op(dir), "config.json describes a model of {:.0f} parameters, "
+                               "the folder's tensors hold {:.0f} values", double(wanted), double(held));
+}
+
 }  // namespace
 
 bool is_pretrained_folder(const std::string& path) {
@@ -94,6 +110,7 @@ PretrainedModel<T> load_pretrained(const std::string& dir) {
   const SafetensorsFolder folder(dir);
   HfLayout layout = hf_layout(hf.config, hf.model_type);
   adapt_prefix(layout, folder);
+  check_size(folder, hf, dir);
   Transformer<T> model(hf.config);
   const std::vector<HfTensor<T>> tensors = hf_tensors(model, layout);
   check_folder(folder, tensors, hf, dir);
