@@ -2,7 +2,8 @@
 // Everything: tapegrad.hpp (the engine and the ops) and nn/: the model's configuration and
 // presets, Module, Linear, Embedding, the norms, MLP, SwiGLU, attention, Block, the
 // Transformer (and its deprecated old name, nn/tinygpt.hpp), init, SGD/AdamW, the
-// learning-rate schedule, .npz checkpoints, the KV cache, sampling and generation.
+// learning-rate schedule, .npz checkpoints, Hugging Face model folders, the KV cache,
+// sampling and generation.
 #include "tapegrad.hpp"
 
 #include "nn/block.hpp"
@@ -16,6 +17,7 @@
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 #include "nn/io/npz.hpp"
+#include "nn/io/pretrained.hpp"
 #include "nn/optim.hpp"
 #include "nn/sampling.hpp"
 #include "nn/schedule.hpp"

@@ -66,10 +66,18 @@ template <class T>
 MultiHeadAttention<T>::MultiHeadAttention(const AttentionConfig& c, Generator& gen)
     : d_model_(c.d_model), spec_(checked_spec(c)), rope_(c.rope) {
   const std::size_t q_width = spec_.heads * spec_.head_dim, kv_width = spec_.kv_heads * spec_.head_dim;
+  // a bias draws nothing from gen, so the weights of a model with biases are those without
+  auto bias = [&](const char* name, std::size_t width, bool wanted) {
+    return wanted ? this->register_parameter(name, init::constant<T>({width}, 0.0)) : Tensor<T>();
+  };
   Wq_ = this->register_parameter("Wq", init::normal<T>({c.d_model, q_width}, gen, c.qkv_std));
+  bq_ = bias("bq", q_width, c.qkv_bias);
   Wk_ = this->register_parameter("Wk", init::normal<T>({c.d_model, kv_width}, gen, c.qkv_std));
+  bk_ = bias("bk", kv_width, c.qkv_bias);
   Wv_ = this->register_parameter("Wv", init::normal<T>({c.d_model, kv_width}, gen, c.qkv_std));
+  bv_ = bias("bv", kv_width, c.qkv_bias);
   Wo_ = this->register_parameter("Wo", init::normal<T>({q_width, c.d_model}, gen, c.out_std));
+  bo_ = bias("bo", c.d_model, c.out_bias);
   if (c.qk_norm) {
     q_norm_.emplace(NormKind::rms_norm, spec_.head_dim, c.norm_eps);
     k_norm_.emplace(NormKind::rms_norm, spec_.head_dim, c.norm_eps);
@@ -100,10 +108,12 @@ void MultiHeadAttention<T>::set_head_mask(const std::vector<bool>& keep) {
     if (keep[h]) std::fill(m + h * spec_.head_dim, m + (h + 1) * spec_.head_dim, T(1));
 }
 
-// merged (B, T, heads*dh) [* head mask (heads*dh), zeroing the ablated heads] @ Wo -> (B, T, D)
+// merged (B, T, heads*dh) [* head mask (heads*dh), zeroing the ablated heads] @ Wo [+ bo]
+// -> (B, T, D); bo is no head's, so an ablation keeps it
 template <class T>
 Tensor<T> MultiHeadAttention<T>::output(const Tensor<T>& merged) const {
-  return matmul(head_mask_.defined() ? merged * head_mask_ : merged, Wo_);
+  const Tensor<T> out = matmul(head_mask_.defined() ? merged * head_mask_ : merged, Wo_);
+  return bo_.defined() ? out + bo_ : out;
 }
 
 // q (B, T, heads*dh), k and v (B, T, kv_heads*dh) -> the heads' outputs merged (B, T,
@@ -149,7 +159,7 @@ MultiHeadAttention<T>::MultiHeadAttention(std::size_t d_model, std::size_t heads
                                           std::optional<double> scale)
     : MultiHeadAttention(gpt2_attention(d_model, heads, qkv_std, out_std, scale), gen) {}
 
-// x (B, T, D) @ Wq -> q (B, T, heads*dh); @ Wk, Wv -> k, v (B, T, kv_heads*dh)
+// x (B, T, D) @ Wq [+ bq] -> q (B, T, heads*dh); @ Wk, Wv [+ bk, bv] -> k, v (B, T, kv_heads*dh)
 //   -> [qk_norm per head] -> [rope at positions 0..T-1] -> [q times each head's temperature]
 //   -> causal attention per head -> merged (B, T, heads*dh) [* head mask] @ Wo -> (B, T, D). Every step is an op on the tape.
 template <class T>
@@ -165,6 +175,11 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
     fail("MultiHeadAttention", "x must be (B, T, D) with D={}, got {}", d_model_, x.shape_string());
   const std::size_t dh = spec_.head_dim, start = cache ? cache->length() : 0;
   Tensor<T> q = matmul(x, Wq_), k = matmul(x, Wk_), v = matmul(x, Wv_);
+  if (bq_.defined()) {
+    q = q + bq_;
+    k = k + bk_;
+    v = v + bv_;
+  }
   if (q_norm_) {
     q = per_head(*q_norm_, q, spec_.heads, dh);
     k = per_head(*k_norm_, k, spec_.kv_heads, dh);

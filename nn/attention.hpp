@@ -28,13 +28,18 @@ struct AttentionConfig {
   double qk_norm_gain = 1.0;            // the gains' initial value (scores start at gain^2 q.k)
   bool learned_temperature = false;     // a learned scalar per head on q.k, from 1/sqrt(head_dim)
   double norm_eps = 1e-5;
+  bool qkv_bias = false;                // bq, bk, bv: added to the projections' products
+  bool out_bias = false;                // bo: added to the output projection's product
   std::optional<RopeSpec> rope;         // rotary positions on q and k, none when empty
   double qkv_std = init::gpt2_std;      // Wq, Wk, Wv
   double out_std = init::gpt2_std;      // Wo
 };
 
 // Causal self-attention over x (B, T, D). Parameters, in order: Wq (D, heads*head_dim),
-// Wk and Wv (D, kv_heads*head_dim), Wo (heads*head_dim, D), no biases; then, with qk_norm,
+// [bq (heads*head_dim)], Wk and Wv (D, kv_heads*head_dim) [each followed by bk, bv
+// (kv_heads*head_dim)], Wo (heads*head_dim, D) [, bo (D)]; the biases, zero to start, exist
+// with qkv_bias and out_bias and are added right after each product, so every path (the
+// composed, fused and flash attention, the cache, the decode) sees them. Then, with qk_norm,
 // q_norm.weight and k_norm.weight (head_dim); then, with learned_temperature, temperature
 // (heads, 1), which multiplies each query head (and so its scores) on top of the fixed
 // scale. Query head h reads K/V head h / (heads/kv_heads).
@@ -82,6 +87,11 @@ class MultiHeadAttention : public Module<T> {
   const Tensor<T>& Wk() const { return Wk_; }
   const Tensor<T>& Wv() const { return Wv_; }
   const Tensor<T>& Wo() const { return Wo_; }
+  // The projections' biases; undefined without qkv_bias (bq, bk, bv) or out_bias (bo).
+  const Tensor<T>& bq() const { return bq_; }
+  const Tensor<T>& bk() const { return bk_; }
+  const Tensor<T>& bv() const { return bv_; }
+  const Tensor<T>& bo() const { return bo_; }
   // (heads, 1) with learned_temperature; undefined otherwise.
   const Tensor<T>& temperature() const { return temperature_; }
 
@@ -91,6 +101,7 @@ class MultiHeadAttention : public Module<T> {
   std::optional<RopeSpec> rope_;
   std::optional<AttentionPath> path_;  // unset: chosen by path()
   Tensor<T> Wq_, Wk_, Wv_, Wo_;
+  Tensor<T> bq_, bk_, bv_, bo_;  // undefined when the config has no such bias
   std::optional<Norm<T>> q_norm_, k_norm_;
   Tensor<T> temperature_;
   std::vector<bool> head_keep_;
@@ -100,7 +111,7 @@ class MultiHeadAttention : public Module<T> {
   Tensor<T> attend_full(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v);
   Tensor<T> attend_hooked(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v,
                           bool scores_point, bool pattern_point);
-  Tensor<T> output(const Tensor<T>& merged) const;  // [head mask], then @ Wo
+  Tensor<T> output(const Tensor<T>& merged) const;  // [head mask], then @ Wo [+ bo]
 };
 
 extern template class MultiHeadAttention<float>;

@@ -422,9 +422,10 @@ ParameterCounts count_parameters(const TransformerConfig& c) {
   ParameterCounts p;
   p.token_embedding = V * D;
   p.position_embedding = c.positions == PositionKind::learned ? U(c.context) * D : 0;
-  p.attention_q = L * D * H * dh;
-  p.attention_kv = L * 2 * D * KV * dh;
-  p.attention_out = L * H * dh * D;
+  const U qkv_bias = c.attn_qkv_bias ? 1 : 0, out_bias = c.attn_out_bias ? 1 : 0;
+  p.attention_q = L * (D + qkv_bias) * H * dh;
+  p.attention_kv = L * 2 * (D + qkv_bias) * KV * dh;
+  p.attention_out = L * (H * dh + out_bias) * D;
   p.qk_norm = c.qk_norm ? L * 2 * dh : 0;
   p.temperature = c.learned_temperature ? L * H : 0;
   const U matrices = mlp_matrices(c.mlp);

@@ -80,6 +80,10 @@ inline constexpr double kUnbounded = 1e300;
     "swiglu's default hidden width is rounded up to a multiple of this")                        \
   X(architecture, bool, mlp_bias, true, 0, 0, 2, true,                                          \
     "the feed-forward Linears have biases")                                                     \
+  X(architecture, bool, attn_qkv_bias, false, 0, 0, 6, false,                                   \
+    "biases on the q, k and v projections, added right after each product (GPT-2, Qwen2)")      \
+  X(architecture, bool, attn_out_bias, false, 0, 0, 6, false,                                   \
+    "a bias on the attention's output projection (GPT-2)")                                      \
   X(architecture, PositionKind, positions, PositionKind::learned, 0, 0, 2, PositionKind::learned, \
     "positions: learned (a table added to the embeddings), rope (rotary, on q and k), none or " \
     "alibi (a per-head linear bias -slope*(i-j) on the scores)")                                \

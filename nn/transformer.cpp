@@ -54,6 +54,8 @@ BlockConfig block_config(const TransformerConfig& c) {
   a.qk_norm_gain = c.qk_norm_gain;
   a.learned_temperature = c.learned_temperature;
   a.norm_eps = c.norm_eps;
+  a.qkv_bias = c.attn_qkv_bias;
+  a.out_bias = c.attn_out_bias;
   if (c.positions == PositionKind::rope) a.rope = c.rope();
   a.qkv_std = init::attention_std(c.attention_init, c.d_model);
   a.out_std = init::residual_std(c.layers);

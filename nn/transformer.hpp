@@ -8,8 +8,8 @@
 //
 // The head has no bias (as GPT-2's lm_head); with tie_embeddings it is tok_emb's matrix,
 // transposed. Parameter names, in registration order: tok_emb.weight, [pos_emb.weight],
-// blocks.<i>.{norm1.weight, [norm1.bias], attn.Wq, attn.Wk, attn.Wv, attn.Wo,
-// [attn.q_norm.weight, attn.k_norm.weight], norm2.weight, [norm2.bias],
+// blocks.<i>.{norm1.weight, [norm1.bias], attn.Wq, [attn.bq], attn.Wk, [attn.bk], attn.Wv,
+// [attn.bv], attn.Wo, [attn.bo], [attn.q_norm.weight, attn.k_norm.weight], norm2.weight, [norm2.bias],
 // mlp.{fc, proj} (gelu) or mlp.{gate, up, down} (swiglu), each .weight [and .bias]},
 // norm_f.weight, [norm_f.bias], [head.weight]. Linear weights are (in, out).
 #include <cstddef>

@@ -43,6 +43,17 @@ Tensor<T> random_away_from_zero(const Shape& shape, std::uint64_t seed, double g
   return t;
 }
 
+// A model's attention biases (the parameters named *.attn.b*) set to uniform values in
+// [-0.5, 0.5): they start at zero, where a path that left one out would still agree.
+template <class T, template <class> class Model>
+void spread_attention_biases(const Model<T>& model, std::uint64_t seed) {
+  for (const auto& p : model.named_parameters()) {
+    if (p.name.find(".attn.b") == std::string::npos) continue;
+    Tensor<T> t = p.tensor;
+    t.value() = random<T>(array_shape(t.value()), seed++, false, -0.5, 0.5).value();
+  }
+}
+
 // Row-major values from a flat list, with a shape.
 template <class T>
 Tensor<T> make(const Shape& shape, const std::vector<double>& values, bool requires_grad = false) {

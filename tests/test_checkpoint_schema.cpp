@@ -309,6 +309,21 @@ TEST_CASE("checkpoint schema: each fixture holds the model its command line desc
   // 2 x 11 x 16 + 2 x 768 attention + 32 QK-norm + 80 norms + 3,072 dense + 4 x 3,072 + 64
   CHECK(count_parameters(v5).total() == 17424);
   CHECK(count_parameters(v5).active() == 11280);
+  CHECK_FALSE(v5.attn_qkv_bias);  // format 6's fields, at their old values
+  CHECK_FALSE(v5.attn_out_bias);
+  const TransformerConfig v6 =
+      read_checkpoint_config((fixtures(6) / "sort_gpt2_attention_biases.npz").string());
+  CHECK(v6.attn_qkv_bias);
+  CHECK(v6.attn_out_bias);
+  CHECK(v6.seed == 17);
+  // the biases add 3 x 16 (q, k, v) + 16 (o) to the same model without them
+  const Transformer<float> m6 =
+      load_checkpoint<float>((fixtures(6) / "sort_gpt2_attention_biases.npz").string());
+  TransformerConfig no_biases = v6;
+  no_biases.attn_qkv_bias = no_biases.attn_out_bias = false;
+  CHECK(m6.parameter_count() == count_parameters(no_biases).total() + 64);
+  CHECK(m6.has_parameter("blocks.0.attn.bq"));
+  CHECK(m6.has_parameter("blocks.0.attn.bo"));
 }
 
 #if defined(TAPEGRAD_TRAIN_BIN)
@@ -325,6 +340,7 @@ TEST_CASE("checkpoint schema: every fixture evaluates to the loss its own run re
       {"format3/reverse_rope_tied.npz", 2.356590509414673},
       {"format4/sort_alibi_softcaps.npz", 1.958663821220398},
       {"format5/sort_mixtral_every2.npz", 1.939475178718567},
+      {"format6/sort_gpt2_attention_biases.npz", 2.0291640758514404},
   };
   for (const auto& [file, reported] : runs) {
     INFO(file);

@@ -219,12 +219,14 @@ TEST_CASE("config: count_parameters equals the built model for every part", "[co
   v.kv_heads = 1;
   v.head_dim = 6;
   v.mlp_bias = true;
+  v.attn_qkv_bias = true;  // with GQA and head_dim != d_model/heads: bq and bk differ in width
   configs.push_back(v);
   TransformerConfig n = sized(gpt2_preset());
   n.positions = PositionKind::none;
   n.norm = NormKind::rms_norm;
   n.mlp_hidden = 20;
   n.mlp_bias = false;
+  n.attn_out_bias = true;
   configs.push_back(n);
   for (const TransformerConfig& c : configs) {
     INFO(config_summary(c));

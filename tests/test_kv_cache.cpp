@@ -48,6 +48,10 @@ std::vector<std::pair<std::string, TransformerConfig>> variants() {
   TransformerConfig w1 = l; w1.window = 1; add("window 1", w1);
   TransformerConfig gw = g; gw.window = 4; add("gpt2 window 4", gw);
   TransformerConfig q = l; q.qk_norm = true; add("qk_norm", q);
+  TransformerConfig b = w; b.attn_qkv_bias = true; b.attn_out_bias = true;
+  add("window 5 + attention biases", b);
+  TransformerConfig gb = g; gb.attn_qkv_bias = true; gb.attn_out_bias = true;
+  add("gpt2 + attention biases", gb);
   TransformerConfig i = l; i.rope_style = RopeStyle::interleaved; add("rope interleaved", i);
   TransformerConfig y = l; y.rope_scaling = RopeScaling::yarn; y.rope_factor = 4;
   y.rope_original_context = 8; add("rope yarn", y);
@@ -109,6 +113,7 @@ void check_every_variant(double tolerance) {
   for (const auto& [name, config] : variants()) {
     INFO(name);
     Transformer<T> model(config);
+    spread_attention_biases(model, 31);
     const std::vector<std::int64_t> ids = random_tokens(config.context, config.vocab, 77);
     NoGradGuard no_grad;
     const Tensor<T> full = model.forward(as_row(ids, 0, ids.size()));

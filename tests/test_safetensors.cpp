@@ -142,6 +142,26 @@ TEST_CASE("safetensors: the writer's bytes are the spec's, byte for byte", "[saf
   CHECK(dir.entries() == 1);  // no temporary file left
 }
 
+TEST_CASE("safetensors: a tensor produced while the file is written gives the same bytes",
+          "[safetensors]") {
+  TempDir dir;
+  const float b[] = {1.5f, -2.0f};
+  const float a = 0.25f;
+  save_safetensors<float>(dir.file("held.safetensors"), {{"b", {2}, b}, {"a", {}, &a}});
+  int calls = 0;
+  const std::function<void(float*)> make_b = [&](float* out) {
+    ++calls;
+    out[0] = 1.5f;
+    out[1] = -2.0f;
+  };
+  save_safetensors<float>(dir.file("filled.safetensors"), {{"b", {2}, make_b}, {"a", {}, &a}});
+  CHECK(calls == 1);
+  CHECK(read_bytes(dir.file("filled.safetensors")) == read_bytes(dir.file("held.safetensors")));
+  const std::function<void(float*)> none;
+  CHECK_THROWS_WITH(save_safetensors<float>(dir.file("x.safetensors"), {{"c", {2}, none}}),
+                    Catch::Contains("tensor 'c': no data"));
+}
+
 TEST_CASE("safetensors: a file laid out as the reference writes it is read", "[safetensors]") {
   // Header order differs from the offsets' (accepted, as the reference does), no padding,
   // mixed dtypes, a zero-size tensor sharing an offset, metadata.

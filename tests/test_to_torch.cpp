@@ -151,6 +151,11 @@ std::vector<std::pair<std::string, TransformerConfig>> switch_configs() {
     c.mlp_bias = true;
   });
   add("gpt2_attention_only", [](TransformerConfig& c) { c.mlp = MlpKind::none; });
+  add("gpt2_attention_biases", [](TransformerConfig& c) {
+    c.attn_qkv_bias = true;
+    c.attn_out_bias = true;
+  });
+  add("llama_qkv_bias_gqa", [](TransformerConfig& c) { c.attn_qkv_bias = true; });
   // mixtures of experts: renormalised top 2 (Mixtral), top 1 and top 2 with the raw
   // probabilities (Switch: a torch module that renormalised would disagree), experts in
   // every second layer only, and GELU experts

@@ -119,6 +119,9 @@ std::vector<std::pair<std::string, TransformerConfig>> switches() {
   TransformerConfig hd = l; hd.head_dim = 6; add("head_dim 6 (heads*head_dim != d_model)", hd);
   TransformerConfig none = g; none.positions = PositionKind::none; add("no positions", none);
   TransformerConfig sw = g; sw.mlp = MlpKind::swiglu; add("gpt2 + swiglu (biases)", sw);
+  TransformerConfig gb = g; gb.attn_qkv_bias = true; gb.attn_out_bias = true;
+  add("gpt2 + attention biases", gb);
+  TransformerConfig qb = l; qb.attn_qkv_bias = true; add("llama + q/k/v biases (qwen2)", qb);
   TransformerConfig us = l; us.attention_scale = 1.0; add("llama unscaled", us);
   TransformerConfig ao = g; ao.mlp = MlpKind::none; add("gpt2 attention-only", ao);
   TransformerConfig lo = l; lo.mlp = MlpKind::none; add("llama attention-only", lo);
@@ -163,6 +166,7 @@ TEST_CASE("transformer: gradcheck of the loss for every configuration switch", "
   for (auto& [name, config] : switches()) {
     INFO(name);
     Transformer<double> model(config);
+    spread_attention_biases(model, 43);
     TensorFunction<double> f = [&](const std::vector<Tensor<double>>&) {
       return model.loss(tokens, targets);
     };
@@ -181,6 +185,8 @@ TEST_CASE("transformer: the fused attention path equals the composed one inside 
     for (auto& [name, config] : switches()) {
       INFO(name << ", " << threads << " threads");
       Transformer<double> fused(config), composed(config);
+      spread_attention_biases(fused, 41);
+      spread_attention_biases(composed, 41);
       fused.set_attention_path(AttentionPath::fused);  // the default would be flash
       composed.set_attention_path(AttentionPath::composed);
       fused.loss(tokens, targets).backward();
@@ -322,4 +328,93 @@ TEST_CASE("transformer: mlp=none builds attention-only blocks with exactly their
   TransformerConfig moe = c;
   moe.experts = 2;
   CHECK_THROWS_WITH(moe.validate(), Catch::Contains("mlp=none") && Catch::Contains("experts=2"));
+}
+
+namespace {
+
+// Each of `to`'s parameters set to `from`'s of the same name.
+void copy_parameters(const Transformer<double>& from, Transformer<double>& to) {
+  for (const NamedParameter<double>& p : to.named_parameters()) {
+    Tensor<double> t = p.tensor;
+    t.value() = from.parameter(p.name).value();
+  }
+}
+
+double max_difference(const Array<double>& a, const Array<double>& b) {
+  REQUIRE(a.shape() == b.shape());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a.data()[i] - b.data()[i]));
+  return m;
+}
+
+Array<double> logits_on(Transformer<double>& model, AttentionPath path, const Indices& tokens) {
+  NoGradGuard no_grad;
+  model.set_attention_path(path);
+  return model.forward(tokens).value();
+}
+
+}  // namespace
+
+// Two identities that do not go through the code under test: the attention weights of a
+// query sum to 1, so a bias on v reaches the output as bv @ Wo, a constant shift like bo;
+// and a bias on k adds q.bk to every score of a query, which the softmax takes away unless
+// RoPE turns k first.
+TEST_CASE("transformer: attention biases: bv is bo's shift and bk matters only under RoPE", "[transformer]") {
+  TransformerConfig g = tiny(gpt2_preset());
+  g.attn_qkv_bias = g.attn_out_bias = true;
+  const Indices tokens = random_tokens(2, 5, 7, 31);
+  Transformer<double> a(g);
+  spread_attention_biases(a, 51);
+  Transformer<double> folded(g);
+  copy_parameters(a, folded);
+  for (std::size_t l = 0; l < g.layers; ++l) {
+    const std::string at = "blocks." + std::to_string(l) + ".attn.";
+    const Array<double>& bv = a.parameter(at + "bv").value();
+    const Array<double>& Wo = a.parameter(at + "Wo").value();
+    Array<double>& bo = folded.parameter(at + "bo").value();
+    for (std::size_t j = 0; j < g.d_model; ++j)
+      for (std::size_t i = 0; i < bv.size(); ++i) bo(j) += bv(i) * Wo(i, j);
+    std::fill(folded.parameter(at + "bv").value().begin(), folded.parameter(at + "bv").value().end(), 0.0);
+  }
+  Transformer<double> no_bk(g);
+  copy_parameters(a, no_bk);
+  for (std::size_t l = 0; l < g.layers; ++l) {
+    Array<double>& bk = no_bk.parameter("blocks." + std::to_string(l) + ".attn.bk").value();
+    std::fill(bk.begin(), bk.end(), 0.0);
+  }
+  for (AttentionPath path : {AttentionPath::composed, AttentionPath::fused, AttentionPath::flash}) {
+    const Array<double> ref = logits_on(a, path, tokens);
+    check_close(logits_on(folded, path, tokens), ref, 1e-12);
+    check_close(logits_on(no_bk, path, tokens), ref, 1e-12);
+    // and the biases do change the model: without them the logits move
+    Transformer<double> plain(tiny(gpt2_preset()));
+    copy_parameters(a, plain);
+    CHECK(max_difference(logits_on(plain, path, tokens), ref) > 1e-3);
+  }
+  // with RoPE, k's bias is turned with k and changes the scores
+  TransformerConfig r = tiny(llama_preset());
+  r.attn_qkv_bias = true;
+  Transformer<double> rotated(r), rotated_no_bk(r);
+  spread_attention_biases(rotated, 53);
+  copy_parameters(rotated, rotated_no_bk);
+  for (std::size_t l = 0; l < r.layers; ++l) {
+    Array<double>& bk = rotated_no_bk.parameter("blocks." + std::to_string(l) + ".attn.bk").value();
+    std::fill(bk.begin(), bk.end(), 0.0);
+  }
+  CHECK(max_difference(logits_on(rotated, AttentionPath::fused, tokens),
+                       logits_on(rotated_no_bk, AttentionPath::fused, tokens)) > 1e-4);
+}
+
+TEST_CASE("transformer: zero attention biases leave a model's draws and logits as they were", "[transformer]") {
+  const Indices tokens = random_tokens(2, 5, 7, 33);
+  for (TransformerConfig c : {tiny(gpt2_preset()), tiny(llama_preset())}) {
+    Transformer<double> plain(c);
+    c.attn_qkv_bias = c.attn_out_bias = true;
+    Transformer<double> biased(c);
+    for (const NamedParameter<double>& p : plain.named_parameters())
+      CHECK(max_difference(biased.parameter(p.name).value(), p.tensor.value()) == 0.0);
+    CHECK(biased.named_parameters().size() == plain.named_parameters().size() + 4 * c.layers);
+    CHECK(max_difference(logits_on(biased, AttentionPath::fused, tokens),
+                         logits_on(plain, AttentionPath::fused, tokens)) == 0.0);
+  }
 }

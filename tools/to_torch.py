@@ -131,14 +131,15 @@ def config_to_npz(c):
 
 # ---- the weights: tapegrad names (in, out) <-> torch names (out, in) ------------------------
 
-ATTENTION = {"Wq": "wq.weight", "Wk": "wk.weight", "Wv": "wv.weight", "Wo": "wo.weight"}
+ATTENTION = {"Wq": "wq.weight", "Wk": "wk.weight", "Wv": "wv.weight", "Wo": "wo.weight",
+             "bq": "wq.bias", "bk": "wk.bias", "bv": "wv.bias", "bo": "wo.bias"}
 
 
 def torch_name(name):
     """(the state_dict's name, whether the matrix is transposed) of a tapegrad parameter."""
     head, _, last = name.rpartition(".")
     if head.endswith(".attn") and last in ATTENTION:
-        return f"{head}.{ATTENTION[last]}", True
+        return f"{head}.{ATTENTION[last]}", last.startswith("W")
     is_linear = ".mlp." in name or ".moe." in name or name == "head.weight"
     return name, is_linear and last == "weight"
 
@@ -146,7 +147,7 @@ def torch_name(name):
 def tapegrad_name(name):
     for short, long in ATTENTION.items():
         if name.endswith(".attn." + long):
-            return name[: -len(long)] + short, True
+            return name[: -len(long)] + short, short.startswith("W")
     return torch_name(name)
 
 

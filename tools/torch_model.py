@@ -7,10 +7,10 @@ and means the same thing:
 
   tokens (B, T) -> tok_emb [+ pos_emb] -> layers x Block -> norm_f -> head -> logits (B, T, V)
   Block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))                       (pre-norm)
-  attn:   q, k, v = wq(x), wk(x), wv(x)  (kv_heads K/V heads, each shared by heads/kv_heads
+  attn:   q, k, v = wq(x), wk(x), wv(x)  (biases: attn_qkv_bias; kv_heads K/V heads, each shared by heads/kv_heads
           query heads) -> [RMSNorm per head: qk_norm] -> [RoPE] -> s = scale q.k^T
           -> [attn_softcap c: c tanh(s/c)] -> [alibi: - slope(h) (i - j)]
-          -> softmax(s, causal [, window]) v -> wo
+          -> softmax(s, causal [, window]) v -> wo (bias: attn_out_bias)
   logits: [final_softcap c: c tanh(logits/c)]
   mlp:    fc -> GELU (tanh form) -> proj, or down(silu(gate(x)) * up(x)) (swiglu)
   moe:    (experts > 0, in layers l with (l + 1) % moe_every == 0) p = softmax(router(x)) over
@@ -44,7 +44,8 @@ TYPES = {"size": int, "seed": int, "real": float, "flag": bool, "choice": str,
 # its `old` value, the model before the field existed (tools/to_torch.py refuses the rest).
 IMPLEMENTED = {
     "vocab", "context", "d_model", "layers", "heads", "kv_heads", "head_dim", "norm", "norm_eps",
-    "mlp", "mlp_ratio", "mlp_hidden", "mlp_multiple", "mlp_bias", "positions", "rope_theta",
+    "mlp", "mlp_ratio", "mlp_hidden", "mlp_multiple", "mlp_bias", "attn_qkv_bias",
+    "attn_out_bias", "positions", "rope_theta",
     "rope_style", "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
     "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
@@ -181,10 +182,10 @@ class Attention(nn.Module):
         self.heads, self.kv, self.dh, self.scale, self.window = c.heads, c.kv, c.dh, c.scale, c.window
         self.softcap = c.attn_softcap
         self.alibi = alibi_slopes(c.heads) if c.positions == "alibi" else None
-        self.wq = nn.Linear(c.d_model, c.heads * c.dh, bias=False)
-        self.wk = nn.Linear(c.d_model, c.kv * c.dh, bias=False)
-        self.wv = nn.Linear(c.d_model, c.kv * c.dh, bias=False)
-        self.wo = nn.Linear(c.heads * c.dh, c.d_model, bias=False)
+        self.wq = nn.Linear(c.d_model, c.heads * c.dh, bias=c.attn_qkv_bias)
+        self.wk = nn.Linear(c.d_model, c.kv * c.dh, bias=c.attn_qkv_bias)
+        self.wv = nn.Linear(c.d_model, c.kv * c.dh, bias=c.attn_qkv_bias)
+        self.wo = nn.Linear(c.heads * c.dh, c.d_model, bias=c.attn_out_bias)
         self.q_norm = RMSNorm(c.dh, c.norm_eps) if c.qk_norm else None
         self.k_norm = RMSNorm(c.dh, c.norm_eps) if c.qk_norm else None
         self.rope = Rope(c) if c.positions == "rope" else None

@@ -70,7 +70,8 @@ long double expected_tensors(const TransformerConfig& c) {
   const long double mlp = mlp_matrices(c.mlp) * (c.mlp_bias ? 2 : 1);
   const long double block_norms = c.mlp == MlpKind::none ? 1 : 2;
   const long double block =
-      block_norms * norm + 4 + (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
+      block_norms * norm + 4 + (c.attn_qkv_bias ? 3 : 0) + (c.attn_out_bias ? 1 : 0) +
+      (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
   // an MoE layer: the router's matrix and `experts` MLPs in place of the one
   const long double moe_layers = static_cast<long double>(c.moe_layers());
   const long double moe_extra = moe_layers * (1 + (static_cast<long double>(c.experts) - 1) * mlp);

@@ -507,7 +507,7 @@ void save_safetensors(const std::string& path, const std::vector<SafetensorsSour
     std::uint64_t bytes = 0;
     if (!byte_count(sizeof(T), t.shape, &bytes))
       fail_with<SafetensorsError>(twhere, "shape {} overflows", shape_text(t.shape));
-    if (bytes > 0 && !t.data) fail_with<SafetensorsError>(twhere, "no data");
+    if (bytes > 0 && !t.data && !t.fill) fail_with<SafetensorsError>(twhere, "no data");
     std::string shape;
     for (std::size_t d : t.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
     header += (header.back() == '{' ? "" : ",") + json_string(t.name, where, "tensor name") +
@@ -527,8 +527,17 @@ void save_safetensors(const std::string& path, const std::vector<SafetensorsSour
         const std::uint64_t length = header.size();
         write(std::string_view(reinterpret_cast<const char*>(&length), 8));
         write(header);
-        for (std::size_t i = 0; i < sorted.size(); ++i)
-          write(std::string_view(reinterpret_cast<const char*>(sorted[i]->data), sizes[i]));
+        std::vector<T> produced;  // the one tensor a fill has made, freed before the next
+        for (std::size_t i = 0; i < sorted.size(); ++i) {
+          const T* data = sorted[i]->data;
+          if (!data && sorted[i]->fill) {
+            produced.assign(sizes[i] / sizeof(T), T(0));
+            sorted[i]->fill(produced.data());
+            data = produced.data();
+          }
+          write(std::string_view(reinterpret_cast<const char*>(data), sizes[i]));
+          std::vector<T>().swap(produced);
+        }
       },
       where);
 }

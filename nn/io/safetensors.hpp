@@ -11,6 +11,7 @@
 // tensor from its source.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -89,12 +90,20 @@ class SafetensorsFolder {
   std::map<std::string, std::size_t> where_;  // name -> index into files_
 };
 
-// A tensor to write: its name, shape and contiguous row-major values.
+// A tensor to write: its name, shape and contiguous row-major values, either held (data) or
+// produced when the writer reaches the tensor (fill writes its elements into out[0, n)):
+// a file of converted tensors (transposed, split, permuted) then needs one converted
+// tensor at a time, not a converted copy of them all.
 template <class T>
 struct SafetensorsSource {
+  SafetensorsSource(std::string n, std::vector<std::size_t> s, const T* values)
+      : name(std::move(n)), shape(std::move(s)), data(values) {}
+  SafetensorsSource(std::string n, std::vector<std::size_t> s, std::function<void(T* out)> f)
+      : name(std::move(n)), shape(std::move(s)), fill(std::move(f)) {}
   std::string name;
   std::vector<std::size_t> shape;
   const T* data = nullptr;
+  std::function<void(T* out)> fill;
 };
 
 // Writes F32 (float) or F64 (double) tensors: names sorted, the header padded with spaces

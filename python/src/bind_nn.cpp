@@ -269,7 +269,9 @@ using TrimmingHolder = std::unique_ptr<X, TrimAfterDelete<X>>;
 template <class T>
 void bind_transformer(py::module_& m, const char* name) {
   using Model = Transformer<T>;
-  py::class_<Model, TrimmingHolder<Model>>(m, name)
+  // dynamic attributes: a model from Transformer.from_pretrained keeps hf_model_type and
+  // hf_kept_json (python/tapegrad/nn.py), what its save_pretrained writes back
+  py::class_<Model, TrimmingHolder<Model>>(m, name, py::dynamic_attr())
       .def(py::init([](const TransformerConfig& config) {
         check_config(config);
         const std::uint64_t params = count_parameters(config).total();

@@ -17,5 +17,6 @@ void bind_hooks(py::module_& m);        // run_with_cache, run_with_hooks, Activ
 void bind_tasks(py::module_& m);        // the built-in tasks and their evaluation
 void bind_text(py::module_& m);         // Tokenizer: byte-level BPE (text/)
 void bind_safetensors(py::module_& m);  // read_safetensors, write_safetensors
+void bind_pretrained(py::module_& nn);  // Hugging Face model folders (after bind_nn)
 
 }  // namespace tapegrad::python

@@ -15,6 +15,7 @@ PYBIND11_MODULE(_tapegrad, m) {
   bind_autograd(m);
   py::module_ nn = m.def_submodule("nn", "the transformer, its configuration, optimisers");
   bind_nn(nn);
+  bind_pretrained(nn);
   bind_decode(m, nn);
   bind_hooks(m);
   py::module_ tasks = m.def_submodule("tasks", "the built-in training tasks");

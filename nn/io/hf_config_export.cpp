@@ -1,0 +1,254 @@
+// TransformerConfig -> config.json: the model_type that expresses the model, its fields as
+// transformers 4.49 reads them, and the kept fields of an imported model written back.
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autograd/errors.hpp"
+#include "nn/io/checkpoint.hpp"  // CheckpointError
+#include "nn/io/hf_config.hpp"
+#include "nn/io/hf_config_keys.hpp"
+
+namespace tapegrad {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kOp = "hf_config_to_json";
+
+std::string value_of(const TransformerConfig& c, const char* field) {
+  return fmt::format("{}={}", field, field_to_string(c, field));
+}
+
+// What every supported model_type lacks.
+std::optional<std::string> cannot_express_any(const TransformerConfig& c) {
+  if (c.qk_norm) return value_of(c, "qk_norm") + ": no supported model_type has QK-norm";
+  if (c.learned_temperature)
+    return value_of(c, "learned_temperature") + ": no supported model_type has it";
+  if (c.attn_softcap > 0 || c.final_softcap > 0)
+    return value_of(c, c.attn_softcap > 0 ? "attn_softcap" : "final_softcap") +
+           ": no supported model_type soft-caps";
+  if (c.mlp == MlpKind::none)
+    return value_of(c, "mlp") + ": every supported model_type has a feed-forward";
+  if (c.positions != PositionKind::learned && c.positions != PositionKind::rope)
+    return value_of(c, "positions") +
+           ": gpt2 has learned positions, llama, mistral, mixtral and qwen2 RoPE";
+  return std::nullopt;
+}
+
+std::optional<std::string> cannot_express_gpt2(const TransformerConfig& c) {
+  if (c.positions != PositionKind::learned) return value_of(c, "positions") + ": gpt2 has learned positions";
+  if (c.norm != NormKind::layer_norm) return value_of(c, "norm") + ": gpt2 has LayerNorm";
+  if (c.mlp != MlpKind::gelu) return value_of(c, "mlp") + ": gpt2's feed-forward is GELU";
+  if (c.experts > 0) return value_of(c, "experts") + ": gpt2 has no mixture of experts";
+  if (c.window > 0) return value_of(c, "window") + ": gpt2 has no sliding window";
+  if (c.resolved_kv_heads() != c.heads)
+    return value_of(c, "kv_heads") + ": gpt2 has one K/V head per query head";
+  if (c.resolved_head_dim() * c.heads != c.d_model)
+    return value_of(c, "head_dim") + ": gpt2's heads are d_model/heads wide";
+  const double unscaled = 1.0, scaled = 1.0 / std::sqrt(double(c.resolved_head_dim()));
+  if (c.attention_scale && *c.attention_scale != unscaled && *c.attention_scale != scaled)
+    return value_of(c, "attention_scale") +
+           ": gpt2 scales by 1/sqrt(head_dim) or (scale_attn_weights false) by 1";
+  return std::nullopt;
+}
+
+std::optional<std::string> cannot_express_family(const TransformerConfig& c, const std::string& type) {
+  if (c.positions != PositionKind::rope) return value_of(c, "positions") + ": " + type + " has RoPE";
+  if (c.norm != NormKind::rms_norm) return value_of(c, "norm") + ": " + type + " has RMSNorm";
+  if (c.mlp != MlpKind::swiglu) return value_of(c, "mlp") + ": " + type + "'s feed-forward is SwiGLU";
+  if (c.attention_scale && *c.attention_scale != 1.0 / std::sqrt(double(c.resolved_head_dim())))
+    return value_of(c, "attention_scale") + ": " + type + " scales by 1/sqrt(head_dim)";
+  if (c.rope_scaling == RopeScaling::ntk)
+    return value_of(c, "rope_scaling") + ": transformers has no static NTK scaling (its "
+           "'dynamic' leaves the frequencies unscaled within max_position_embeddings)";
+  if (c.rope_scaling == RopeScaling::yarn && c.rope_original_context != c.context)
+    return fmt::format("rope_original_context={}: transformers 4.49's yarn takes "
+                       "max_position_embeddings (the context, {}) as the original context",
+                       c.rope_original_context, c.context);
+  if (c.rope_scaling == RopeScaling::yarn && c.rope_factor < 1)
+    return value_of(c, "rope_factor") + ": transformers' yarn below 1 shrinks the scores, tapegrad's does not";
+  const bool biases = c.attn_qkv_bias || c.attn_out_bias || c.mlp_bias;
+  if (type == "mixtral") {
+    if (c.experts == 0) return value_of(c, "experts") + ": mixtral has experts";
+    if (c.moe_every != 1) return value_of(c, "moe_every") + ": mixtral has experts in every layer";
+    if (!c.moe_renorm)
+      return value_of(c, "moe_renorm") + ": mixtral always renormalises the top-k weights";
+  } else if (c.experts > 0) {
+    return value_of(c, "experts") + ": " + type + " has no experts (mixtral has)";
+  }
+  if ((type == "mistral" || type == "mixtral") && biases)
+    return value_of(c, c.attn_qkv_bias ? "attn_qkv_bias" : c.attn_out_bias ? "attn_out_bias" : "mlp_bias") +
+           ": " + type + " has no biases";
+  if (type == "qwen2" && c.attn_out_bias)
+    return value_of(c, "attn_out_bias") + ": qwen2 has no bias on o_proj";
+  if (type == "qwen2" && c.mlp_bias)
+    return value_of(c, "mlp_bias") + ": qwen2's feed-forward has no biases";
+  if (type == "llama" && c.window > 0)
+    return value_of(c, "window") + ": llama has no sliding window (mistral, mixtral and qwen2 have)";
+  return std::nullopt;
+}
+
+// The type the architecture is, before any kept type is considered.
+std::string natural_type(const TransformerConfig& c) {
+  if (c.positions == PositionKind::learned) return "gpt2";
+  if (c.experts > 0) return "mixtral";
+  if (c.attn_qkv_bias && !c.attn_out_bias && !c.mlp_bias) return "qwen2";
+  return c.window > 0 ? "mistral" : "llama";
+}
+
+json parse_kept(const std::string& kept_json) {
+  if (kept_json.empty()) return json::object();
+  json kept;
+  try {
+    kept = json::parse(kept_json);
+  } catch (const json::parse_error& e) {
+    fail_with<CheckpointError>(kOp, "kept_json is not valid JSON ({})", e.what());
+  }
+  if (!kept.is_object()) fail_with<CheckpointError>(kOp, "kept_json is not a JSON object");
+  return kept;
+}
+
+std::string kept_type(const json& kept) {
+  const auto it = kept.find("model_type");
+  return it != kept.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool is_dynamic_rope(const json& scaling) {
+  if (!scaling.is_object()) return false;
+  for (const char* key : {"rope_type", "type"})
+    if (scaling.contains(key) && scaling[key] == "dynamic") return true;
+  return false;
+}
+
+// The kept fields that go into a file of `type`: the common ones always, a type's own only
+// into a file of that type. Any other field is refused: it was not kept by an import.
+json kept_for(const json& kept, const std::string& type) {
+  const std::string from = kept_type(kept);
+  json out = json::object();
+  for (const auto& item : kept.items()) {
+    const std::string& key = item.key();
+    if (key == "model_type") continue;
+    if (key == "rope_scaling" && is_dynamic_rope(item.value())) continue;  // written by rope_json
+    if (key == "architectures" && from != type) continue;
+    if (hf::is_harmless_common_key(key)) {
+      out[key] = item.value();
+    } else if (from.empty() || !hf::is_harmless_key_of(from, key)) {
+      fail_with<CheckpointError>(kOp, "kept field '{}' is not one that leaves the numbers "
+                                 "unchanged for model_type {}", key, from.empty() ? type : from);
+    } else if (from == type) {
+      out[key] = item.value();
+    }
+  }
+  if (!out.contains("architectures")) out["architectures"] = json::array({hf::causal_lm_class(type)});
+  return out;
+}
+
+json rope_json(const TransformerConfig& c, const json& kept) {
+  switch (c.rope_scaling) {
+    case RopeScaling::linear:
+      return {{"rope_type", "linear"}, {"factor", c.rope_factor}};
+    case RopeScaling::llama3:
+      return {{"rope_type", "llama3"}, {"factor", c.rope_factor},
+              {"low_freq_factor", c.rope_low_freq_factor},
+              {"high_freq_factor", c.rope_high_freq_factor},
+              {"original_max_position_embeddings", c.rope_original_context}};
+    case RopeScaling::yarn:
+      return {{"rope_type", "yarn"}, {"factor", c.rope_factor},
+              {"beta_fast", c.rope_beta_fast}, {"beta_slow", c.rope_beta_slow}};
+    default:
+      break;
+  }
+  // an imported dynamic scaling: unscaled within the context, as the model computes there
+  const auto it = kept.find("rope_scaling");
+  if (it != kept.end() && is_dynamic_rope(*it) && c.window == 0) return *it;
+  return nullptr;
+}
+
+void write_gpt2(const TransformerConfig& c, json& out) {
+  out["vocab_size"] = c.vocab;
+  out["n_positions"] = c.context;
+  out["n_embd"] = c.d_model;
+  out["n_layer"] = c.layers;
+  out["n_head"] = c.heads;
+  out["n_inner"] = c.resolved_mlp_hidden();
+  out["activation_function"] = "gelu_new";
+  out["layer_norm_epsilon"] = c.norm_eps;
+  out["scale_attn_weights"] = !(c.attention_scale && *c.attention_scale == 1.0);
+  out["scale_attn_by_inverse_layer_idx"] = false;
+  out["tie_word_embeddings"] = c.tie_embeddings;
+}
+
+void write_family(const TransformerConfig& c, const std::string& type, const json& kept, json& out) {
+  out["vocab_size"] = c.vocab;
+  out["hidden_size"] = c.d_model;
+  out["intermediate_size"] = c.resolved_mlp_hidden();
+  out["num_hidden_layers"] = c.layers;
+  out["num_attention_heads"] = c.heads;
+  out["num_key_value_heads"] = c.resolved_kv_heads();
+  out["head_dim"] = c.resolved_head_dim();
+  out["hidden_act"] = "silu";
+  out["max_position_embeddings"] = c.context;
+  out["rms_norm_eps"] = c.norm_eps;
+  out["rope_theta"] = c.rope_theta;
+  out["rope_scaling"] = rope_json(c, kept);
+  out["tie_word_embeddings"] = c.tie_embeddings;
+  if (type == "llama") {
+    // q, k, v and o share one switch: a model with only some of them is written with zeros
+    out["attention_bias"] = c.attn_qkv_bias || c.attn_out_bias;
+    out["mlp_bias"] = c.mlp_bias;
+  }
+  // null written out: newer releases take a missing sliding_window as 4096
+  if (type != "llama") out["sliding_window"] = c.window > 0 ? json(c.window) : json(nullptr);
+  if (type == "qwen2") {
+    out["use_sliding_window"] = c.window > 0;
+    out["max_window_layers"] = c.window > 0 ? std::size_t(0) : c.layers;
+  }
+  if (type == "mixtral") {
+    out["num_local_experts"] = c.experts;
+    out["num_experts_per_tok"] = c.experts_top_k;
+    out["router_aux_loss_coef"] = c.moe_aux_coef;
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> hf_cannot_express(const TransformerConfig& config,
+                                             const std::string& model_type) {
+  if (!hf::is_model_type(model_type))
+    return "model_type '" + model_type + "' is not one tapegrad writes (gpt2, llama, mistral, "
+           "mixtral, qwen2)";
+  if (auto why = cannot_express_any(config)) return why;
+  return model_type == "gpt2" ? cannot_express_gpt2(config) : cannot_express_family(config, model_type);
+}
+
+std::string hf_model_type(const TransformerConfig& config, const std::string& kept_json) {
+  try {
+    config.validate();
+  } catch (const ShapeError& e) {
+    fail_with<CheckpointError>(kOp, "the configuration is not valid: {}", e.what());
+  }
+  const std::string kept = kept_type(parse_kept(kept_json));
+  if (!kept.empty() && hf::is_model_type(kept) && !hf_cannot_express(config, kept)) return kept;
+  if (auto why = cannot_express_any(config)) fail_with<CheckpointError>(kOp, "{}", *why);
+  const std::string type = natural_type(config);
+  if (auto why = hf_cannot_express(config, type)) fail_with<CheckpointError>(kOp, "{}", *why);
+  return type;
+}
+
+std::string hf_config_to_json(const TransformerConfig& config, const std::string& kept_json) {
+  const std::string type = hf_model_type(config, kept_json);
+  const json kept = parse_kept(kept_json);
+  json out = kept_for(kept, type);
+  out["model_type"] = type;
+  if (type == "gpt2")
+    write_gpt2(config, out);
+  else
+    write_family(config, type, kept, out);
+  return out.dump(2) + "\n";
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,292 @@
+#include "nn/io/hf_weights.hpp"
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "autograd/errors.hpp"
+#include "nn/io/checkpoint.hpp"  // CheckpointError
+#include "nn/transformer.hpp"
+
+namespace tapegrad {
+
+namespace {
+
+// A folder tensor seen as a matrix (rows, C): the columns of its parts side by side (GPT-2's
+// [q | k | v]), stored (rows, C), or (C, rows) when `transposed` (nn.Linear), or (C) for a
+// vector. Part k is a parameter (rows, cols_k), or nothing: zeros in the file. `heads` > 0
+// permutes each head's dh columns from tapegrad's interleaved pairs to HF's halves: file
+// column h*dh + j holds tapegrad column h*dh + src(j), src(j) = 2j below dh/2, 2(j - dh/2) + 1
+// above.
+template <class T>
+struct Part {
+  Tensor<T> param;  // undefined: zeros
+  std::size_t cols;
+};
+
+struct MatrixLayout {
+  std::size_t rows = 1;
+  bool transposed = false, vector = false;
+  std::size_t heads = 0, head_dim = 0;  // heads > 0: the interleaved permutation
+};
+
+template <class T>
+HfTensor<T> matrix_tensor(const std::string& name, std::vector<Part<T>> parts, MatrixLayout m) {
+  std::size_t C = 0;
+  for (const Part<T>& p : parts) C += p.cols;
+  // for each file column: its part and the part's own column
+  auto column_part = std::make_shared<std::vector<std::pair<std::size_t, std::size_t>>>();
+  for (std::size_t k = 0; k < parts.size(); ++k)
+    for (std::size_t c = 0; c < parts[k].cols; ++c) {
+      std::size_t src = c;
+      if (m.heads > 0) {
+        const std::size_t h = c / m.head_dim, j = c % m.head_dim, half = m.head_dim / 2;
+        src = h * m.head_dim + (j < half ? 2 * j : 2 * (j - half) + 1);
+      }
+      column_part->emplace_back(k, src);
+    }
+  HfTensor<T> t;
+  t.name = name;
+  t.shape = m.vector ? std::vector<std::size_t>{C}
+            : m.transposed ? std::vector<std::size_t>{C, m.rows}
+                           : std::vector<std::size_t>{m.rows, C};
+  const std::size_t rows = m.rows;
+  const bool transposed = m.transposed;
+  const auto file_index = [=](std::size_t r, std::size_t c) {
+    return transposed ? c * rows + r : r * C + c;
+  };
+  t.save = [=](T* out) {
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < C; ++c) {
+        const auto [k, src] = (*column_part)[c];
+        const Part<T>& p = parts[k];
+        out[file_index(r, c)] = p.param.defined() ? p.param.data()[r * p.cols + src] : T(0);
+      }
+  };
+  t.load = [=](const T* in) {
+    std::vector<T*> into;
+    for (const Part<T>& p : parts) {
+      Tensor<T> handle = p.param;
+      into.push_back(handle.defined() ? handle.value().data() : nullptr);
+    }
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < C; ++c) {
+        const auto [k, src] = (*column_part)[c];
+        const T v = in[file_index(r, c)];
+        if (into[k])
+          into[k][r * parts[k].cols + src] = v;
+        else if (v != T(0))
+          fail_with<CheckpointError>("hf tensor " + name,
+                                     "element {} is {}, where the model has no bias (only "
+                                     "zeros are its value)", file_index(r, c), double(v));
+      }
+  };
+  return t;
+}
+
+// The model's parameters by name, each marked when a file tensor takes it.
+template <class T>
+class Params {
+ public:
+  explicit Params(const Transformer<T>& model) : model_(model) {}
+  // The parameter, or an undefined tensor when the model has none of that name.
+  Tensor<T> maybe(const std::string& name) {
+    if (!model_.has_parameter(name)) return Tensor<T>();
+    if (!used_.insert(name).second)
+      fail_with<CheckpointError>("hf_tensors", "parameter '{}' is mapped twice", name);
+    return model_.parameter(name);
+  }
+  Tensor<T> need(const std::string& name) {
+    Tensor<T> p = maybe(name);
+    if (!p.defined()) fail_with<CheckpointError>("hf_tensors", "the model has no parameter '{}'", name);
+    return p;
+  }
+  // Every parameter went into some file tensor, or the file would lose it.
+  void check_all_used(const std::string& type) const {
+    for (const NamedParameter<T>& p : model_.named_parameters())
+      if (!used_.count(p.name))
+        fail_with<CheckpointError>("hf_tensors", "parameter '{}' has no place in a {} file",
+                                   p.name, type);
+  }
+
+ private:
+  const Transformer<T>& model_;
+  std::set<std::string> used_;
+};
+
+template <class T>
+std::size_t cols_of(const Tensor<T>& p, std::size_t absent) {
+  return p.defined() ? p.shape().back() : absent;
+}
+
+template <class T>
+void add_same(std::vector<HfTensor<T>>& out, const std::string& name, Tensor<T> p) {
+  const Shape s = p.shape();
+  MatrixLayout m;
+  m.vector = s.size() == 1;
+  m.rows = s.size() == 1 ? 1 : s[0];
+  out.push_back(matrix_tensor<T>(name, {{p, s.back()}}, m));
+}
+
+// A vector the file holds: the parameter, or zeros of `width` when the model lacks it.
+template <class T>
+void add_bias(std::vector<HfTensor<T>>& out, const std::string& name, Tensor<T> p,
+              std::size_t width, std::size_t heads = 0, std::size_t head_dim = 0) {
+  MatrixLayout m;
+  m.vector = true;
+  m.heads = heads;
+  m.head_dim = head_dim;
+  out.push_back(matrix_tensor<T>(name, {{p, width}}, m));
+}
+
+// nn.Linear: the file's (out, in) is the parameter's (in, out) transposed.
+template <class T>
+void add_linear(std::vector<HfTensor<T>>& out, const std::string& name, Tensor<T> p,
+                std::size_t heads = 0, std::size_t head_dim = 0) {
+  MatrixLayout m;
+  m.rows = p.shape()[0];
+  m.transposed = true;
+  m.heads = heads;
+  m.head_dim = head_dim;
+  out.push_back(matrix_tensor<T>(name, {{p, p.shape()[1]}}, m));
+}
+
+template <class T>
+void gpt2_block(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+                const std::string& at, const std::string& b) {
+  const std::size_t D = c.d_model, F = c.resolved_mlp_hidden();
+  add_same(out, b + "ln_1.weight", ps.need(at + "norm1.weight"));
+  add_same(out, b + "ln_1.bias", ps.need(at + "norm1.bias"));
+  MatrixLayout fused;
+  fused.rows = D;
+  out.push_back(matrix_tensor<T>(b + "attn.c_attn.weight",
+                                 {{ps.need(at + "attn.Wq"), D}, {ps.need(at + "attn.Wk"), D},
+                                  {ps.need(at + "attn.Wv"), D}}, fused));
+  MatrixLayout vec;
+  vec.vector = true;
+  out.push_back(matrix_tensor<T>(b + "attn.c_attn.bias",
+                                 {{ps.maybe(at + "attn.bq"), D}, {ps.maybe(at + "attn.bk"), D},
+                                  {ps.maybe(at + "attn.bv"), D}}, vec));
+  add_same(out, b + "attn.c_proj.weight", ps.need(at + "attn.Wo"));
+  add_bias(out, b + "attn.c_proj.bias", ps.maybe(at + "attn.bo"), D);
+  add_same(out, b + "ln_2.weight", ps.need(at + "norm2.weight"));
+  add_same(out, b + "ln_2.bias", ps.need(at + "norm2.bias"));
+  add_same(out, b + "mlp.c_fc.weight", ps.need(at + "mlp.fc.weight"));
+  add_bias(out, b + "mlp.c_fc.bias", ps.maybe(at + "mlp.fc.bias"), F);
+  add_same(out, b + "mlp.c_proj.weight", ps.need(at + "mlp.proj.weight"));
+  add_bias(out, b + "mlp.c_proj.bias", ps.maybe(at + "mlp.proj.bias"), D);
+}
+
+// q_proj, k_proj and v_proj with their biases (when the file has them), o_proj.
+template <class T>
+void family_attention(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+                      const HfLayout& layout, const std::string& at, const std::string& b) {
+  const std::size_t H = c.heads, KV = c.resolved_kv_heads(), dh = c.resolved_head_dim();
+  const bool interleaved = c.rope_style == RopeStyle::interleaved;
+  const std::size_t qh = interleaved ? H : 0, kh = interleaved ? KV : 0;
+  add_linear(out, b + "self_attn.q_proj.weight", ps.need(at + "attn.Wq"), qh, dh);
+  add_linear(out, b + "self_attn.k_proj.weight", ps.need(at + "attn.Wk"), kh, dh);
+  add_linear(out, b + "self_attn.v_proj.weight", ps.need(at + "attn.Wv"));
+  add_linear(out, b + "self_attn.o_proj.weight", ps.need(at + "attn.Wo"));
+  if (layout.qkv_bias) {
+    add_bias(out, b + "self_attn.q_proj.bias", ps.maybe(at + "attn.bq"), H * dh, qh, dh);
+    add_bias(out, b + "self_attn.k_proj.bias", ps.maybe(at + "attn.bk"), KV * dh, kh, dh);
+    add_bias(out, b + "self_attn.v_proj.bias", ps.maybe(at + "attn.bv"), KV * dh);
+  }
+  if (layout.out_bias) add_bias(out, b + "self_attn.o_proj.bias", ps.maybe(at + "attn.bo"), c.d_model);
+}
+
+template <class T>
+void family_block(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+                  const HfLayout& layout, std::size_t l) {
+  const std::string at = fmt::format("blocks.{}.", l), b = fmt::format("model.layers.{}.", l);
+  add_same(out, b + "input_layernorm.weight", ps.need(at + "norm1.weight"));
+  family_attention(out, ps, c, layout, at, b);
+  add_same(out, b + "post_attention_layernorm.weight", ps.need(at + "norm2.weight"));
+  if (c.is_moe_layer(l)) {
+    add_linear(out, b + "block_sparse_moe.gate.weight", ps.need(at + "moe.router.weight"));
+    for (std::size_t e = 0; e < c.experts; ++e) {
+      const std::string from = fmt::format("{}moe.experts.{}.", at, e);
+      const std::string to = fmt::format("{}block_sparse_moe.experts.{}.", b, e);
+      add_linear(out, to + "w1.weight", ps.need(from + "gate.weight"));
+      add_linear(out, to + "w3.weight", ps.need(from + "up.weight"));
+      add_linear(out, to + "w2.weight", ps.need(from + "down.weight"));
+    }
+    return;
+  }
+  const std::size_t F = c.resolved_mlp_hidden();
+  for (const auto& [mine, theirs] : {std::pair{"gate", "gate_proj"}, std::pair{"up", "up_proj"},
+                                     std::pair{"down", "down_proj"}}) {
+    const std::string from = at + "mlp." + mine, to = b + "mlp." + theirs;
+    add_linear(out, to + ".weight", ps.need(from + ".weight"));
+    if (layout.mlp_bias)
+      add_bias(out, to + ".bias", ps.maybe(from + ".bias"), std::string(mine) == "down" ? c.d_model : F);
+  }
+}
+
+}  // namespace
+
+HfLayout hf_layout(const TransformerConfig& c, const std::string& model_type) {
+  HfLayout l;
+  l.model_type = model_type;
+  if (model_type == "gpt2") {
+    l.qkv_bias = l.out_bias = l.mlp_bias = true;
+    l.prefix = "transformer.";
+  } else if (model_type == "llama") {
+    l.qkv_bias = l.out_bias = c.attn_qkv_bias || c.attn_out_bias;
+    l.mlp_bias = c.mlp_bias;
+  } else if (model_type == "qwen2") {
+    l.qkv_bias = true;
+  }
+  return l;
+}
+
+template <class T>
+std::size_t HfTensor<T>::elements() const {
+  std::size_t n = 1;
+  for (std::size_t d : shape) n *= d;
+  return n;
+}
+
+template <class T>
+std::vector<HfTensor<T>> hf_tensors(const Transformer<T>& model, const HfLayout& layout) {
+  const TransformerConfig& c = model.config();
+  Params<T> ps(model);
+  std::vector<HfTensor<T>> out;
+  const bool gpt2 = layout.model_type == "gpt2";
+  const std::string& p = layout.prefix;
+  add_same(out, gpt2 ? p + "wte.weight" : "model.embed_tokens.weight", ps.need("tok_emb.weight"));
+  if (gpt2) add_same(out, p + "wpe.weight", ps.need("pos_emb.weight"));
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    if (gpt2)
+      gpt2_block(out, ps, c, fmt::format("blocks.{}.", l), fmt::format("{}h.{}.", p, l));
+    else
+      family_block(out, ps, c, layout, l);
+  }
+  add_same(out, gpt2 ? p + "ln_f.weight" : "model.norm.weight", ps.need("norm_f.weight"));
+  if (gpt2) add_same(out, p + "ln_f.bias", ps.need("norm_f.bias"));
+  if (!c.tie_embeddings) add_linear(out, "lm_head.weight", ps.need("head.weight"));
+  ps.check_all_used(layout.model_type);
+  return out;
+}
+
+bool hf_dropped_buffer(const std::string& model_type, const std::string& name) {
+  const auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (model_type == "gpt2") return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
+  return ends_with(".rotary_emb.inv_freq");
+}
+
+#define TAPEGRAD_INSTANTIATE(T)                                                            \
+  template struct HfTensor<T>;                                                             \
+  template std::vector<HfTensor<T>> hf_tensors(const Transformer<T>&, const HfLayout&);
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
+
+}  // namespace tapegrad

@@ -1,0 +1,60 @@
+#pragma once
+// The tensor maps between a Transformer's parameters and a Hugging Face folder's tensors
+// (docs/INTEROP.md):
+//   - a Linear's weight is (in, out) in tapegrad and (out, in) in nn.Linear: transposed;
+//     GPT-2's Conv1D is (in, out) already;
+//   - GPT-2's c_attn is [q | k | v] along its columns, weight (d, 3d) and bias (3d);
+//   - HF's RoPE rotates halves (pairs i, i + head_dim/2), tapegrad's `half`; a model with
+//     `interleaved` pairs (2i, 2i+1) is written with the rows of q_proj permuted per head
+//     and those of k_proj per K/V head (q's bias too), so that HF's rotation computes the
+//     same scores; read back, the same permutation is undone;
+//   - Mixtral's block_sparse_moe.gate is the router (E, d), experts.e.w1/w3/w2 the expert's
+//     gate/up/down;
+//   - a tied head is written once (no lm_head.weight);
+//   - a bias the file's model_type has and the model lacks is written as zeros (GPT-2's
+//     Conv1D always has one; Llama's attention_bias is one switch for q, k, v and o).
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/config.hpp"
+
+namespace tapegrad {
+
+template <class T>
+class Transformer;
+
+// Which tensors a folder of one model_type holds for a configuration.
+struct HfLayout {
+  std::string model_type;
+  bool qkv_bias = false, out_bias = false, mlp_bias = false;  // biases the file holds
+  std::string prefix;  // GPT-2's "transformer." (hub files may have none)
+};
+// The layout a file of `model_type` has for a model of `config`.
+HfLayout hf_layout(const TransformerConfig& config, const std::string& model_type);
+
+// One tensor of the folder: its name and shape as the file holds it, and the two
+// directions between its values (row-major, in the file's layout) and the model's
+// parameters. `load` throws CheckpointError when values that stand for a bias the model
+// lacks are not all zero.
+template <class T>
+struct HfTensor {
+  std::string name;
+  std::vector<std::size_t> shape;
+  std::size_t elements() const;
+  std::function<void(const T* values)> load;
+  std::function<void(T* values)> save;
+};
+
+// Every tensor a folder of `layout` holds for `model`, each of the model's parameters in
+// exactly one of them. The functions write into and read from the model's own storage.
+template <class T>
+std::vector<HfTensor<T>> hf_tensors(const Transformer<T>& model, const HfLayout& layout);
+
+// Names a folder of `model_type` may hold that carry no weight of the model, dropped on
+// import: GPT-2's causal-mask buffers (attn.bias, attn.masked_bias) and the RoPE
+// frequencies older Llama files saved (rotary_emb.inv_freq).
+bool hf_dropped_buffer(const std::string& model_type, const std::string& name);
+
+}  // namespace tapegrad

@@ -1,0 +1,157 @@
+#include "nn/io/pretrained.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "autograd/errors.hpp"
+#include "nn/io/file_io.hpp"
+#include "nn/io/hf_weights.hpp"
+#include "nn/io/safetensors.hpp"
+
+namespace tapegrad {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string shape_text(const std::vector<std::size_t>& shape) {
+  return "(" + fmt::format("{}", fmt::join(shape, ", ")) + ")";
+}
+
+std::string load_op(const std::string& dir) { return "load_pretrained " + dir; }
+
+// GPT-2 files on the hub name their tensors without the `transformer.` prefix.
+void adapt_prefix(HfLayout& layout, const SafetensorsFolder& folder) {
+  if (layout.model_type == "gpt2" && !folder.find(layout.prefix + "wte.weight") && folder.find("wte.weight"))
+    layout.prefix.clear();
+}
+
+// Every name, shape and dtype of the folder against the tensors the configuration needs,
+// before any value is read: a tensor it does not expect, one it needs that is missing, a
+// wrong shape or a dtype that is not a float, each named with its file.
+template <class T>
+void check_folder(const SafetensorsFolder& folder, const std::vector<HfTensor<T>>& wanted,
+                  const HfModelConfig& hf, const std::string& dir) {
+  std::set<std::string> expected;
+  for (const HfTensor<T>& t : wanted) expected.insert(t.name);
+  for (const std::string& name : folder.names()) {
+    if (expected.count(name) || hf_dropped_buffer(hf.model_type, name)) continue;
+    const bool tied_head = name == "lm_head.weight" && hf.config.tie_embeddings;
+    fail_with<CheckpointError>(load_op(dir), "{} holds tensor '{}', which a {} model of this "
+                               "config.json does not have{}", folder.file_of(name), name,
+                               hf.model_type,
+                               tied_head ? " (tie_word_embeddings is true: the head is the "
+                                           "embedding)" : "");
+  }
+  for (const HfTensor<T>& t : wanted) {
+    const SafetensorsTensor* held = folder.find(t.name);
+    if (!held)
+      fail_with<CheckpointError>(load_op(dir), "tensor '{}' {} is missing{}", t.name,
+                                 shape_text(t.shape),
+                                 t.name == "lm_head.weight" ? " (tie_word_embeddings is false)" : "");
+    if (held->shape != t.shape)
+      fail_with<CheckpointError>(load_op(dir), "{}: tensor '{}' has shape {}, config.json "
+                                 "describes {}", folder.file_of(t.name), t.name,
+                                 shape_text(held->shape), shape_text(t.shape));
+    if (!safetensors_float_dtype(held->dtype))
+      fail_with<CheckpointError>(load_op(dir), "{}: tensor '{}' is {}, not a float (F64, F32, "
+                                 "BF16 or F16)", folder.file_of(t.name), t.name, held->dtype);
+  }
+}
+
+// What transformers writes beside config.json: the token ids generation starts and stops
+// at, from the kept fields.
+std::string generation_config(const std::string& config_text) {
+  const json config = json::parse(config_text);
+  json out = {{"_from_model_config", true}};
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "transformers_version"})
+    if (config.contains(key) && !config[key].is_null()) out[key] = config[key];
+  return out.dump(2) + "\n";
+}
+
+// A model of at most this many parameters is cheap enough to build just to name the
+// tensors a folder lacks (as the checkpoint loader does).
+constexpr long double kAlwaysBuildable = 1 << 22;
+
+// A config.json that describes more parameters than the folder holds values cannot load:
+// said before a large model is built, which for a hostile or mismatched file could take
+// more memory than there is.
+void check_size(const SafetensorsFolder& folder, const HfModelConfig& hf, const std::string& dir) {
+  long double held = 0;
+  for (const std::string& name : folder.names()) held += folder.find(name)->elements();
+  const long double wanted = count_parameters(hf.config).total();
+  if (wanted > held && wanted > kAlwaysBuildable)
+    fail_with<CheckpointError>(load_op(dir), "config.json describes a model of {:.0f} parameters, "
+                               "the folder's tensors hold {:.0f} values", double(wanted), double(held));
+}
+
+}  // namespace
+
+bool is_pretrained_folder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / "config.json", ec);
+}
+
+template <class T>
+PretrainedModel<T> load_pretrained(const std::string& dir) {
+  if (!is_pretrained_folder(dir))
+    fail_with<CheckpointError>(load_op(dir), "not a folder holding config.json");
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  const HfModelConfig hf = hf_config_from_json(read_text_file(config_path, config_path), config_path);
+  const SafetensorsFolder folder(dir);
+  HfLayout layout = hf_layout(hf.config, hf.model_type);
+  adapt_prefix(layout, folder);
+  check_size(folder, hf, dir);
+  Transformer<T> model(hf.config);
+  const std::vector<HfTensor<T>> tensors = hf_tensors(model, layout);
+  check_folder(folder, tensors, hf, dir);
+  std::vector<T> values;  // one tensor at a time, in the file's layout
+  for (const HfTensor<T>& t : tensors) {
+    values.resize(t.elements());
+    folder.read(t.name, values.data());
+    t.load(values.data());
+  }
+  return {std::move(model), hf.model_type, hf.kept_json};
+}
+
+template <class T>
+void save_pretrained(const Transformer<T>& model, const std::string& dir,
+                     const std::string& kept_json) {
+  // every refusal comes from these two, before anything is written
+  json config = json::parse(hf_config_to_json(model.config(), kept_json));
+  config["torch_dtype"] = std::is_same_v<T, float> ? "float32" : "float64";
+  const std::vector<HfTensor<T>> tensors =
+      hf_tensors(model, hf_layout(model.config(), config.at("model_type").get<std::string>()));
+  std::vector<SafetensorsSource<T>> sources;
+  for (const HfTensor<T>& t : tensors)
+    sources.emplace_back(t.name, t.shape, std::function<void(T*)>(t.save));
+  const std::string config_text = config.dump(2) + "\n";
+  fs::create_directories(dir);
+  const fs::path d(dir);
+  save_safetensors<T>((d / "model.safetensors").string(), sources);
+  detail::write_file_atomically((d / "config.json").string(), config_text,
+                                "save_pretrained: '" + (d / "config.json").string() + "'");
+  detail::write_file_atomically((d / "generation_config.json").string(),
+                                generation_config(config_text),
+                                "save_pretrained: '" + (d / "generation_config.json").string() + "'");
+}
+
+template struct PretrainedModel<float>;
+template struct PretrainedModel<double>;
+#define TAPEGRAD_INSTANTIATE(T)                                                        \
+  template PretrainedModel<T> load_pretrained<T>(const std::string&);                  \
+  template void save_pretrained<T>(const Transformer<T>&, const std::string&, const std::string&);
+TAPEGRAD_INSTANTIATE(float)
+TAPEGRAD_INSTANTIATE(double)
+#undef TAPEGRAD_INSTANTIATE
+
+}  // namespace tapegrad

@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Random-weight tiny Hugging Face models, one folder each, made with transformers 4.49.0 and
+its save_pretrained: what tests/python/test_hf_parity.py loads into tapegrad and compares
+logits with.
+
+  make_hf_fixtures.py OUT_DIR      writes OUT_DIR/<name>/ for every fixture below
+
+Odd sizes throughout; grouped-query attention, tied and untied heads, every RoPE scaling
+transformers and tapegrad share but dynamic (unscaled within the context), biases of both
+kinds, a Mistral window shorter than the test's longest prompt, a Mixtral of five experts;
+one model saved in two shards (max_shard_size), one in BF16. The weights are drawn again
+from N(0, 0.2) (norm gains 1 + N(0, 0.2)): transformers' N(0, 0.02) leaves attention nearly
+uniform, where a wrong RoPE pairing or window would hardly move the logits.
+"""
+import json
+import os
+import sys
+
+import torch
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM, MixtralConfig, MixtralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
+
+CONTEXT = 32  # every fixture takes the test's longest prompt, 30 tokens
+MISTRAL_WINDOW = 5
+
+
+def gpt2(tied):
+    return GPT2LMHeadModel, GPT2Config(vocab_size=61, n_positions=CONTEXT, n_embd=20, n_layer=2,
+                                       n_head=4, n_inner=36, tie_word_embeddings=tied)
+
+
+def llama(**extra):
+    fields = dict(vocab_size=53, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                  num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=CONTEXT,
+                  rms_norm_eps=1e-6, tie_word_embeddings=False)
+    fields.update(extra)
+    return LlamaForCausalLM, LlamaConfig(**fields)
+
+
+def mistral():
+    return MistralForCausalLM, MistralConfig(
+        vocab_size=47, hidden_size=24, intermediate_size=36, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
+        sliding_window=MISTRAL_WINDOW, tie_word_embeddings=False)
+
+
+def mixtral():
+    return MixtralForCausalLM, MixtralConfig(
+        vocab_size=41, hidden_size=20, intermediate_size=28, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=6, max_position_embeddings=CONTEXT,
+        num_local_experts=5, num_experts_per_tok=2, sliding_window=None,
+        tie_word_embeddings=False)
+
+
+def qwen2():
+    return Qwen2ForCausalLM, Qwen2Config(
+        vocab_size=43, hidden_size=24, intermediate_size=44, num_hidden_layers=2,
+        num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=CONTEXT,
+        tie_word_embeddings=True)
+
+
+# name -> (model class and config, how it is saved)
+FIXTURES = {
+    "gpt2_tied": (gpt2(True), {}),
+    "gpt2_untied_bf16": (gpt2(False), {"dtype": torch.bfloat16}),
+    "llama_gqa": (llama(), {}),
+    # head_dim 8 with hidden 28: heads * head_dim != hidden_size; one K/V head (MQA)
+    "llama_llama3_tied_sharded": (llama(hidden_size=28, num_attention_heads=4, num_key_value_heads=1,
+                                        head_dim=8, tie_word_embeddings=True,
+                                        rope_scaling={"rope_type": "llama3", "factor": 4.0,
+                                                      "low_freq_factor": 1.0,
+                                                      "high_freq_factor": 4.0,
+                                                      "original_max_position_embeddings": 8}),
+                                  {"shards": 2}),
+    "llama_yarn_biases": (llama(rope_scaling={"rope_type": "yarn", "factor": 2.0},
+                                attention_bias=True, mlp_bias=True, rope_theta=500.0), {}),
+    "llama_linear": (llama(rope_scaling={"type": "linear", "factor": 3.0}), {}),
+    "mistral_window": (mistral(), {}),
+    "mixtral": (mixtral(), {}),
+    "qwen2_tied": (qwen2(), {}),
+}
+
+
+def spread(model, seed):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * 0.2
+            gain = p.dim() == 1 and ("norm" in name or "ln_" in name) and name.endswith("weight")
+            p.copy_(noise + 1.0 if gain else noise)
+
+
+def make(name, out_dir, seed):
+    (cls, config), how = FIXTURES[name]
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    spread(model, seed)
+    folder = os.path.join(out_dir, name)
+    if "dtype" in how:
+        model = model.to(how["dtype"])
+    options = {}
+    if "shards" in how:
+        total = sum(p.numel() * p.element_size() for p in model.state_dict().values())
+        options["max_shard_size"] = int(total * 0.6)
+    model.save_pretrained(folder, safe_serialization=True, **options)
+    if "shards" in how:
+        with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+            shards = set(json.load(f)["weight_map"].values())
+        assert len(shards) == how["shards"], shards
+    return folder
+
+
+def make_all(out_dir):
+    """{name: folder} for every fixture, written under out_dir."""
+    return {name: make(name, out_dir, seed) for seed, name in enumerate(FIXTURES, start=1)}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    for name, folder in make_all(sys.argv[1]).items():
+        print(name, folder)

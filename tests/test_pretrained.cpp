@@ -1,0 +1,344 @@
+// Hugging Face folders (nn/io/pretrained.hpp): save_pretrained then load_pretrained gives the
+// model back bit for bit (float and double; GQA, MoE, tied and untied heads, biases, windows),
+// an interleaved-RoPE model comes back as a half-RoPE one with the same logits; shards, the
+// hub's unprefixed GPT-2 names and its mask buffers load; a missing, unexpected or
+// wrong-shape tensor is refused naming it and its file; a refused save writes nothing.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/tape.hpp"
+#include "helpers.hpp"
+#include "nn/io/pretrained.hpp"
+#include "nn/io/safetensors.hpp"
+#include "temp_files.hpp"
+
+using namespace tapegrad;
+using namespace tapegrad::test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+TransformerConfig sized(TransformerConfig c) {
+  c.vocab = 13;
+  c.context = 10;
+  c.d_model = 12;
+  c.heads = 3;
+  c.layers = 2;
+  c.mlp_hidden = 20;
+  c.seed = 7;
+  return c;
+}
+
+std::vector<std::pair<std::string, TransformerConfig>> configs() {
+  std::vector<std::pair<std::string, TransformerConfig>> out;
+  const TransformerConfig g = sized(gpt2_preset());
+  TransformerConfig l = sized(llama_preset());
+  l.heads = 4;
+  l.kv_heads = 2;
+  l.head_dim = 4;  // heads * head_dim != d_model
+  out.push_back({"gpt2 without attention biases", g});
+  TransformerConfig gb = g;
+  gb.attn_qkv_bias = gb.attn_out_bias = true;
+  gb.tie_embeddings = true;
+  out.push_back({"gpt2 tied with biases", gb});
+  out.push_back({"llama gqa untied", l});
+  TransformerConfig t = l;
+  t.tie_embeddings = true;
+  t.rope_scaling = RopeScaling::llama3;
+  t.rope_factor = 4;
+  t.rope_original_context = 4;
+  out.push_back({"llama tied llama3", t});
+  TransformerConfig w = l;
+  w.window = 3;
+  out.push_back({"mistral window 3", w});
+  TransformerConfig q = l;
+  q.attn_qkv_bias = true;
+  out.push_back({"qwen2 biases", q});
+  TransformerConfig o = l;
+  o.attn_out_bias = true;
+  o.mlp_bias = true;
+  out.push_back({"llama o and mlp biases", o});
+  TransformerConfig m = l;
+  m.experts = 3;
+  m.experts_top_k = 2;
+  out.push_back({"mixtral 3 experts", m});
+  return out;
+}
+
+// Every parameter from N(0, 0.5) (norm gains around 1): the initialisation's zero biases
+// and unit gains would hide a tensor written into the wrong place.
+template <class T>
+void spread(const Transformer<T>& model, std::uint64_t seed) {
+  Generator gen(seed);
+  for (const NamedParameter<T>& p : model.named_parameters()) {
+    Tensor<T> t = p.tensor;
+    const bool gain = p.name.find("norm") != std::string::npos && p.name.find(".weight") != std::string::npos;
+    t.value() = Tensor<T>::randn(t.shape(), gen, T(gain ? 1 : 0), T(0.5)).value();
+  }
+}
+
+template <class T>
+Array<T> logits_of(Transformer<T>& model) {
+  NoGradGuard no_grad;
+  return model.forward(random_tokens(2, model.config().context, model.config().vocab, 3)).value();
+}
+
+template <class T>
+bool same_bits(const Array<T>& a, const Array<T>& b) {
+  return a.shape() == b.shape() && std::equal(a.begin(), a.end(), b.begin(), [](T x, T y) {
+           return std::memcmp(&x, &y, sizeof(T)) == 0;
+         });
+}
+
+template <class T>
+double relative_error(const Array<T>& a, const Array<T>& b) {
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::abs(double(a.data()[i]) - double(b.data()[i])));
+    scale = std::max(scale, std::abs(double(b.data()[i])));
+  }
+  return err / scale;
+}
+
+// Every parameter of `b` equals `a`'s of the same name, bit for bit; a parameter only one
+// of them has must be zero (a bias written as zeros).
+template <class T>
+void check_same_parameters(const Transformer<T>& a, const Transformer<T>& b) {
+  for (const NamedParameter<T>& p : b.named_parameters()) {
+    INFO(p.name);
+    if (a.has_parameter(p.name)) {
+      CHECK(same_bits(a.parameter(p.name).value(), p.tensor.value()));
+    } else {
+      for (T v : p.tensor.value()) CHECK(v == T(0));
+    }
+  }
+  for (const NamedParameter<T>& p : a.named_parameters()) CHECK(b.has_parameter(p.name));
+}
+
+// The folder's tensors as doubles, by name, and written back.
+struct Held {
+  std::vector<std::size_t> shape;
+  std::vector<double> values;
+};
+std::map<std::string, Held> read_all(const std::string& path) {
+  const SafetensorsFile file(path);
+  std::map<std::string, Held> out;
+  for (const SafetensorsTensor& t : file.tensors()) {
+    Held h{t.shape, std::vector<double>(t.elements())};
+    file.read(t.name, h.values.data());
+    out[t.name] = h;
+  }
+  return out;
+}
+void write_all(const std::string& path, const std::map<std::string, Held>& tensors) {
+  std::vector<SafetensorsSource<double>> sources;
+  for (const auto& [name, h] : tensors) sources.emplace_back(name, h.shape, h.values.data());
+  save_safetensors<double>(path, sources);
+}
+
+std::string refusal_of_load(const std::string& dir) {
+  try {
+    load_pretrained<double>(dir);
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+template <class T>
+void check_round_trips() {
+  TempDir dir;
+  std::uint64_t seed = 20;
+  for (const auto& [name, config] : configs()) {
+    INFO(name);
+    Transformer<T> model(config);
+    spread(model, ++seed);
+    const std::string folder = dir.file(std::to_string(seed));
+    save_pretrained(model, folder);
+    CHECK(is_pretrained_folder(folder));
+    PretrainedModel<T> loaded = load_pretrained<T>(folder);
+    CHECK(hf_config_to_json(loaded.model.config()) == hf_config_to_json(config));
+    check_same_parameters(model, loaded.model);
+    CHECK(same_bits(logits_of(loaded.model), logits_of(model)));
+    // the file holds what was saved: F32 for float, F64 for double
+    const SafetensorsFile file(folder + "/model.safetensors");
+    for (const SafetensorsTensor& t : file.tensors())
+      CHECK(t.dtype == (std::is_same_v<T, float> ? "F32" : "F64"));
+    CHECK(json::parse(read_bytes(folder + "/config.json")).at("torch_dtype") ==
+          (std::is_same_v<T, float> ? "float32" : "float64"));
+    CHECK((file.find("lm_head.weight") == nullptr) == config.tie_embeddings);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pretrained: save then load gives the float model back bit for bit", "[pretrained]") {
+  check_round_trips<float>();
+}
+
+TEST_CASE("pretrained: save then load gives the double model back bit for bit", "[pretrained]") {
+  check_round_trips<double>();
+}
+
+TEST_CASE("pretrained: an interleaved-RoPE model comes back half-RoPE with its logits", "[pretrained]") {
+  TempDir dir;
+  TransformerConfig c = configs()[2].second;  // llama gqa: 4 query heads over 2 K/V heads
+  c.rope_style = RopeStyle::interleaved;
+  c.attn_qkv_bias = true;  // q's and k's biases are permuted with their rows
+  Transformer<double> model(c);
+  spread(model, 3);
+  save_pretrained(model, dir.file("a"));
+  PretrainedModel<double> loaded = load_pretrained<double>(dir.file("a"));
+  CHECK(loaded.model.config().rope_style == RopeStyle::half);
+  CHECK(relative_error(logits_of(loaded.model), logits_of(model)) < 1e-13);
+  // read as if its pairs were interleaved, the same weights give other logits
+  TransformerConfig misread = loaded.model.config();
+  misread.rope_style = RopeStyle::interleaved;
+  Transformer<double> wrong(misread);
+  for (const NamedParameter<double>& p : loaded.model.named_parameters()) {
+    Tensor<double> t = wrong.parameter(p.name);
+    t.value() = p.tensor.value();
+  }
+  CHECK(relative_error(logits_of(wrong), logits_of(model)) > 1e-3);
+  // q and v: rows of q moved, those of v (no rotation) kept
+  const Array<double>& wq = model.parameter("blocks.0.attn.Wq").value();
+  const Array<double>& wq_half = loaded.model.parameter("blocks.0.attn.Wq").value();
+  CHECK(wq_half(0, 1) == wq(0, 2));  // head 0: column 1 of the halves is interleaved pair 1's first
+  CHECK(wq_half(0, 2) == wq(0, 1));  // column dh/2 = 2 is pair 0's second
+  CHECK(same_bits(loaded.model.parameter("blocks.0.attn.Wv").value(),
+                  model.parameter("blocks.0.attn.Wv").value()));
+  // import, export, import: bit for bit
+  save_pretrained(loaded.model, dir.file("b"));
+  PretrainedModel<double> again = load_pretrained<double>(dir.file("b"));
+  check_same_parameters(loaded.model, again.model);
+}
+
+TEST_CASE("pretrained: shards and the hub's gpt2 names load as the single file does", "[pretrained]") {
+  TempDir dir;
+  Transformer<double> model(configs()[1].second);  // gpt2, tied, biases
+  spread(model, 5);
+  save_pretrained(model, dir.file("single"));
+  const std::map<std::string, Held> all = read_all(dir.file("single/model.safetensors"));
+
+  // two shards and their index
+  fs::create_directories(dir.file("sharded"));
+  for (const char* f : {"config.json", "generation_config.json"})
+    fs::copy_file(dir.file(std::string("single/") + f), dir.file(std::string("sharded/") + f));
+  std::map<std::string, Held> first, second;
+  json weight_map = json::object();
+  for (const auto& [name, h] : all) {
+    const bool early = name.find(".h.1.") == std::string::npos;
+    (early ? first : second)[name] = h;
+    weight_map[name] = early ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  write_all(dir.file("sharded/model-00001-of-00002.safetensors"), first);
+  write_all(dir.file("sharded/model-00002-of-00002.safetensors"), second);
+  write_bytes(dir.file("sharded/model.safetensors.index.json"),
+              json({{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}).dump());
+  PretrainedModel<double> sharded = load_pretrained<double>(dir.file("sharded"));
+  check_same_parameters(model, sharded.model);
+
+  // no `transformer.` prefix, and the causal-mask buffers older files carry
+  fs::create_directories(dir.file("hub"));
+  fs::copy_file(dir.file("single/config.json"), dir.file("hub/config.json"));
+  std::map<std::string, Held> hub;
+  for (const auto& [name, h] : all) hub[name.rfind("transformer.", 0) == 0 ? name.substr(12) : name] = h;
+  hub["h.0.attn.bias"] = Held{{1, 1, 10, 10}, std::vector<double>(100, 1.0)};
+  hub["h.0.attn.masked_bias"] = Held{{}, {-1e4}};
+  write_all(dir.file("hub/model.safetensors"), hub);
+  PretrainedModel<double> from_hub = load_pretrained<double>(dir.file("hub"));
+  check_same_parameters(model, from_hub.model);
+  CHECK(from_hub.model_type == "gpt2");
+}
+
+TEST_CASE("pretrained: a missing unexpected or wrong-shape tensor is refused naming it", "[pretrained]") {
+  TempDir dir;
+  TransformerConfig c = configs()[2].second;  // llama, untied
+  Transformer<double> model(c);
+  save_pretrained(model, dir.file("m"));
+  const std::string file = dir.file("m/model.safetensors");
+  const std::map<std::string, Held> all = read_all(file);
+
+  std::map<std::string, Held> missing = all;
+  missing.erase("model.layers.1.self_attn.k_proj.weight");
+  write_all(file, missing);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("tensor 'model.layers.1.self_attn.k_proj.weight' (8, 12) is missing") &&
+                 Catch::Contains("load_pretrained " + dir.file("m")));
+
+  std::map<std::string, Held> no_head = all;
+  no_head.erase("lm_head.weight");
+  write_all(file, no_head);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("'lm_head.weight'") && Catch::Contains("tie_word_embeddings is false"));
+
+  std::map<std::string, Held> extra = all;
+  extra["model.layers.0.self_attn.q_norm.weight"] = Held{{4}, std::vector<double>(4, 1.0)};
+  write_all(file, extra);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains(file) && Catch::Contains("'model.layers.0.self_attn.q_norm.weight'") &&
+                 Catch::Contains("does not have"));
+
+  std::map<std::string, Held> reshaped = all;
+  reshaped["model.norm.weight"] = Held{{13}, std::vector<double>(13, 1.0)};
+  write_all(file, reshaped);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("'model.norm.weight' has shape (13), config.json describes (12)"));
+
+  // a tied head is the embedding: a separate lm_head would be ignored by transformers
+  json config = json::parse(read_bytes(dir.file("m/config.json")));
+  config["tie_word_embeddings"] = true;
+  write_bytes(dir.file("m/config.json"), config.dump());
+  write_all(file, all);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("'lm_head.weight'") && Catch::Contains("tie_word_embeddings is true"));
+
+  // a config.json far larger than its weights: refused before the model is built
+  config["tie_word_embeddings"] = false;
+  config["num_hidden_layers"] = 1000000;
+  config["hidden_size"] = 4096;
+  config["intermediate_size"] = 14336;
+  write_bytes(dir.file("m/config.json"), config.dump());
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("config.json describes a model of") && Catch::Contains("parameters, the "
+                                                                                     "folder's tensors hold"));
+
+  CHECK_THAT(refusal_of_load(dir.file("nowhere")), Catch::Contains("not a folder holding config.json"));
+  CHECK_FALSE(is_pretrained_folder(dir.file("nowhere")));
+  CHECK_FALSE(is_pretrained_folder(file));
+}
+
+TEST_CASE("pretrained: a model no model_type expresses is refused and nothing is written", "[pretrained]") {
+  TempDir dir;
+  TransformerConfig c = configs()[2].second;
+  c.qk_norm = true;
+  const Transformer<float> model(c);
+  CHECK_THROWS_WITH(save_pretrained(model, dir.file("new")),
+                    Catch::Contains("qk_norm=true") && Catch::Contains("hf_config_to_json"));
+  CHECK_FALSE(fs::exists(dir.file("new")));
+  fs::create_directories(dir.file("empty"));
+  CHECK_THROWS_AS(save_pretrained(model, dir.file("empty")), CheckpointError);
+  CHECK(fs::is_empty(dir.file("empty")));
+}
+
+TEST_CASE("pretrained: kept fields and generation_config.json", "[pretrained]") {
+  TempDir dir;
+  Transformer<float> model(configs()[2].second);
+  save_pretrained(model, dir.file("m"), R"({"model_type": "mistral", "bos_token_id": 1, "eos_token_id": 2})");
+  const PretrainedModel<float> loaded = load_pretrained<float>(dir.file("m"));
+  CHECK(loaded.model_type == "mistral");
+  const json kept = json::parse(loaded.kept_json);
+  CHECK(kept.at("bos_token_id") == 1);
+  CHECK(kept.at("torch_dtype") == "float32");
+  const json generation = json::parse(read_bytes(dir.file("m/generation_config.json")));
+  CHECK(generation.at("bos_token_id") == 1);
+  CHECK(generation.at("eos_token_id") == 2);
+}
