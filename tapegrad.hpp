@@ -18,6 +18,7 @@
 #include "ops/cross_entropy.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/embedding.hpp"
+#include "ops/linear_cross_entropy.hpp"
 #include "ops/matmul.hpp"
 #include "ops/norm.hpp"
 #include "ops/precision.hpp"
