@@ -12,6 +12,7 @@
 #include "ops/kernels/precision.hpp"
 #include "ops/linear_cross_entropy.hpp"
 #include "tapegrad.hpp"
+#include "tapegrad_nn.hpp"
 
 using namespace tapegrad;
 
@@ -193,4 +194,80 @@ TEST_CASE("linear_cross_entropy names what is wrong", "[linear_cross_entropy]") 
   cap.softcap = -1;
   test::require_shape_error([&] { linear_cross_entropy(h, w, ok, cap); },
                             {"linear_cross_entropy", "softcap"});
+}
+
+namespace {
+
+TransformerConfig small_model(const std::string& arch, bool tied, double final_softcap) {
+  TransformerConfig c = preset(arch);
+  c.vocab = 37;
+  c.context = 9;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 2;
+  finish_preset(arch, c);
+  c.tie_embeddings = tied;
+  c.final_softcap = final_softcap;
+  c.seed = 4;
+  return c;
+}
+
+template <class T>
+struct ModelRun {
+  Array<T> loss;
+  std::vector<Array<T>> grads;
+};
+
+template <class T>
+ModelRun<T> model_run(const TransformerConfig& c, std::optional<std::size_t> chunk_rows) {
+  Transformer<T> model(c);
+  const Indices tokens = test::random_tokens(2, 9, c.vocab, 8);
+  Indices targets = test::random_tokens(2, 9, c.vocab, 9);
+  targets(0, 3) = -100;
+  Tensor<T> loss = model.loss(tokens, targets, -100, chunk_rows);
+  ModelRun<T> r{loss.value(), {}};
+  loss.backward();
+  for (const Tensor<T>& p : model.parameters()) r.grads.push_back(p.grad());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("Transformer loss in chunks equals the unchunked loss bit for bit under reference products",
+          "[linear_cross_entropy][transformer]") {
+  const TransformerConfig configs[] = {small_model("gpt2", false, 0), small_model("gpt2", true, 2.0),
+                                       small_model("llama", true, 0)};
+  for (const TransformerConfig& c : configs) {
+    INFO(config_summary(c));
+    {
+      kernels::ReferenceProductsGuard reference;
+      // 18 rows in chunks of 16
+      const ModelRun<double> a = model_run<double>(c, 16), b = model_run<double>(c, 0);
+      CHECK(same_bits(a.loss, b.loss));
+      REQUIRE(a.grads.size() == b.grads.size());
+      for (std::size_t i = 0; i < a.grads.size(); ++i) {
+        INFO("parameter " << i);
+        CHECK(same_bits(a.grads[i], b.grads[i]));
+      }
+    }
+    const ModelRun<float> a = model_run<float>(c, 16), b = model_run<float>(c, 0);
+    CHECK(max_abs_difference(a.loss, b.loss) <= 1e-6);
+    for (std::size_t i = 0; i < a.grads.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(max_abs_difference(a.grads[i], b.grads[i]) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("loss chunks the head by default only for a large vocabulary and a batch of several chunks",
+          "[linear_cross_entropy][transformer]") {
+  // the rule as stated: vocabulary >= 8192, and a chunk of 32 MiB of logits (>= 256 rows,
+  // a multiple of 16) shorter than the batch
+  CHECK(automatic_head_chunk_rows(4096, 11, 4) == 0);
+  CHECK(automatic_head_chunk_rows(1 << 20, kChunkedHeadMinVocab - 1, 4) == 0);
+  CHECK(automatic_head_chunk_rows(4096, 50257, 4) == 256);  // 32 MiB / 201 KB = 166 rows
+  CHECK(automatic_head_chunk_rows(256, 50257, 4) == 0);     // one chunk: no saving
+  CHECK(automatic_head_chunk_rows(4096, 8192, 4) == 1024);  // 32 MiB / 32 KiB
+  CHECK(automatic_head_chunk_rows(4096, 8192, 8) == 512);
+  CHECK(default_chunk_rows(1, 4) % 16 == 0);
 }

@@ -289,20 +289,25 @@ void bind_transformer(py::module_& m, const char* name) {
       }, py::arg("batch") = 1, py::arg("positions") = py::none(), py::arg("kv_dtype") = "f32",
       "an empty KVCacheSet for this model (positions: the context by default; kv_dtype: f32, "
       "the model's type, or bf16, half the memory, float32 models)")
-      .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore) {
+      .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore,
+                      std::optional<std::size_t> chunk_rows) {
         const Indices ids = indices_from_numpy(tokens, "loss");
         const Indices tg = indices_from_numpy(targets, "loss");
         py::gil_scoped_release release;
-        return PyTensor(model.loss(ids, tg, ignore));
-      }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100)
+        return PyTensor(model.loss(ids, tg, ignore, chunk_rows));
+      }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100,
+      py::arg("chunk_rows") = py::none(),
+      "mean cross-entropy of the next tokens; chunk_rows: the head and the loss computed that "
+      "many rows at a time (no (B*T, vocab) logits at once), 0 all at once, None (default) "
+      "chunked for a vocabulary of 8192 or more when a chunk holds fewer rows than the batch")
       .def("training_loss", [](Model& model, const py::object& tokens, const py::object& targets,
-                               std::int64_t ignore) {
+                               std::int64_t ignore, std::optional<std::size_t> chunk_rows) {
         const Indices ids = indices_from_numpy(tokens, "training_loss");
         const Indices tg = indices_from_numpy(targets, "training_loss");
         TrainingLoss<T> t;
         {
           py::gil_scoped_release release;
-          t = model.training_loss(ids, tg, ignore);
+          t = model.training_loss(ids, tg, ignore, chunk_rows);
         }
         py::dict out;
         out["total"] = PyTensor(t.total);
@@ -311,6 +316,7 @@ void bind_transformer(py::module_& m, const char* name) {
         out["z"] = PyTensor(t.z);
         return out;
       }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100,
+      py::arg("chunk_rows") = py::none(),
       "{'total', 'lm', 'aux', 'z'}: aux and z are the raw mean load-balancing loss and mean "
       "router z-loss over the MoE layers, total = lm + moe_aux_coef x aux + moe_z_coef x z "
       "(what training minimises; its forward alone applies moe_capacity; loss() is the LM "
