@@ -271,3 +271,33 @@ TEST_CASE("loss chunks the head by default only for a large vocabulary and a bat
   CHECK(automatic_head_chunk_rows(4096, 8192, 8) == 512);
   CHECK(default_chunk_rows(1, 4) % 16 == 0);
 }
+
+TEST_CASE("linear_cross_entropy never holds the whole logits and the unchunked ops do",
+          "[linear_cross_entropy][memory]") {
+  const std::size_t N = 512, d = 16, V = 8192;  // logits: 16 MiB of float
+  const double logits_bytes = double(N) * V * sizeof(float);
+  Generator g(12);
+  Tensor<float> h = Tensor<float>::randn({N, d}, g, 0, 1, true);
+  Tensor<float> w = Tensor<float>::randn({d, V}, g, 0, 0.1f, true);
+  Indices targets = test::random_tokens(1, N, V, 3);
+  targets.reshape({N});
+  auto peak_of = [&](bool chunked) {
+    h.zero_grad();
+    w.zero_grad();
+    const std::size_t base = tensor_bytes_in_use();
+    reset_peak_tensor_bytes();
+    {
+      LinearCrossEntropyOptions o;
+      o.chunk_rows = 64;  // 2 MiB of logits at once
+      Tensor<float> loss = chunked ? linear_cross_entropy(h, w, targets, o)
+                                   : cross_entropy(matmul(h, w), targets);
+      loss.backward();
+    }
+    // the gradients (h's and w's, 0.5 MiB) stay; the rest is what the step held at most
+    return double(peak_tensor_bytes() - base);
+  };
+  const double chunked = peak_of(true), whole = peak_of(false);
+  INFO("peak above the inputs: chunked " << chunked << " bytes, unchunked " << whole);
+  CHECK(whole > 2 * logits_bytes);  // the logits and their gradient
+  CHECK(chunked < logits_bytes / 2);
+}
