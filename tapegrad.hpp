@@ -4,6 +4,7 @@
 // transformer and checkpoints (nn/) come with tapegrad_nn.hpp.
 #include <xtensor/xarray.hpp>
 
+#include "autograd/checkpoint.hpp"
 #include "autograd/errors.hpp"
 #include "autograd/gradcheck.hpp"
 #include "autograd/memory.hpp"
