@@ -3,8 +3,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 
+#include "autograd/checkpoint.hpp"
+#include "autograd/tape.hpp"  // grad_enabled
 #include "ops/cross_entropy.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/linear_cross_entropy.hpp"
@@ -183,8 +186,21 @@ Tensor<T> Transformer<T>::trunk(const Indices& tokens, KVCacheSet<T>* caches) {
     for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(start + t);
     x = x + hook_("pos_embed", (*pos_emb_)(positions));
   }
-  for (std::size_t i = 0; i < blocks_.size(); ++i)
-    x = blocks_[i].forward(x, caches ? &(*caches)[i] : nullptr);
+  // Activation checkpointing: in a forward that records, without a cache or hooks (a
+  // hooked run keeps every activation on the tape, for the hooks' gradients, and its hooks
+  // are detached before the backward would run the block again), each block is one
+  // checkpoint node that keeps its input; its backward runs a copy of the block taken
+  // now (the same parameters, head mask and attention path) again on that input.
+  const bool checkpointed = config_.checkpoint_activations && !caches && !hook_.hooks && grad_enabled();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    if (!checkpointed) {
+      x = blocks_[i].forward(x, caches ? &(*caches)[i] : nullptr);
+      continue;
+    }
+    auto block = std::make_shared<Block<T>>(blocks_[i]);
+    x = checkpoint<T>(x, block->parameters(),
+                      [block](const Tensor<T>& in) { return block->forward(in, nullptr); });
+  }
   return hook_("ln_final.out", norm_f_(x));
 }
 
@@ -318,6 +334,17 @@ void Transformer<T>::set_objective(const TransformerConfig& from) {
   if (FieldRole::role == FieldRole::objective) c.name = from.name;
   TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_COPY_OBJECTIVE)
 #undef TAPEGRAD_COPY_OBJECTIVE
+  c.validate();
+  config_ = c;
+}
+
+template <class T>
+void Transformer<T>::set_execution(const TransformerConfig& from) {
+  TransformerConfig c = config_;
+#define TAPEGRAD_COPY_EXECUTION(role, type, name, default_value, lo, hi, since, old, doc) \
+  if (FieldRole::role == FieldRole::execution) c.name = from.name;
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_COPY_EXECUTION)
+#undef TAPEGRAD_COPY_EXECUTION
   c.validate();
   config_ = c;
 }

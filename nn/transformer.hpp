@@ -89,6 +89,10 @@ class Transformer : public Module<T> {
   // which training_loss weighs from now on; the architecture and the parameters stay.
   // ShapeError "config: ..." naming the field for a value out of its range.
   void set_objective(const TransformerConfig& from);
+  // The same for the execution's fields (how forward and backward run, never what they
+  // compute: checkpoint_activations); ShapeError "config: ..." for a combination the model
+  // cannot run (checkpoint_activations with experts).
+  void set_execution(const TransformerConfig& from);
   std::vector<Block<T>>& blocks() { return blocks_; }
   const std::vector<Block<T>>& blocks() const { return blocks_; }
   // Every block's attention takes this path (fused by default; composed is the reference).

@@ -159,3 +159,140 @@ TEST_CASE("TapeScope: its ops record on its own tape, the thread's tape untouche
   CHECK((a.grad() == Array<double>{8.0, 8.0}));
   CHECK(Tape<double>::active().size() == 0);
 }
+
+namespace {
+
+TransformerConfig model_config(const std::string& arch) {
+  TransformerConfig c = preset(arch);
+  c.vocab = 29;
+  c.context = 8;
+  c.d_model = 16;
+  c.heads = 4;
+  c.layers = 3;
+  finish_preset(arch, c);
+  c.seed = 5;
+  return c;
+}
+
+template <class T>
+struct ModelGrads {
+  Array<T> loss;
+  std::vector<Array<T>> grads;
+};
+
+template <class T>
+ModelGrads<T> model_grads(TransformerConfig c, bool checkpointed, std::optional<std::size_t> chunk_rows = 0) {
+  c.checkpoint_activations = checkpointed;
+  Transformer<T> model(c);
+  const Indices tokens = test::random_tokens(3, 8, c.vocab, 1);
+  Indices targets = test::random_tokens(3, 8, c.vocab, 2);
+  targets(1, 2) = -100;
+  Tensor<T> loss = model.loss(tokens, targets, -100, chunk_rows);
+  std::size_t nodes = 0;
+  for (const auto& node : Tape<T>::active().nodes()) nodes += std::string(node.op) == "checkpoint";
+  CHECK(nodes == (checkpointed ? c.layers : 0));
+  ModelGrads<T> r{loss.value(), {}};
+  loss.backward();
+  for (const Tensor<T>& p : model.parameters()) r.grads.push_back(p.grad());
+  return r;
+}
+
+template <class T>
+void check_same(const ModelGrads<T>& a, const ModelGrads<T>& b) {
+  CHECK(same_bits(a.loss, b.loss));
+  REQUIRE(a.grads.size() == b.grads.size());
+  for (std::size_t i = 0; i < a.grads.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(same_bits(a.grads[i], b.grads[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint_activations: the model's loss and gradients equal the plain backward bit for bit",
+          "[checkpoint_activations][transformer]") {
+  std::vector<TransformerConfig> configs = {model_config("gpt2"), model_config("llama")};
+  configs[1].qk_norm = true;
+  configs.push_back(model_config("gpt2"));
+  configs.back().mlp = MlpKind::none;  // attention-only blocks
+  configs.back().tie_embeddings = true;
+  configs.back().final_softcap = 3.0;
+  configs.push_back(model_config("gpt2"));
+  configs.back().window = 3;
+  configs.back().positions = PositionKind::alibi;
+  for (const TransformerConfig& c : configs) {
+    INFO(config_summary(c));
+    check_same(model_grads<double>(c, true), model_grads<double>(c, false));
+    check_same(model_grads<float>(c, true), model_grads<float>(c, false));
+    // with the chunked head too (24 rows in chunks of 16)
+    check_same(model_grads<float>(c, true, 16), model_grads<float>(c, false, 16));
+  }
+  set_num_threads(2);
+  check_same(model_grads<float>(configs[0], true), model_grads<float>(configs[0], false));
+  set_num_threads(1);
+}
+
+TEST_CASE("checkpoint_activations: refused with experts, accepted on a loaded model",
+          "[checkpoint_activations][transformer]") {
+  TransformerConfig moe = model_config("mixtral");
+  moe.checkpoint_activations = true;
+  CHECK_THROWS_WITH(moe.validate(), Catch::Contains("checkpoint_activations") &&
+                                        Catch::Contains("experts=8"));
+  TransformerConfig plain = model_config("gpt2");
+  Transformer<float> model(plain);
+  plain.checkpoint_activations = true;
+  model.set_execution(plain);
+  CHECK(model.config().checkpoint_activations);
+  Transformer<float> mixture(model_config("mixtral"));
+  TransformerConfig on = mixture.config();
+  on.checkpoint_activations = true;
+  CHECK_THROWS_WITH(mixture.set_execution(on), Catch::Contains("checkpoint_activations"));
+  CHECK_FALSE(mixture.config().checkpoint_activations);
+}
+
+TEST_CASE("checkpoint_activations: hooks still see and cache every activation and its gradient",
+          "[checkpoint_activations][hooks]") {
+  TransformerConfig c = model_config("gpt2");
+  const Indices tokens = test::random_tokens(2, 8, c.vocab, 3);
+  auto cached = [&](bool checkpointed) {
+    c.checkpoint_activations = checkpointed;
+    Transformer<double> model(c);
+    CachedRun<double> run = run_with_cache(model, tokens, {}, true);
+    sum(run.logits * run.logits).backward();
+    return run;
+  };
+  CachedRun<double> a = cached(true), b = cached(false);
+  CHECK(same_bits(a.logits.value(), b.logits.value()));
+  REQUIRE(a.cache.names() == b.cache.names());
+  for (const std::string& name : a.cache.names()) {
+    INFO(name);
+    CHECK(same_bits(a.cache[name].value(), b.cache[name].value()));
+    CHECK(same_bits(a.cache.grad(name), b.cache.grad(name)));
+  }
+}
+
+TEST_CASE("checkpoint_activations: a layer adds its block input only to what the forward keeps",
+          "[checkpoint_activations][memory]") {
+  const std::size_t B = 4, T = 8, D = 32;
+  auto held_after_forward = [&](std::size_t layers, bool checkpointed) {
+    TransformerConfig c = model_config("gpt2");
+    c.d_model = D;
+    c.layers = layers;
+    c.checkpoint_activations = checkpointed;
+    Transformer<float> model(c);
+    const Indices tokens = test::random_tokens(B, T, c.vocab, 4);
+    const std::size_t before = tensor_bytes_in_use();
+    Tensor<float> loss = model.loss(tokens, tokens);
+    const double held = double(tensor_bytes_in_use() - before);
+    loss.backward();
+    return held;
+  };
+  const double block_input = double(B * T * D * sizeof(float));
+  const double per_layer = (held_after_forward(4, true) - held_after_forward(1, true)) / 3;
+  const double plain_per_layer = (held_after_forward(4, false) - held_after_forward(1, false)) / 3;
+  INFO("per layer: checkpointed " << per_layer << " bytes, plain " << plain_per_layer
+       << ", a block input " << block_input);
+  CHECK(per_layer >= block_input);
+  CHECK(per_layer <= block_input + 256);  // malloc's rounding of one block
+  CHECK(plain_per_layer > 10 * block_input);
+}

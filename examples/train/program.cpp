@@ -223,6 +223,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
 
   if (!model_holder) model_holder.emplace(config);
   model_holder->set_objective(config);  // a resumed run's objective may be the options'
+  model_holder->set_execution(config);  // and how it computes (--checkpoint-activations)
   Transformer<float>& model = *model_holder;
   if (ranks) ranks->check_same_parameters(model.parameters(), "at start-up");
   if (!s.quiet) print_summary(model, task, eval, model_options.arch(), resume, log);

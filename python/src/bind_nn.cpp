@@ -352,6 +352,15 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("parameter_count", &Model::parameter_count)
       .def("zero_grad", &Model::zero_grad)
       .def_property_readonly("config", &Model::config)
+      .def_property("checkpoint_activations",
+                    [](const Model& model) { return model.config().checkpoint_activations; },
+                    [](Model& model, bool on) {
+                      TransformerConfig c = model.config();
+                      c.checkpoint_activations = on;
+                      model.set_execution(c);
+                    },
+                    "keep only each block's input through a training forward and run the block "
+                    "again in the backward (the config field, settable on a built or loaded model)")
       .def_property_readonly("dtype", [](const Model&) { return dtype_name<T>(); })
       .def("set_attention_path", [](Model& model, const std::string& path) {
         model.set_attention_path(attention_path_of("set_attention_path", path));

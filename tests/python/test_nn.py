@@ -82,6 +82,29 @@ def test_model_loss_in_chunks_of_rows_matches_the_unchunked_loss():
     assert model.training_loss(tokens, targets, chunk_rows=16)["lm"].item() == pytest.approx(results[0][0], abs=1e-13)
 
 
+def test_checkpoint_activations_gives_the_same_gradients_and_is_not_saved(tmp_path):
+    tokens = np.arange(2 * 8).reshape(2, 8) % 11
+    targets = (tokens * 3 + 1) % 11
+    grads = []
+    for on in (True, False):
+        model = nn.Transformer(nn.Config(vocab=11, context=8, d_model=16, heads=2, layers=2,
+                                         checkpoint_activations=on), dtype="float64")
+        assert model.checkpoint_activations is on and model.config.checkpoint_activations is on
+        model.loss(tokens, targets).backward()
+        grads.append([p.grad.copy() for p in model.parameters()])
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)
+    # a loaded model takes it too; the file does not hold it
+    model.save(str(tmp_path / "m.npz"))
+    loaded = nn.load_checkpoint(str(tmp_path / "m.npz"), dtype="float64")
+    assert loaded.checkpoint_activations is False
+    loaded.checkpoint_activations = True
+    assert loaded.config.checkpoint_activations is True
+    moe = nn.Transformer(nn.Config.preset("mixtral", vocab=11, context=8, d_model=16, heads=2, layers=1))
+    with pytest.raises(tg.ShapeError, match="checkpoint_activations"):
+        moe.checkpoint_activations = True
+
+
 def test_adamw_matches_the_formula():
     p0 = np.array([1.0, -2.0])
     p = tg.tensor(p0, requires_grad=True)
