@@ -4,6 +4,7 @@
 // transformer and checkpoints (nn/) come with tapegrad_nn.hpp.
 #include <xtensor/xarray.hpp>
 
+#include "autograd/checkpoint.hpp"
 #include "autograd/errors.hpp"
 #include "autograd/gradcheck.hpp"
 #include "autograd/memory.hpp"
@@ -18,6 +19,7 @@
 #include "ops/cross_entropy.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/embedding.hpp"
+#include "ops/linear_cross_entropy.hpp"
 #include "ops/matmul.hpp"
 #include "ops/norm.hpp"
 #include "ops/precision.hpp"

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -144,6 +145,16 @@ namespace {
 // What a request for zero bytes gets (an array resized or assigned down to no elements)
 // instead of a malloc of the alignment padding alone.
 alignas(kTensorAlignment) unsigned char g_empty_storage[kTensorAlignment];
+
+// Tensor storage in use (malloc's usable sizes: what the blocks really take) and its peak.
+std::atomic<std::int64_t> g_tensor_bytes{0}, g_peak_tensor_bytes{0};
+void count_tensor_bytes(std::int64_t change) {
+  const std::int64_t now = g_tensor_bytes.fetch_add(change, std::memory_order_relaxed) + change;
+  if (change <= 0) return;
+  std::int64_t peak = g_peak_tensor_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_tensor_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
 }  // namespace
 
 // The block from malloc is over-allocated by kTensorAlignment bytes; the aligned pointer
@@ -155,6 +166,7 @@ void* allocate_tensor_storage(std::size_t bytes) {
   if (bytes > std::size_t(-1) - kTensorAlignment) throw std::bad_alloc();
   auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kTensorAlignment));
   if (!raw) throw std::bad_alloc();
+  count_tensor_bytes(static_cast<std::int64_t>(malloc_usable_size(raw)));
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(raw);
   const std::size_t offset = kTensorAlignment - (address & (kTensorAlignment - 1));
   unsigned char* aligned = raw + offset;
@@ -165,7 +177,19 @@ void* allocate_tensor_storage(std::size_t bytes) {
 void free_tensor_storage(void* p) noexcept {
   if (!p || p == g_empty_storage) return;
   auto* aligned = static_cast<unsigned char*>(p);
-  std::free(aligned - aligned[-1]);
+  unsigned char* raw = aligned - aligned[-1];
+  count_tensor_bytes(-static_cast<std::int64_t>(malloc_usable_size(raw)));
+  std::free(raw);
+}
+
+std::size_t tensor_bytes_in_use() {
+  return static_cast<std::size_t>(std::max<std::int64_t>(0, g_tensor_bytes.load(std::memory_order_relaxed)));
+}
+std::size_t peak_tensor_bytes() {
+  return static_cast<std::size_t>(std::max<std::int64_t>(0, g_peak_tensor_bytes.load(std::memory_order_relaxed)));
+}
+void reset_peak_tensor_bytes() {
+  g_peak_tensor_bytes.store(g_tensor_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 }  // namespace tapegrad

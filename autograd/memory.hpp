@@ -14,6 +14,7 @@
 // handed back with trim_after_freeing(): glibc's malloc_trim releases the heap's free
 // pages, costing a page fault per 4 KiB for whatever is allocated there again. A training
 // step's own churn is never trimmed, which keeps the reuse above.
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -30,6 +31,15 @@ inline constexpr double kTrimAfterFreeingBytes = 32.0 * 1024 * 1024;
 bool trim_after_freeing(double freed_bytes);
 // The same whatever was freed (tapegrad.release_memory()).
 void trim_free_memory();
+
+// The bytes of tensor storage (every Array's, autograd/allocator.hpp) allocated and not yet
+// freed, as malloc's usable sizes, and the most there have been since the last reset: what
+// a step's activations and gradients cost, without the noise of the resident set (which
+// glibc's reuse of freed memory keeps at its peak). Counted as every tensor is allocated and
+// freed, on every thread.
+std::size_t tensor_bytes_in_use();
+std::size_t peak_tensor_bytes();
+void reset_peak_tensor_bytes();  // the peak becomes what is in use now
 
 // What this process may still allocate, the one probe the programs' --max-memory default
 // and Python's MemoryError checks share: the lowest of /proc/meminfo's MemAvailable and,

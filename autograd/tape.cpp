@@ -163,10 +163,31 @@ void BackwardContext<T>::accumulate(std::size_t i, Array<T> contribution) {
   add_grad(input, std::move(contribution));
 }
 
+namespace {
+// The innermost TapeScope's tape on this thread, or null.
+template <class T>
+Tape<T>*& scoped_tape() {
+  thread_local Tape<T>* tape = nullptr;
+  return tape;
+}
+}  // namespace
+
 template <class T>
 Tape<T>& Tape<T>::active() {
   thread_local Tape<T> tape;
-  return tape;
+  Tape<T>* scoped = scoped_tape<T>();
+  return scoped ? *scoped : tape;
+}
+
+template <class T>
+TapeScope<T>::TapeScope() : previous_(scoped_tape<T>()) {
+  scoped_tape<T>() = &tape_;
+}
+
+template <class T>
+TapeScope<T>::~TapeScope() {
+  scoped_tape<T>() = previous_;
+  tape_.clear();
 }
 
 template <class T>
@@ -448,7 +469,8 @@ void push_node(const char* op, OpInputs<T> inputs, const std::shared_ptr<TensorI
                                   const std::shared_ptr<TensorImpl<T>>&, BackwardFn<T>); \
   template class BackwardContext<T>;                                                     \
   template struct SavedInput<T>;                                                         \
-  template class Tape<T>;
+  template class Tape<T>;                                                                \
+  template class TapeScope<T>;
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE

@@ -107,6 +107,7 @@ class BackwardContext {
   const Array<T>& output() const;                     // the forward result
   const Array<T>& input(std::size_t i) const;         // the forward inputs' values
   bool wants(std::size_t i) const;                    // does input i require grad?
+  std::size_t input_count() const { return node_.inputs.size(); }
   // d(loss)/d(input i) += sum_to(contribution, shape of input i)
   void accumulate(std::size_t i, Array<T> contribution);
   const char* op() const { return node_.op; }
@@ -123,7 +124,7 @@ class BackwardContext {
 template <class T>
 class Tape {
  public:
-  static Tape& active();  // this thread's tape of element type T
+  static Tape& active();  // this thread's tape of element type T (a TapeScope's while one lives)
   Tape() = default;
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
@@ -155,6 +156,25 @@ class Tape {
   std::vector<std::size_t> walk_;  // indices of the nodes the running backward walks, last first
   std::uint64_t epoch_ = 0;        // one per backward: TensorImpl::reached compares with it
   std::size_t next_prune_ = 4096;
+};
+
+// While alive, the ops of this thread record on a tape of its own, a fresh one, and a
+// backward() from a tensor recorded there walks it; the tape active before (the thread's,
+// or an enclosing scope's) is untouched and active again after it. Its nodes are dropped
+// with it (what was recorded there becomes History::cleared). How a checkpointed block runs
+// its forward again inside a backward without touching the tape being walked
+// (autograd/checkpoint.hpp).
+template <class T>
+class TapeScope {
+ public:
+  TapeScope();
+  ~TapeScope();
+  TapeScope(const TapeScope&) = delete;
+  TapeScope& operator=(const TapeScope&) = delete;
+
+ private:
+  Tape<T> tape_;
+  Tape<T>* previous_;
 };
 
 // Records nothing while alive (inference, optimiser updates, finite differences).
@@ -263,5 +283,7 @@ extern template class Tape<float>;
 extern template class Tape<double>;
 extern template class BackwardContext<float>;
 extern template class BackwardContext<double>;
+extern template class TapeScope<float>;
+extern template class TapeScope<double>;
 
 }  // namespace tapegrad

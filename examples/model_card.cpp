@@ -100,10 +100,12 @@ int main(int argc, char** argv) {
                "Exit codes: 0 ok, 2 usage error.", kProgram};
   app.option_defaults()->always_capture_default();
   std::size_t cache_bytes = 2;
-  // the initialisation's fields (seed, attention_init, qk_norm_gain) change nothing in a card
+  // the initialisation's fields (seed, attention_init, qk_norm_gain) and the execution's
+  // (checkpoint_activations) change nothing in a card
   std::set<std::string> initialisation;
   for (const FieldInfo& f : config_fields())
-    if (f.role == FieldRole::initialisation) initialisation.insert(f.name);
+    if (f.role == FieldRole::initialisation || f.role == FieldRole::execution)
+      initialisation.insert(f.name);
   examples::ConfigOptions model_options(app, initialisation);
   app.add_option("--cache-bytes", cache_bytes, "bytes per cached value (2: 16-bit)")
       ->check(CLI::Range(std::size_t(1), std::size_t(16)));

@@ -340,6 +340,12 @@ void TransformerConfig::validate() const {
                                   std::pair{"final_softcap", final_softcap}})
     if (!valid_softcap(cap))
       fail("config", "{}={} must be 0 (off) or in [{}, {}]", name, cap, kMinSoftcap, kMaxSoftcap);
+  // a mixture of experts' auxiliary losses leave the block beside its output, and its
+  // capacity holds in the training forward only: running the block again in the backward
+  // would lose the first and break the second
+  if (experts > 0 && checkpoint_activations)
+    fail("config", "checkpoint_activations does not work with experts={} (the auxiliary losses "
+         "leave the block beside its output); use a dense model or leave it off", experts);
   if (experts > 0 && moe_every > layers)
     fail("config", "moe_every={} exceeds layers={}: no layer would have experts (experts={})",
          moe_every, layers, experts);

@@ -36,9 +36,13 @@ enum class PositionKind { learned, rope, none, alibi };
 
 // The role of a field: the architecture (what a checkpoint's weights depend on), the
 // objective (a weight in the training loss only: the forward pass and the parameters do not
-// depend on it, so a resumed run may change it) or only how the parameters are first drawn.
+// depend on it, so a resumed run may change it), only how the parameters are first drawn,
+// or the execution: how a forward and backward run, never what they compute (the same
+// numbers either way, so a resumed run changes it freely and without notice). An execution
+// field is not stored in checkpoints (its `since` is 0: no format holds it; a model read
+// from a file has the default until the program or the user sets it).
 // Loading into an existing model compares the architecture alone.
-enum class FieldRole { architecture, objective, initialisation };
+enum class FieldRole { architecture, objective, initialisation, execution };
 
 inline constexpr double kUnbounded = 1e300;
 
@@ -141,7 +145,10 @@ inline constexpr double kUnbounded = 1e300;
     "capacity factor c, in training only: an expert takes at most ceil(c*T*k/E) of a training " \
     "forward's tokens (0: dropless); evaluation and generation are always dropless")          \
   X(architecture, std::size_t, moe_every, 1, 1, 1 << 24, 5, 1,                                  \
-    "MoE in every n-th layer (layers n-1, 2n-1, ...), dense feed-forward elsewhere")
+    "MoE in every n-th layer (layers n-1, 2n-1, ...), dense feed-forward elsewhere")              \
+  X(execution, bool, checkpoint_activations, false, 0, 0, 0, false,                              \
+    "keep only each block's input through a training forward and compute the block again in "   \
+    "the backward: one block's activations at a time, a third more compute, the same numbers")
 
 struct TransformerConfig {
 #define TAPEGRAD_DECLARE_FIELD(role, type, name, default_value, lo, hi, since, old, doc) \

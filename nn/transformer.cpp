@@ -3,10 +3,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 
+#include "autograd/checkpoint.hpp"
+#include "autograd/tape.hpp"  // grad_enabled
 #include "ops/cross_entropy.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/linear_cross_entropy.hpp"
 #include "ops/matmul.hpp"
 
 namespace tapegrad {
@@ -166,6 +170,14 @@ Tensor<T> Transformer<T>::forward(const Indices& tokens, KVCacheSet<T>& caches) 
 // for the positional table, the blocks, the norm, matmul).
 template <class T>
 Tensor<T> Transformer<T>::run(const Indices& tokens, KVCacheSet<T>* caches) {
+  const Tensor<T> h = trunk(tokens, caches);
+  const Tensor<T> logits = head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
+  return hook_("logits",
+               config_.final_softcap > 0 ? softcap(logits, config_.final_softcap) : logits);
+}
+
+template <class T>
+Tensor<T> Transformer<T>::trunk(const Indices& tokens, KVCacheSet<T>* caches) {
   const std::size_t start = caches ? caches->length() : 0;
   check_tokens(tokens, start, caches != nullptr);
   const std::size_t Tn = tokens.shape()[1];
@@ -175,12 +187,22 @@ Tensor<T> Transformer<T>::run(const Indices& tokens, KVCacheSet<T>* caches) {
     for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(start + t);
     x = x + hook_("pos_embed", (*pos_emb_)(positions));
   }
-  for (std::size_t i = 0; i < blocks_.size(); ++i)
-    x = blocks_[i].forward(x, caches ? &(*caches)[i] : nullptr);
-  const Tensor<T> h = hook_("ln_final.out", norm_f_(x));
-  const Tensor<T> logits = head_ ? (*head_)(h) : matmul_nt(h, tok_emb_.weight());
-  return hook_("logits",
-               config_.final_softcap > 0 ? softcap(logits, config_.final_softcap) : logits);
+  // Activation checkpointing: in a forward that records, without a cache or hooks (a
+  // hooked run keeps every activation on the tape, for the hooks' gradients, and its hooks
+  // are detached before the backward would run the block again), each block is one
+  // checkpoint node that keeps its input; its backward runs a copy of the block taken
+  // now (the same parameters, head mask and attention path) again on that input.
+  const bool checkpointed = config_.checkpoint_activations && !caches && !hook_.hooks && grad_enabled();
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    if (!checkpointed) {
+      x = blocks_[i].forward(x, caches ? &(*caches)[i] : nullptr);
+      continue;
+    }
+    auto block = std::make_shared<Block<T>>(blocks_[i]);
+    x = checkpoint<T>(x, block->parameters(),
+                      [block](const Tensor<T>& in) { return block->forward(in, nullptr); });
+  }
+  return hook_("ln_final.out", norm_f_(x));
 }
 
 template <class T>
@@ -213,14 +235,33 @@ CachedRun<T> run_with_cache(Transformer<T>& model, const Indices& tokens,
   return {std::move(logits), hooks.take_activations()};
 }
 
+std::size_t automatic_head_chunk_rows(std::size_t rows, std::size_t vocab,
+                                      std::size_t bytes_per_value) {
+  if (vocab < kChunkedHeadMinVocab) return 0;
+  const std::size_t chunk = default_chunk_rows(vocab, bytes_per_value);
+  return chunk < rows ? chunk : 0;
+}
+
+// Chunked: the trunk, then linear_cross_entropy over the head's matrix (tok_emb's, (V, D),
+// when tied) with the final soft-cap; the hook point "logits" is not passed (loss() runs
+// without hooks: run_with_hooks is the hooked forward).
 template <class T>
 Tensor<T> Transformer<T>::loss(const Indices& tokens, const Indices& targets,
-                               std::int64_t ignore_index) {
+                               std::int64_t ignore_index, std::optional<std::size_t> chunk_rows) {
   if (tokens.shape() != targets.shape())
     fail("Transformer::loss", "targets {} must have the shape of tokens {}",
          shape_str(Shape(targets.shape().begin(), targets.shape().end())),
          shape_str(Shape(tokens.shape().begin(), tokens.shape().end())));
-  return cross_entropy(forward(tokens), targets, ignore_index);
+  const std::size_t rows =
+      chunk_rows ? *chunk_rows : automatic_head_chunk_rows(tokens.size(), config_.vocab, sizeof(T));
+  if (rows == 0) return cross_entropy(forward(tokens), targets, ignore_index);
+  LinearCrossEntropyOptions o;
+  o.transposed = !head_;
+  o.softcap = config_.final_softcap;
+  o.ignore_index = ignore_index;
+  o.chunk_rows = rows;
+  const Tensor<T> h = trunk(tokens, nullptr);
+  return linear_cross_entropy(h, head_ ? head_->weight() : tok_emb_.weight(), targets, o);
 }
 
 std::string dead_router_warning() {
@@ -255,7 +296,8 @@ MoELosses<T> Transformer<T>::moe_losses() const {
 // loss() (and so every evaluation) stays the language-model loss alone.
 template <class T>
 TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indices& targets,
-                                              std::int64_t ignore_index) {
+                                              std::int64_t ignore_index,
+                                              std::optional<std::size_t> chunk_rows) {
   TrainingLoss<T> out;
   // For this forward only (an exception included): the experts' capacity applies, and the
   // positions the LM loss ignores (prompts, padding) do not count in f and P.
@@ -275,7 +317,7 @@ TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indic
         }
     }
   } scope(blocks_, counted);
-  out.lm = loss(tokens, targets, ignore_index);
+  out.lm = loss(tokens, targets, ignore_index, chunk_rows);
   const MoELosses<T> moe = moe_losses();
   out.aux = moe.aux;
   out.z = moe.z;
@@ -293,6 +335,17 @@ void Transformer<T>::set_objective(const TransformerConfig& from) {
   if (FieldRole::role == FieldRole::objective) c.name = from.name;
   TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_COPY_OBJECTIVE)
 #undef TAPEGRAD_COPY_OBJECTIVE
+  c.validate();
+  config_ = c;
+}
+
+template <class T>
+void Transformer<T>::set_execution(const TransformerConfig& from) {
+  TransformerConfig c = config_;
+#define TAPEGRAD_COPY_EXECUTION(role, type, name, default_value, lo, hi, since, old, doc) \
+  if (FieldRole::role == FieldRole::execution) c.name = from.name;
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_COPY_EXECUTION)
+#undef TAPEGRAD_COPY_EXECUTION
   c.validate();
   config_ = c;
 }

@@ -65,16 +65,22 @@ class Transformer : public Module<T> {
   // path under no-grad). Positions stop at the context unless past_context_ok(config).
   Tensor<T> forward(const Indices& tokens, KVCacheSet<T>& caches);
   // Mean next-token cross-entropy of forward(tokens) against targets (B, T); positions
-  // whose target is ignore_index do not count.
+  // whose target is ignore_index do not count. chunk_rows: the head and the loss computed
+  // that many rows at a time (linear_cross_entropy: the (B*T, vocab) logits never exist at
+  // once), 0 all at once (forward() then cross_entropy), nullopt as
+  // automatic_head_chunk_rows says. The same loss and gradients either way, to rounding (bit
+  // for bit under kernels::ReferenceProductsGuard).
   Tensor<T> loss(const Indices& tokens, const Indices& targets,
-                 std::int64_t ignore_index = -100);
+                 std::int64_t ignore_index = -100,
+                 std::optional<std::size_t> chunk_rows = std::nullopt);
 
   // The mean cross-entropy above plus the MoE auxiliary losses of that same forward (zero
   // for a dense model): the training objective. Its forward is the model's one training
   // forward, the only one moe_capacity limits; every other forward is dropless.
   // Evaluation uses loss() alone.
   TrainingLoss<T> training_loss(const Indices& tokens, const Indices& targets,
-                                std::int64_t ignore_index = -100);
+                                std::int64_t ignore_index = -100,
+                                std::optional<std::size_t> chunk_rows = std::nullopt);
   // The MoE auxiliary losses of the last forward (zero scalars for a dense model).
   MoELosses<T> moe_losses() const;
 
@@ -83,6 +89,10 @@ class Transformer : public Module<T> {
   // which training_loss weighs from now on; the architecture and the parameters stay.
   // ShapeError "config: ..." naming the field for a value out of its range.
   void set_objective(const TransformerConfig& from);
+  // The same for the execution's fields (how forward and backward run, never what they
+  // compute: checkpoint_activations); ShapeError "config: ..." for a combination the model
+  // cannot run (checkpoint_activations with experts).
+  void set_execution(const TransformerConfig& from);
   std::vector<Block<T>>& blocks() { return blocks_; }
   const std::vector<Block<T>>& blocks() const { return blocks_; }
   // Every block's attention takes this path (fused by default; composed is the reference).
@@ -104,6 +114,8 @@ class Transformer : public Module<T> {
   Transformer(const TransformerConfig& config, Generator&& gen);
   void check_tokens(const Indices& tokens, std::size_t start, bool cached) const;
   Tensor<T> run(const Indices& tokens, KVCacheSet<T>* caches);
+  // run() up to the head's input: the final norm's output (B, T, D)
+  Tensor<T> trunk(const Indices& tokens, KVCacheSet<T>* caches);
   void attach_hooks(Hooks<T>* hooks);
 
   TransformerConfig config_;
@@ -125,6 +137,16 @@ struct CachedRun {
 template <class T>
 CachedRun<T> run_with_cache(Transformer<T>& model, const Indices& tokens,
                             const std::vector<std::string>& names = {}, bool grads = false);
+
+// The head and the loss loss() computes in chunks by default: for `rows` positions of a
+// vocabulary of at least kChunkedHeadMinVocab, default_chunk_rows(vocab) rows at a time
+// when that is fewer than `rows`; 0 (all at once) otherwise. Below that vocabulary the
+// logits are a small part of a step's activations, and the unchunked head's products cost
+// 3 instead of 4 times the forward's; every built-in task's vocabulary is below it, so
+// their numbers are the unchunked ops' (BLAS's products of parts are not bit for bit the
+// whole product's).
+inline constexpr std::size_t kChunkedHeadMinVocab = 8192;
+std::size_t automatic_head_chunk_rows(std::size_t rows, std::size_t vocab, std::size_t bytes_per_value);
 
 // True when generation can go on past config.context: a sliding window attends to the
 // last `window` keys at any position, and RoPE (or no positions) has an angle for every

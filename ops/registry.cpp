@@ -3,6 +3,7 @@
 #include "ops/attention.hpp"
 #include "ops/attention_fused.hpp"
 #include "ops/cross_entropy.hpp"
+#include "ops/linear_cross_entropy.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/embedding.hpp"
 #include "ops/matmul.hpp"
@@ -97,6 +98,8 @@ std::vector<RegisteredOp> softmax_and_model_ops(Generator& g) {
   }();
   const Indices ids = {{0, 3, 3}, {4, 1, 0}};
   const Indices targets = {{1, 0, -100}, {2, 2, 1}};
+  // 21 rows over a vocabulary of 9, some ignored
+  const Indices head_targets = {{0, 4, -100, 8, 2, 2, 1}, {-100, 8, 5, 3, 0, 7, 6}, {1, 1, 1, 1, 1, 1, 1}};
   RopeSpec half, yarn;
   yarn.style = RopeStyle::interleaved;
   yarn.scaling = RopeScaling::yarn;
@@ -118,6 +121,21 @@ std::vector<RegisteredOp> softmax_and_model_ops(Generator& g) {
       {"rms_norm", 2, {{"rms_norm", {{2, 3, 5}, {5}}, any, [](const Inputs& x) { return rms_norm(x[0], x[1]); }}}},
       {"cross_entropy", 1, {{"cross_entropy (ignore_index)", {{2, 3, 4}}, any,
                              [targets](const Inputs& x) { return cross_entropy(x[0], targets); }}}},
+      {"linear_cross_entropy", 2,
+       {{"linear_cross_entropy (2 chunks)", {{3, 7, 4}, {4, 9}}, any,
+         [head_targets](const Inputs& x) {
+           LinearCrossEntropyOptions o;
+           o.chunk_rows = 16;
+           return linear_cross_entropy(x[0], x[1], head_targets, o);
+         }},
+        {"linear_cross_entropy (tied, softcap 0.8)", {{3, 7, 4}, {9, 4}}, any,
+         [head_targets](const Inputs& x) {
+           LinearCrossEntropyOptions o;
+           o.chunk_rows = 16;
+           o.transposed = true;
+           o.softcap = 0.8;
+           return linear_cross_entropy(x[0], x[1], head_targets, o);
+         }}}},
       {"rope", 1, {{"rope (half, offset 3)", {{2, 5, 6}}, any, [half](const Inputs& x) { return rope(x[0], 3, half); }}}},
       {"rope_heads", 1, {{"rope_heads (interleaved, yarn)", {{2, 4, 12}}, any,
                           [yarn](const Inputs& x) { return rope_heads(x[0], 2, 1, yarn); }}}},

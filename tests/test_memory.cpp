@@ -120,3 +120,19 @@ TEST_CASE("memory: a forward that throws half way leaves nothing behind after th
     opt.step();
   }, 60, "steps after a failed forward");
 }
+
+TEST_CASE("memory: tensor bytes in use count every tensor's storage and the peak since a reset",
+          "[memory]") {
+  const std::size_t before = tensor_bytes_in_use();
+  reset_peak_tensor_bytes();
+  CHECK(peak_tensor_bytes() == before);
+  {
+    Tensor<float> a = Tensor<float>::zeros({1000, 250});  // 1,000,000 bytes
+    CHECK(tensor_bytes_in_use() >= before + 1000000);
+    CHECK(tensor_bytes_in_use() < before + 1000000 + 4096);
+  }
+  CHECK(tensor_bytes_in_use() == before);
+  CHECK(peak_tensor_bytes() >= before + 1000000);
+  reset_peak_tensor_bytes();
+  CHECK(peak_tensor_bytes() == before);
+}

@@ -73,6 +73,8 @@ def config_from_npz(entries, path):
                              "(written by a newer version?)")
     c = Config(**{f["name"]: typed(f, f["old"]) for f in FIELDS})
     for field in FIELDS:
+        if field["role"] == "execution":  # how a run computes: never stored, the default
+            continue
         key = PREFIX + field["name"]
         if key not in entries:
             if field["since"] <= fmt:
@@ -116,6 +118,8 @@ def decode_field(field, v, path):
 def config_to_npz(c):
     out = {PREFIX + "format": np.array(FORMAT, dtype=np.int64)}
     for field in FIELDS:
+        if field["role"] == "execution":  # not part of the model (nn/io/checkpoint.hpp)
+            continue
         name, kind = field["name"], field["kind"]
         v = getattr(c, name)
         if kind in ("real", "optional_real"):

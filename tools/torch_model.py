@@ -54,7 +54,8 @@ IMPLEMENTED = {
     "moe_capacity",
 }
 # The objective's fields (role "objective": the auxiliary losses' weights) change training
-# only, so any value converts.
+# only, so any value converts; the execution's (role "execution": how tapegrad runs a step,
+# such as checkpoint_activations) are never stored in a checkpoint.
 
 
 def typed(field, value):

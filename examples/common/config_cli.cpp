@@ -139,7 +139,7 @@ void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std:
   // --arch stands for its preset's fields, those the user did not give one by one
   for (const FieldInfo& f : config_fields()) {
     if (app_.count("--arch") == 0 || !preset_field(f.name) || given(f.name) ||
-        f.role == FieldRole::objective)
+        f.role == FieldRole::objective || f.role == FieldRole::execution)
       continue;
     const std::string kept = field_to_string(fixed, f.name);
     if (field_to_string(preset(arch_), f.name) == kept) continue;
@@ -151,7 +151,9 @@ void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std:
     // a field this program left out (the trainer's own --seed) is not a model option here
     const bool option =
         text_.count(f.name) || flags_.count(f.name) || f.name == std::string("attention_scale");
-    if (!option || !given(f.name) || f.role == FieldRole::objective) continue;
+    if (!option || !given(f.name) || f.role == FieldRole::objective ||
+        f.role == FieldRole::execution)
+      continue;
     std::string value;
     try {
       value = given_text(f.name, fixed);
@@ -164,9 +166,14 @@ void ConfigOptions::check_agrees_with(const TransformerConfig& fixed, const std:
 }
 
 std::map<std::string, std::string> ConfigOptions::given_objective(const TransformerConfig& base) const {
+  return given_of_role(FieldRole::objective, base);
+}
+
+std::map<std::string, std::string> ConfigOptions::given_of_role(FieldRole role,
+                                                                const TransformerConfig& base) const {
   std::map<std::string, std::string> out;
   for (const FieldInfo& f : config_fields())
-    if (f.role == FieldRole::objective && given(f.name)) out[f.name] = given_text(f.name, base);
+    if (f.role == role && given(f.name)) out[f.name] = given_text(f.name, base);
   return out;
 }
 

@@ -32,13 +32,16 @@ class ConfigOptions {
   TransformerConfig build(const std::map<std::string, std::string>& defaults = {}) const;
   // For a model that is loaded rather than built: UsageError naming the option and both
   // values for the first option given (--arch included) that disagrees with `fixed`;
-  // options that agree are accepted, and so are the objective's (given_objective).
+  // options that agree are accepted, and so are the objective's (given_objective) and the
+  // execution's (given_of_role(execution): a checkpoint stores none).
   // `whose`: "the checkpoint's".
   void check_agrees_with(const TransformerConfig& fixed, const std::string& whose) const;
   // The objective's fields the user gave (role objective: a loaded model may train with
   // other values), each as field_to_string spells it; ShapeError for a value that does not
   // parse.
   std::map<std::string, std::string> given_objective(const TransformerConfig& base) const;
+  // The same for the fields of any role.
+  std::map<std::string, std::string> given_of_role(FieldRole role, const TransformerConfig& base) const;
 
  private:
   CLI::App& app_;

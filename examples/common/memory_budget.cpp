@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "examples/common/run_options.hpp"
+#include "nn/transformer.hpp"  // automatic_head_chunk_rows
 
 namespace tapegrad::examples {
 
@@ -25,11 +26,24 @@ double block_values_per_position(const TransformerConfig& c, double keys) {
 }
 
 // The activations of `positions` positions of `keys` keys through the whole model; doubled
-// for the backward pass (the gradients and temporaries beside the saved values).
+// for the backward pass (the gradients and temporaries beside the saved values). With
+// checkpoint_activations a training step keeps each block's input only (d_model values)
+// and computes one block again at a time, doubled for its gradients. The ends: the
+// embeddings and the final norm (4 d_model), and the logits, their softmax and gradient
+// (3 vocab), unless the training loss takes the head in chunks of rows (nn/transformer.hpp's
+// automatic_head_chunk_rows): then two chunks' worth of logits (the chunk and its gradient).
 double activation_bytes(const TransformerConfig& c, double positions, double keys, bool backward) {
-  const double blocks = double(c.layers) * block_values_per_position(c, keys);
-  const double ends = 3 * double(c.vocab) + 4 * double(c.d_model);  // logits, embeddings
-  return positions * ((backward ? 2 : 1) * blocks + ends) * kFloat;
+  const double a = block_values_per_position(c, keys), L = double(c.layers);
+  const double D = double(c.d_model), V = double(c.vocab);
+  const double blocks = !backward                   ? L * a
+                        : c.checkpoint_activations ? L * D + 2 * a
+                                                   : 2 * L * a;
+  const std::size_t chunk =
+      backward && positions < 0x1p60
+          ? automatic_head_chunk_rows(std::size_t(positions), c.vocab, std::size_t(kFloat))
+          : 0;
+  const double head = chunk > 0 ? 2 * double(chunk) * V : positions * 3 * V;
+  return (positions * (blocks + 4 * D) + head) * kFloat;
 }
 
 }  // namespace

@@ -43,10 +43,11 @@ inline constexpr double kProgramBytes = 96.0 * 1024 * 1024;
 // in 64 bits (double: no overflow for any sizes the fields accept).
 double parameter_count(const TransformerConfig& c);
 
-// Training `c` in float32 with AdamW on batches of `batch` sequences of `tokens` positions,
-// evaluated in batches of `eval_batch`: parameters, gradients, the two moments, the copies
-// a checkpoint write makes, and the larger of a step's activations (kept for its backward
-// pass) and an evaluation batch's.
+// Training `c` in float32 with AdamW on batches of `batch` sequences of `tokens` positions
+// (with gradient accumulation: a micro-batch's), evaluated in batches of `eval_batch`:
+// parameters, gradients, the two moments, the copies a checkpoint write makes, and the
+// larger of a step's activations (kept for its backward pass; fewer with
+// c.checkpoint_activations and with a head in chunks) and an evaluation batch's.
 MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
                            std::size_t eval_batch);
 

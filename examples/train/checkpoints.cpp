@@ -106,6 +106,7 @@ TrainingState<float> capture(const TrainerState& t) {
   st.precision = matmul_precision_from_name(s.precision);
   st.integer_settings["seed"] = std::int64_t(s.seed);
   st.integer_settings["checkpoint_every"] = std::int64_t(s.checkpoint_every);
+  st.integer_settings["grad_accum"] = std::int64_t(s.grad_accum);
   st.integer_settings["recall_dense_loss"] = s.recall_dense_loss;
   st.integer_settings["text_hash"] = t.task.text_hash;
   st.integer_settings["tokens_seen"] = std::int64_t(t.progress.tokens_seen);
@@ -245,6 +246,16 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
       throw UsageError(fmt::format("--resume: the checkpoint's --checkpoint-every {} is outside [0, 100000000]",
                                    every->second));
     s.checkpoint_every = std::size_t(every->second);
+  }
+  // --grad-accum shapes the arithmetic (the order of the sums), so it carries over as the
+  // batch does; a checkpoint written before it was recorded ran every batch whole
+  {
+    const auto accum = st.integer_settings.find("grad_accum");
+    const std::int64_t v = accum == st.integer_settings.end() ? 1 : accum->second;
+    if (v < 1 || v > 65536)
+      throw UsageError(fmt::format("--resume: the checkpoint's --grad-accum {} is outside [1, 65536]", v));
+    if (!s.given("--grad-accum")) s.grad_accum = std::size_t(v);
+    else if (s.grad_accum != std::size_t(v)) notice_override("--grad-accum", std::size_t(v), s.grad_accum, notices);
   }
   const std::string& precision = matmul_precision_name(st.precision);
   if (!s.given("--precision")) s.precision = precision;

@@ -64,6 +64,11 @@ void add_optimisation_options(CLI::App& app, Settings& s) {
   auto* group = "Optimisation (AdamW, warm-up + cosine)";
   app.add_option("--batch", s.batch, "sequences per step (default per task)")
       ->check(CLI::Range(std::size_t(1), std::size_t(65536)))->group(group);
+  app.add_option("--grad-accum", s.grad_accum, "gradient accumulation: each step's --batch runs as "
+                 "this many micro-batches, one after another, their gradients summed (the "
+                 "whole batch's step, with one micro-batch's activations in memory); it must "
+                 "divide --batch (per rank with --data-parallel)")
+      ->check(CLI::Range(std::size_t(1), std::size_t(65536)))->group(group);
   app.add_option("--steps", s.steps, "optimiser steps (default per task; 0 with --resume: evaluate only)")
       ->check(CLI::Range(std::size_t(0), std::size_t(100000000)))->group(group);
   app.add_option("--lr", s.lr, "peak learning rate")

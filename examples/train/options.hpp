@@ -35,6 +35,7 @@ struct Settings {
   std::size_t repeat_length = 16, repeat_symbols = 32;  // the repeat task's (tasks::RepeatTask)
   // optimiser
   std::size_t batch = 64, steps = 600, warmup = 50;
+  std::size_t grad_accum = 1;  // micro-batches per step (accumulate_gradients)
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.01, clip = 1.0;
   double beta1 = 0.9, beta2 = 0.99;
   std::uint64_t seed = 1;

@@ -99,6 +99,7 @@ void set_settings(nlohmann::ordered_json& m, const RunSummary& r) {
   }
   m["init_seed"] = std::int64_t(c.seed);
   m["batch"] = s.batch;
+  m["grad_accum"] = s.grad_accum;
   m["lr"] = s.lr;
   m["min_lr"] = s.min_lr;
   m["warmup"] = s.warmup;

@@ -153,15 +153,30 @@ void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
   if (state) apply_checkpoint_settings(s, *state, notices);
 }
 
-// The run's memory: training the model on --batch sequences of its context (per rank: the
-// whole batch, an upper bound) and evaluating it, and the held-out data as token ids.
+// The run's memory: training the model on a micro-batch of --batch / --grad-accum sequences
+// of its context (per rank: that of the whole batch, an upper bound) and evaluating it, and
+// the held-out data as token ids.
 examples::MemoryNeed run_memory(const TransformerConfig& config, const TaskSetup& task,
                                 const Settings& s) {
   const std::size_t eval_batch = std::min(eval_batch_size(task), s.eval_size);
-  examples::MemoryNeed need = examples::training_memory(config, s.batch, config.context, eval_batch);
+  examples::MemoryNeed need = examples::training_memory(
+      config, std::max<std::size_t>(1, s.batch / s.grad_accum), config.context, eval_batch);
   const double held_out = double(s.eval_size) * double(config.context) * 2 * sizeof(std::int64_t);
   need.add("held-out data", held_out);
   return need;
+}
+
+// --grad-accum N slices each step's batch (each rank's share of it) into N micro-batches of
+// equal rows: N must divide it.
+void check_grad_accum(const Settings& s, const DataParallel* ranks) {
+  const std::size_t n = ranks ? std::size_t(ranks->size()) : 1;
+  if (s.batch % n != 0) return;  // the ranks' own check says so
+  const std::size_t rows = s.batch / n;
+  if (rows % s.grad_accum != 0)
+    throw UsageError("--grad-accum " + std::to_string(s.grad_accum) + " does not divide the " +
+                     std::to_string(rows) + " sequences of --batch" +
+                     (ranks ? " on each of the " + std::to_string(n) + " ranks" : std::string()) +
+                     " (each micro-batch takes batch/grad-accum of them)");
 }
 
 // Sampling's options without --sample, or --top-p when the sampling is greedy, would change
@@ -190,6 +205,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   if (s.steps == 0) state.reset();  // a text model resumed without --text only samples
   const TransformerConfig config = build_config(s, task, resume, model_options, model_defaults, notices);
   check_sample_prompt(s, task, config);
+  check_grad_accum(s, ranks);
   examples::check_memory(run_memory(config, task, s), s.max_memory, "training this model");
   if (s.stop_at > s.steps)
     throw UsageError("--stop-at " + std::to_string(s.stop_at) + " is past --steps " + std::to_string(s.steps));
@@ -223,6 +239,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
 
   if (!model_holder) model_holder.emplace(config);
   model_holder->set_objective(config);  // a resumed run's objective may be the options'
+  model_holder->set_execution(config);  // and how it computes (--checkpoint-activations)
   Transformer<float>& model = *model_holder;
   if (ranks) ranks->check_same_parameters(model.parameters(), "at start-up");
   if (!s.quiet) print_summary(model, task, eval, model_options.arch(), resume, log);

@@ -290,6 +290,15 @@ TransformerConfig build_config(const Settings& s, const TaskSetup& task, const R
                        std::to_string(task.context));
     }
     apply_given_objective(c, model_options, notices);
+    // how the run computes (--checkpoint-activations): a checkpoint stores none of it, and
+    // it changes no number, so it is taken as given, without a notice
+    try {
+      for (const auto& [field, text] : model_options.given_of_role(FieldRole::execution, c))
+        set_field_from_string(c, field, text);
+      c.validate();
+    } catch (const std::exception& e) {
+      throw UsageError(one_line(e.what()));
+    }
     return c;
   }
   try {

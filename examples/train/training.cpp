@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "autograd/tape.hpp"
+#include "ops/elementwise.hpp"
 #include "examples/train/progress.hpp"
 #include "examples/train/report.hpp"
 #include "nn/schedule.hpp"
@@ -87,29 +88,78 @@ void Optimizers::step() {
   plain_.step();
 }
 
-double train_step(Transformer<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
-                  double clip, DataParallel* ranks, MoEStepLosses* moe) {
-  // (B, T) tokens and targets -> () loss: the LM loss is what is reported, the total (with
-  // the MoE auxiliary losses) what is differentiated
-  opt.set_lr(lr);
-  const TrainingLoss<float> parts =
-      model.training_loss(batch.tokens, batch.targets, tasks::kIgnore);
-  const Tensor<float>& loss = parts.total;
-  double value = parts.lm.item();
-  if (moe) {
-    moe->aux = parts.aux.item();
-    moe->z = parts.z.item();
-    moe->dropped.assign(model.blocks().size(), 0.0);
+namespace {
+// rows [first, first + rows) of a batch
+tasks::Batch slice_rows(const tasks::Batch& b, std::size_t first, std::size_t rows) {
+  const std::size_t T = b.tokens.shape()[1];
+  tasks::Batch out{Indices::from_shape({rows, T}), Indices::from_shape({rows, T})};
+  std::copy_n(b.tokens.data() + first * T, rows * T, out.tokens.data());
+  std::copy_n(b.targets.data() + first * T, rows * T, out.targets.data());
+  return out;
+}
+}  // namespace
+
+template <class T>
+AccumulatedLosses accumulate_gradients(Transformer<T>& model, const tasks::Batch& batch,
+                                       std::size_t micro_batches, bool stop_at_nonfinite) {
+  // (B, T) tokens and targets -> () loss per slice: the LM loss is what is reported, the
+  // total (with the MoE auxiliary losses) what is differentiated:
+  //   d/dp (1/C) sum over the batch's C loss positions = sum over slices m of
+  //   (C_m / C) * d/dp (1/C_m) sum over slice m's C_m positions
+  const std::size_t B = batch.tokens.shape()[0];
+  if (micro_batches == 0 || B % micro_batches != 0)
+    throw UsageError("--grad-accum " + std::to_string(micro_batches) + " must divide the " +
+                     std::to_string(B) + " sequences of a step's batch" );
+  const std::size_t rows = B / micro_batches;
+  const double count = double(loss_targets(batch));
+  AccumulatedLosses out;
+  out.dropped.assign(model.blocks().size(), 0.0);
+  for (std::size_t m = 0; m < micro_batches; ++m) {
+    const tasks::Batch slice = micro_batches == 1 ? batch : slice_rows(batch, m * rows, rows);
+    const double weight = micro_batches == 1 ? 1.0
+                          : count > 0        ? double(loss_targets(slice)) / count
+                                             : 1.0 / double(micro_batches);
+    const TrainingLoss<T> parts = model.training_loss(slice.tokens, slice.targets, tasks::kIgnore);
+    out.lm += weight * double(parts.lm.item());
+    out.aux += weight * double(parts.aux.item());
+    out.z += weight * double(parts.z.item());
+    const double total = double(parts.total.item());
+    out.total += weight * total;
     for (std::size_t l = 0; l < model.blocks().size(); ++l)
-      if (const MixtureOfExperts<float>* layer = model.blocks()[l].moe())
-        moe->dropped[l] = layer->routing().dropped_fraction();
+      if (const MixtureOfExperts<T>* layer = model.blocks()[l].moe())
+        out.dropped[l] += weight * layer->routing().dropped_fraction();
+    // a non-finite total stops the step whatever its part, and is what is reported then
+    if (stop_at_nonfinite && !std::isfinite(total)) {
+      model.zero_grad();
+      out.total = total;
+      return out;
+    }
+    if (micro_batches == 1) parts.total.backward();
+    else (parts.total * static_cast<T>(weight)).backward();
   }
-  // a non-finite total stops the step whatever its part, and is what is reported then
-  if (const double total = loss.item(); !std::isfinite(total)) value = total;
+  return out;
+}
+
+template AccumulatedLosses accumulate_gradients(Transformer<float>&, const tasks::Batch&,
+                                                std::size_t, bool);
+template AccumulatedLosses accumulate_gradients(Transformer<double>&, const tasks::Batch&,
+                                                std::size_t, bool);
+
+double train_step(Transformer<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
+                  double clip, DataParallel* ranks, MoEStepLosses* moe, std::size_t micro_batches) {
+  opt.set_lr(lr);
   // A data-parallel rank cannot stop alone at a non-finite loss (the others would wait in
   // the all-reduce): every rank reduces first and then sees the same global loss.
+  const AccumulatedLosses parts = accumulate_gradients(model, batch, micro_batches, !ranks);
+  double value = parts.lm;
+  if (moe) {
+    moe->aux = parts.aux;
+    moe->z = parts.z;
+    moe->dropped = parts.dropped;
+  }
+  // a non-finite total stops the step whatever its part, and is what is reported then
+  if (!std::isfinite(parts.total)) value = parts.total;
   if (!ranks && !std::isfinite(value)) return value;
-  loss.backward();
   // Here every parameter's gradient is complete for this process's batch. A data-parallel
   // run sums them across its ranks at this point, before the clipping sees the global norm.
   if (ranks) value = ranks->all_reduce_gradients(opt.parameters(), value, loss_targets(batch));
@@ -140,7 +190,7 @@ TrainOutcome run_training(TrainingRun& run, TrainingProgress& progress) {
     if (run.ranks) batch = run.ranks->shard(batch);
     MoEStepLosses moe;
     const double loss =
-        train_step(run.model, run.optimizers, batch, lr, s.clip, run.ranks, &moe);
+        train_step(run.model, run.optimizers, batch, lr, s.clip, run.ranks, &moe, s.grad_accum);
     if (run.model.config().experts > 0) {
       progress.last_moe_aux = moe.aux;
       progress.last_moe_z = moe.z;

@@ -64,14 +64,38 @@ struct MoEStepLosses {
   std::vector<double> dropped;
 };
 
+// A batch's losses as accumulate_gradients computed them (doubles, for the log).
+struct AccumulatedLosses {
+  double lm = 0, aux = 0, z = 0, total = 0;
+  std::vector<double> dropped;  // per layer (0 for a dense one)
+};
+
+// Leaves in the parameters' gradients the gradient of the training loss of `batch` (its
+// mean over the batch's loss positions, the LM loss plus, for a mixture of experts, the
+// auxiliary losses), computed over `micro_batches` equal slices of its rows one after
+// another (gradient accumulation: the activations of one slice at a time). Each slice's
+// training loss is weighted by its share of the batch's loss positions (1/n of them each
+// when no position counts) before its backward, so that the gradients summed in the
+// parameters are the whole batch's, to rounding; the losses returned are weighted the same
+// way, lm being the whole batch's LM loss. One slice is training_loss and backward, as ever.
+// A mixture of experts' auxiliary losses, capacity and dropped fractions are each slice's
+// own (weighted), as trainers that accumulate have them. With stop_at_nonfinite, a slice
+// whose loss is not finite ends it before its backward, with every gradient dropped, and
+// its total is returned. micro_batches must divide the batch's rows (UsageError otherwise).
+template <class T>
+AccumulatedLosses accumulate_gradients(Transformer<T>& model, const tasks::Batch& batch,
+                                       std::size_t micro_batches, bool stop_at_nonfinite = true);
+
 // One optimiser step on `batch` at learning rate `lr` (the gradient norm clipped to `clip`
-// unless 0). The gradient is that of the training loss (the LM loss plus, for a mixture of
+// unless 0), its gradient accumulated over `micro_batches` slices (accumulate_gradients).
+// The gradient is that of the training loss (the LM loss plus, for a mixture of
 // experts, the auxiliary losses); the value returned is the LM loss before the update, and
 // `moe` (when given) receives the auxiliary losses. A non-finite loss returns at once, with
 // the parameters untouched.
 // With `ranks`, `batch` is this rank's shard and the loss returned the global batch's.
 double train_step(Transformer<float>& model, Optimizers& opt, const tasks::Batch& batch, double lr,
-                  double clip, DataParallel* ranks = nullptr, MoEStepLosses* moe = nullptr);
+                  double clip, DataParallel* ranks = nullptr, MoEStepLosses* moe = nullptr,
+                  std::size_t micro_batches = 1);
 
 enum class TrainOutcome { finished, diverged, stopped };
 

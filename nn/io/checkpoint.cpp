@@ -168,6 +168,7 @@ void check_config_names(const std::vector<NpzEntry>& entries, const std::string&
 std::vector<NpzEntry> config_entries(const TransformerConfig& c) {
   std::vector<NpzEntry> entries = {scalar_entry<std::int64_t>("format", kCheckpointFormat)};
   for (const FieldInfo& f : config_fields()) {
+    if (f.role == FieldRole::execution) continue;  // how a run computes: not the model's
     if (field_is_real(f.name)) entries.push_back(scalar_entry<double>(f.name, field_to_double(c, f.name)));
     else entries.push_back(scalar_entry<std::int64_t>(f.name, field_to_int64(c, f.name)));
   }
@@ -187,6 +188,7 @@ TransformerConfig config_from_entries(const std::vector<NpzEntry>& entries, cons
   check_config_names(entries, label);
   TransformerConfig c = config_before_fields();
   for (const FieldInfo& f : config_fields()) {
+    if (f.role == FieldRole::execution) continue;  // never stored: the default
     const std::string name = kConfigPrefix + std::string(f.name);
     if (!find_npz_entry(entries, name)) {
       if (f.since > format) continue;

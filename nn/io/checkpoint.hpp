@@ -13,7 +13,9 @@
 // anyway, as format-2 files written just before format 3 do: it is read). A file newer
 // than this build, or a `__config__.` entry that is neither a field nor one of
 // kConfigExtras, is an error naming it. tests/fixtures/checkpoints/ holds a file of every
-// format, each of which must load.
+// format, each of which must load. Execution fields (FieldRole::execution: how a run
+// computes, not what) are neither written nor read: a model read from a file has their
+// defaults, and an entry of one in a file is ignored.
 //
 // Saving is atomic (save_npz). Loading reads and checks everything before it writes a
 // single value, so a failed load leaves the model as it was.

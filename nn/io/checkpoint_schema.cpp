@@ -71,6 +71,7 @@ const char* role_name(FieldRole r) {
     case FieldRole::architecture: return "architecture";
     case FieldRole::objective: return "objective";
     case FieldRole::initialisation: return "initialisation";
+    case FieldRole::execution: return "execution";
   }
   return "";
 }

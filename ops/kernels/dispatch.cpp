@@ -1,6 +1,7 @@
 #include "ops/kernels/dispatch.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -68,6 +69,25 @@ void gemv_call(bool ta, bool tb, std::size_t N, std::size_t K, double alpha, con
               alpha, B, int(ldb), A, ta ? int(lda) : 1, beta, C, 1);
 }
 
+// The reference kernel (precision.hpp's reference_products): C(i, j) = one chain of fused
+// multiply-adds over k in order, from beta * C(i, j) when alpha is 1 (so that a sum over K
+// split into parts, each added with beta 1, is the whole chain), else alpha times the chain
+// from 0 plus beta * C(i, j). std::fma rounds once, as every FMA instruction does.
+template <class T>
+void reference_product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
+                       const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
+                       std::size_t ldc) {
+  for (std::size_t i = 0; i < M; ++i)
+    for (std::size_t j = 0; j < N; ++j) {
+      T& c = C[i * ldc + j];
+      const T from = beta == T(0) ? T(0) : beta * c;  // beta 0: C is not read
+      T acc = alpha == T(1) ? from : T(0);
+      for (std::size_t k = 0; k < K; ++k)
+        acc = std::fma(ta ? A[k * lda + i] : A[i * lda + k], tb ? B[j * ldb + k] : B[k * ldb + j], acc);
+      c = alpha == T(1) ? acc : alpha * acc + from;
+    }
+}
+
 }  // namespace
 
 // tapegrad's own kernel where BLAS does badly (a small K against B^T, little work in all, a
@@ -77,6 +97,8 @@ template <class T>
 void product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
              const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
              std::size_t ldc, Triangle structure) {
+  if (reference_products())  // computes a triangle's zeros too
+    return reference_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if constexpr (std::is_same_v<T, float>) {
     if (matmul_precision() == MatmulPrecision::bf16) {
       if (bf16_kernel_pays(M, N))  // computes a triangle's zeros too

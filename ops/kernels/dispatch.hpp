@@ -47,7 +47,9 @@ bool bf16_kernel_pays(std::size_t M, std::size_t N);
 // C (M x N) = alpha * op(A) @ op(B) + beta * C on the calling thread, row-major with leading
 // dimensions, on the kernel this product takes: under bf16 precision (float only) the
 // automatic bf16 kernel where it pays, gemv_bf16 for one row, else rounded copies; then one
-// row through BLAS's gemv, gemm_small where it applies, BLAS's gemm for the rest.
+// row through BLAS's gemv, gemm_small where it applies, BLAS's gemm for the rest; while
+// reference_products() (precision.hpp) is on, the reference kernel instead, whose numbers
+// do not depend on the shape (one FMA chain per number, continued from C with beta 1).
 // `structure` names zeros the small kernel may skip (see Triangle).
 template <class T>
 void product(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,

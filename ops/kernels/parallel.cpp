@@ -25,6 +25,7 @@ namespace {
 
 thread_local bool tl_inside_parallel = false;
 thread_local MatmulPrecision tl_matmul_precision = MatmulPrecision::f32;
+thread_local bool tl_reference_products = false;
 
 // Between two parallel regions of a step the caller often works alone for only a few
 // microseconds, and waking a sleeping worker through the kernel (a futex) costs about as
@@ -65,6 +66,7 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);
       body_ = &body;
       precision_ = tl_matmul_precision;  // the workers compute as the caller would
+      reference_ = tl_reference_products;
       n_ = n;
       next_.store(0, std::memory_order_relaxed);
       busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
@@ -86,9 +88,12 @@ class Pool {
   void drain() {
     tl_inside_parallel = true;
     const MatmulPrecision own = tl_matmul_precision;
+    const bool own_reference = tl_reference_products;
     tl_matmul_precision = precision_;
+    tl_reference_products = reference_;
     for (std::size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*body_)(i);
     tl_matmul_precision = own;
+    tl_reference_products = own_reference;
     tl_inside_parallel = false;
   }
 
@@ -133,6 +138,7 @@ class Pool {
   std::condition_variable wake_, done_;
   const std::function<void(std::size_t)>* body_ = nullptr;
   MatmulPrecision precision_ = MatmulPrecision::f32;
+  bool reference_ = false;
   std::size_t n_ = 0;
   std::atomic<std::size_t> next_{0};
   std::atomic<int> busy_{0};
@@ -183,6 +189,9 @@ void set_matmul_precision(MatmulPrecision precision) {
     });
   tl_matmul_precision = precision;
 }
+
+bool reference_products() { return tl_reference_products; }
+void set_reference_products(bool on) { tl_reference_products = on; }
 
 void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body) {
   if (g_threads <= 1 || n <= 1 || tl_inside_parallel || !pool()) {

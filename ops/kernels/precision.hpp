@@ -36,4 +36,25 @@ class MatmulPrecisionGuard {
   MatmulPrecision previous_;
 };
 
+// Reference products, for tests that hold two ways of splitting one computation equal bit
+// for bit. While on (the calling thread's setting, which the pool threads take for its work
+// as they take the precision), every product that goes through kernels::gemm* runs
+// dispatch.hpp's reference kernel: each number of C is one chain of fused multiply-adds over
+// k = 0, 1, ..., K - 1 in order, so it does not depend on the product's shape, on the block
+// of C it is computed in or on the thread count, as BLAS's numbers do (OpenBLAS picks its
+// kernels, and so the order of its sums, by the shape). Slow: for small tests only. Both
+// float and double; a bf16 precision is ignored while it is on.
+bool reference_products();
+void set_reference_products(bool on);
+class ReferenceProductsGuard {
+ public:
+  ReferenceProductsGuard() : previous_(reference_products()) { set_reference_products(true); }
+  ~ReferenceProductsGuard() { set_reference_products(previous_); }
+  ReferenceProductsGuard(const ReferenceProductsGuard&) = delete;
+  ReferenceProductsGuard& operator=(const ReferenceProductsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace tapegrad::kernels

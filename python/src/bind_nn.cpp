@@ -291,20 +291,25 @@ void bind_transformer(py::module_& m, const char* name) {
       }, py::arg("batch") = 1, py::arg("positions") = py::none(), py::arg("kv_dtype") = "f32",
       "an empty KVCacheSet for this model (positions: the context by default; kv_dtype: f32, "
       "the model's type, or bf16, half the memory, float32 models)")
-      .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore) {
+      .def("loss", [](Model& model, const py::object& tokens, const py::object& targets, std::int64_t ignore,
+                      std::optional<std::size_t> chunk_rows) {
         const Indices ids = indices_from_numpy(tokens, "loss");
         const Indices tg = indices_from_numpy(targets, "loss");
         py::gil_scoped_release release;
-        return PyTensor(model.loss(ids, tg, ignore));
-      }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100)
+        return PyTensor(model.loss(ids, tg, ignore, chunk_rows));
+      }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100,
+      py::arg("chunk_rows") = py::none(),
+      "mean cross-entropy of the next tokens; chunk_rows: the head and the loss computed that "
+      "many rows at a time (no (B*T, vocab) logits at once), 0 all at once, None (default) "
+      "chunked for a vocabulary of 8192 or more when a chunk holds fewer rows than the batch")
       .def("training_loss", [](Model& model, const py::object& tokens, const py::object& targets,
-                               std::int64_t ignore) {
+                               std::int64_t ignore, std::optional<std::size_t> chunk_rows) {
         const Indices ids = indices_from_numpy(tokens, "training_loss");
         const Indices tg = indices_from_numpy(targets, "training_loss");
         TrainingLoss<T> t;
         {
           py::gil_scoped_release release;
-          t = model.training_loss(ids, tg, ignore);
+          t = model.training_loss(ids, tg, ignore, chunk_rows);
         }
         py::dict out;
         out["total"] = PyTensor(t.total);
@@ -313,6 +318,7 @@ void bind_transformer(py::module_& m, const char* name) {
         out["z"] = PyTensor(t.z);
         return out;
       }, py::arg("tokens"), py::arg("targets"), py::arg("ignore_index") = -100,
+      py::arg("chunk_rows") = py::none(),
       "{'total', 'lm', 'aux', 'z'}: aux and z are the raw mean load-balancing loss and mean "
       "router z-loss over the MoE layers, total = lm + moe_aux_coef x aux + moe_z_coef x z "
       "(what training minimises; its forward alone applies moe_capacity; loss() is the LM "
@@ -348,6 +354,15 @@ void bind_transformer(py::module_& m, const char* name) {
       .def("parameter_count", &Model::parameter_count)
       .def("zero_grad", &Model::zero_grad)
       .def_property_readonly("config", &Model::config)
+      .def_property("checkpoint_activations",
+                    [](const Model& model) { return model.config().checkpoint_activations; },
+                    [](Model& model, bool on) {
+                      TransformerConfig c = model.config();
+                      c.checkpoint_activations = on;
+                      model.set_execution(c);
+                    },
+                    "keep only each block's input through a training forward and run the block "
+                    "again in the backward (the config field, settable on a built or loaded model)")
       .def_property_readonly("dtype", [](const Model&) { return dtype_name<T>(); })
       .def("set_attention_path", [](Model& model, const std::string& path) {
         model.set_attention_path(attention_path_of("set_attention_path", path));

@@ -14,6 +14,7 @@
 #include "ops/cross_entropy.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/embedding.hpp"
+#include "ops/linear_cross_entropy.hpp"
 #include "ops/matmul.hpp"
 #include "ops/norm.hpp"
 #include "ops/reduce.hpp"
@@ -215,6 +216,21 @@ void bind_model_ops(py::module_& m) {
     const Indices t = indices_from_numpy(targets, "cross_entropy");
     return unary(logits, TAPEGRAD_CALL(cross_entropy(x, t, ignore)));
   }, py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -100);
+  m.def("linear_cross_entropy", [](const PyTensor& h, const PyTensor& weight, const py::object& targets,
+                                   std::int64_t ignore, bool transposed, double cap, std::size_t chunk_rows) {
+    const Indices t = indices_from_numpy(targets, "linear_cross_entropy");
+    LinearCrossEntropyOptions o;
+    o.transposed = transposed;
+    o.softcap = cap;
+    o.ignore_index = ignore;
+    o.chunk_rows = chunk_rows;
+    return binary("linear_cross_entropy", h, weight,
+                  [&](const auto& x, const auto& w) { return linear_cross_entropy(x, w, t, o); });
+  }, py::arg("h"), py::arg("weight"), py::arg("targets"), py::arg("ignore_index") = -100,
+  py::arg("transposed") = false, py::arg("softcap") = 0.0, py::arg("chunk_rows") = 0,
+  "cross_entropy([softcap](h @ weight), targets) (weight^T when transposed: a tied head) "
+  "computed chunk_rows rows at a time (0: a default), so that the (N, V) logits never exist "
+  "at once; the backward computes each chunk's logits again");
   m.def("embedding", [](const PyTensor& weight, const py::object& ids) {
     const Indices i = indices_from_numpy(ids, "embedding");
     return unary(weight, TAPEGRAD_CALL(embedding(x, i)));

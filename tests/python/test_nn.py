@@ -61,6 +61,50 @@ def test_model_forward_loss_and_gradcheck_in_float64():
     assert r.passed, str(r)
 
 
+def test_model_loss_in_chunks_of_rows_matches_the_unchunked_loss():
+    model = nn.Transformer(small(tie_embeddings=True, final_softcap=3.0), dtype="float64")
+    tokens = np.arange(2 * 8).reshape(2, 8) % 11
+    targets = (tokens + 1) % 11
+    targets[0, :5] = -100
+    results = []
+    for chunk_rows in (16, 0, None):  # 16 rows: one chunk of the 16; then 0, None: all at once
+        loss = model.loss(tokens, targets, chunk_rows=chunk_rows)
+        loss.backward()
+        results.append((loss.item(), [p.grad.copy() for p in model.parameters()]))
+        model.zero_grad()
+    small_chunks = model.loss(np.tile(tokens, (3, 1)), np.tile(targets, (3, 1)), chunk_rows=16)
+    for value, grads in results[1:]:
+        assert abs(value - results[0][0]) < 1e-13
+        for g, g0 in zip(grads, results[0][1]):
+            np.testing.assert_allclose(g, g0, rtol=0, atol=1e-13)
+    # 48 rows in three chunks: the mean over the repeated batch is the same loss
+    assert abs(small_chunks.item() - results[0][0]) < 1e-13
+    assert model.training_loss(tokens, targets, chunk_rows=16)["lm"].item() == pytest.approx(results[0][0], abs=1e-13)
+
+
+def test_checkpoint_activations_gives_the_same_gradients_and_is_not_saved(tmp_path):
+    tokens = np.arange(2 * 8).reshape(2, 8) % 11
+    targets = (tokens * 3 + 1) % 11
+    grads = []
+    for on in (True, False):
+        model = nn.Transformer(nn.Config(vocab=11, context=8, d_model=16, heads=2, layers=2,
+                                         checkpoint_activations=on), dtype="float64")
+        assert model.checkpoint_activations is on and model.config.checkpoint_activations is on
+        model.loss(tokens, targets).backward()
+        grads.append([p.grad.copy() for p in model.parameters()])
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)
+    # a loaded model takes it too; the file does not hold it
+    model.save(str(tmp_path / "m.npz"))
+    loaded = nn.load_checkpoint(str(tmp_path / "m.npz"), dtype="float64")
+    assert loaded.checkpoint_activations is False
+    loaded.checkpoint_activations = True
+    assert loaded.config.checkpoint_activations is True
+    moe = nn.Transformer(nn.Config.preset("mixtral", vocab=11, context=8, d_model=16, heads=2, layers=1))
+    with pytest.raises(tg.ShapeError, match="checkpoint_activations"):
+        moe.checkpoint_activations = True
+
+
 def test_adamw_matches_the_formula():
     p0 = np.array([1.0, -2.0])
     p = tg.tensor(p0, requires_grad=True)

@@ -102,6 +102,32 @@ def test_float32_ops_stay_float32():
     assert (tg.tanh(a) @ tg.swapaxes(a, -1, -2)).dtype == "float32"
 
 
+def test_linear_cross_entropy_against_numpy_and_the_unchunked_ops():
+    h = R.standard_normal((2, 25, 6))
+    W = R.standard_normal((6, 37))
+    targets = R.integers(0, 37, size=(2, 25))
+    targets[0, ::4] = -100
+    for transposed, cap in ((False, 0.0), (True, 1.5)):
+        w = W.T.copy() if transposed else W
+        logits = h @ W
+        if cap:
+            logits = cap * np.tanh(logits / cap)
+        keep = targets != -100
+        expect = -np.mean(np.log(softmax_np(logits))[keep, targets[keep]])
+        hc, wc = t64(h), t64(w)
+        loss = tg.linear_cross_entropy(hc, wc, targets, transposed=transposed, softcap=cap,
+                                       chunk_rows=16)
+        assert abs(loss.item() - expect) < 1e-12
+        loss.backward()
+        hu, wu = t64(h), t64(w)
+        full = tg.matmul_nt(hu, wu) if transposed else tg.matmul(hu, wu)
+        if cap:
+            full = tg.softcap(full, cap)
+        tg.cross_entropy(full, targets).backward()
+        np.testing.assert_allclose(hc.grad, hu.grad, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(wc.grad, wu.grad, rtol=0, atol=1e-14)
+
+
 def test_embedding_and_cross_entropy_against_numpy():
     W = R.standard_normal((7, 3))
     ids = np.array([[0, 6, 2], [2, 2, 5]])
