@@ -36,6 +36,7 @@
 #include "examples/common/cli.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
+#include "examples/common/model_source.hpp"
 #include "examples/common/run_options.hpp"
 #include "examples/common/text_prompt.hpp"
 #include "tasks/tasks.hpp"
@@ -75,23 +76,13 @@ struct Settings {
   std::set<std::string> given;  // the options on the command line (some depend on others)
 };
 
-// What the checkpoint holds besides the weights: the trainer's task and text vocabulary.
-struct Loaded {
-  Transformer<float> model;
-  std::string task;                 // "text", "sort", ...; empty: plain token ids
-  std::optional<TextCoder> coder;   // text models: their characters or BPE tokenizer
-};
+using Loaded = examples::LoadedModel;
 
 Loaded load(const std::string& path) {
   try {
-    Loaded l{load_checkpoint<float>(path), "", {}};
-    const std::vector<NpzEntry> entries = load_npz(path);
-    for (const NpzEntry& e : entries)
-      if (e.name == kTaskKey && e.holds<std::int64_t>())
-        for (std::int64_t c : e.as<std::int64_t>()) l.task += char(c);
-    l.coder = text_coder_from_entries(entries, path);
+    Loaded l = examples::load_model(path);
     const std::size_t tokens = l.coder ? l.coder->vocab_size() : 0;
-    if (l.task == "text" && tokens != l.model.config().vocab)
+    if (l.task == "text" && !examples::is_model_folder(path) && tokens != l.model.config().vocab)
       throw UsageError("the text vocabulary has " + std::to_string(tokens) + " tokens, the model " +
                        std::to_string(l.model.config().vocab));
     return l;
@@ -316,7 +307,8 @@ int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"Continue a prompt with a trained model, streaming the tokens (KV cache).",
                kProgram};
-  app.add_option("--model", s.model, "checkpoint written by train_tiny_transformer")->required();
+  app.add_option("--model", s.model, "checkpoint written by train_tiny_transformer, or a Hugging Face model folder "
+                 "(config.json, model.safetensors, tokenizer.json)")->required();
   app.add_option("--prompt", s.prompt,
                  "text (a text model; empty: a newline) or the input tokens of a task "
                  "(\"5 8 6 4 9 5 2 9\")");

@@ -4,12 +4,15 @@
 
 #include <xtensor/xadapt.hpp>
 
+#include "text/tokenizer_json.hpp"
+
 namespace tapegrad::tasks {
 
 std::vector<NpzEntry> text_coder_entries(const TextCoder& coder) {
   std::vector<std::int64_t> values;
   if (const text::BpeTokenizer* bpe = coder.tokenizer()) {
-    const std::string file = bpe->to_text();
+    // a tokenizer read from a tokenizer.json has no minbpe form: it is stored as that file
+    const std::string file = bpe->is_minbpe() ? bpe->to_text() : text::tokenizer_json(*bpe);
     for (char c : file) values.push_back(static_cast<unsigned char>(c));
   } else {
     values.assign(coder.characters().begin(), coder.characters().end());
@@ -40,6 +43,8 @@ std::optional<TextCoder> text_coder_from_entries(const std::vector<NpzEntry>& en
                                    ", not a byte");
         file += char(byte);
       }
+      if (!file.empty() && file.front() == '{')
+        return TextCoder::bpe(text::tokenizer_from_json(file, source + " (its tokenizer.json)"));
       return TextCoder::bpe(text::BpeTokenizer::from_text(file, source + " (its tokenizer)"));
     }
   }

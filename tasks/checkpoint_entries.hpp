@@ -10,8 +10,8 @@ namespace tapegrad::tasks {
 
 // Checkpoint entries the trainer adds (under nn/io/checkpoint's config prefix, which
 // load_parameters tolerates): the task name as int64 bytes, and for a text model its
-// vocabulary: int64 code points for characters, or the BPE tokenizer's file (docs/TOKENIZER.md)
-// as int64 bytes. examples/generate reads them back.
+// vocabulary: int64 code points for characters, or the BPE tokenizer's file (docs/TOKENIZER.md;
+// a tokenizer read from a tokenizer.json as that JSON text) as int64 bytes. examples/generate reads them back.
 inline const char* const kTaskKey = "__config__.train_task";
 inline const char* const kVocabKey = "__config__.text_vocab";
 inline const char* const kTokenizerKey = "__config__.text_tokenizer";

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "tasks/tasks.hpp"
+#include "text/tokenizer_json.hpp"
 #include "text/utf8.hpp"
 
 using namespace tapegrad;
@@ -108,6 +109,21 @@ TEST_CASE("text coder: checkpoint entries give back the same tokens", "[tasks][t
   for (std::size_t i = 0; i < 20; ++i) cut(i) = whole(i);
   const std::vector<NpzEntry> broken = {NpzEntry(kTokenizerKey, cut)};
   CHECK_THROWS_WITH(text_coder_from_entries(broken, "ckpt.npz"), Catch::Contains("ckpt.npz"));
+}
+
+TEST_CASE("text coder: a tokenizer read from a tokenizer.json goes into a checkpoint as that file", "[tasks][text]") {
+  const std::string text = corpus();
+  const text::BpeTokenizer trained = text::BpeTokenizer::train(text, 290, text::BpeMode::regex, {"<|end|>"});
+  const TextCoder hf = TextCoder::bpe(text::tokenizer_from_json(text::tokenizer_json(trained), "mem"));
+  REQUIRE_FALSE(hf.tokenizer()->is_minbpe());  // the trap: such a tokenizer has no minbpe file
+  CHECK_THROWS(hf.tokenizer()->to_text());
+  const std::vector<NpzEntry> entries = text_coder_entries(hf);
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].as<std::int64_t>()(0) == '{');
+  const std::optional<TextCoder> back = text_coder_from_entries(entries, "mem");
+  REQUIRE(back.has_value());
+  CHECK(back->vocab_size() == trained.vocab_size());
+  CHECK(back->encode(text + "<|end|>") == TextCoder::bpe(trained).encode(text + "<|end|>"));
 }
 
 TEST_CASE("text coder: tokens are printed as whole UTF-8 characters", "[tasks][text]") {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/model_source.hpp"
 #include "examples/common/run_options.hpp"
 #include "examples/induction/report.hpp"
 #include "examples/induction/study.hpp"
@@ -33,11 +34,16 @@ struct Options {
   bool quick = false;
   int threads = 1;
   std::string precision = "f32";
+  std::string model;  // score this model instead of training the study's
 };
 
 void add_options(CLI::App& app, Options& o) {
   StudyOptions& s = o.study;
   app.add_flag("--quick", o.quick, "one seed, the scaled model, 1000 steps");
+  app.add_option("--model", o.model, "score every head of this model (a checkpoint or a Hugging "
+                 "Face folder) on --batch held-out sequences of 2 x --half tokens drawn from "
+                 "[0, --vocab) (default: the model's vocab), and print the table; nothing is "
+                 "trained or written");
   app.add_option("--steps", s.steps, "training steps per run")->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(1) << 24));
   app.add_option("--seeds", s.seeds, "seeds (each: the model's initialisation and its data)")
@@ -69,6 +75,37 @@ void add_options(CLI::App& app, Options& o) {
   examples::add_precision_option(app, o.precision);
 }
 
+// --model: every head's induction and previous-token score, as CSV on stdout.
+int score_model(Options& o, const CLI::App& app) {
+  StudyOptions& s = o.study;
+  std::optional<examples::LoadedModel> m;
+  try {
+    m.emplace(examples::load_model(o.model));
+  } catch (const std::exception& e) {
+    throw examples::UsageError("--model " + o.model + ": " + examples::one_line(e.what()));
+  }
+  if (app.count("--vocab") == 0) s.vocab = m->model.config().vocab;
+  if (s.vocab < min_vocab(s))
+    throw examples::UsageError("--vocab " + std::to_string(s.vocab) + " is less than 2 x --half " +
+                               std::to_string(s.half));
+  set_num_threads(o.threads);
+  examples::use_precision(o.precision);
+  EvalPoint p;
+  try {
+    p = score_given_model(m->model, s, s.seeds.front());
+  } catch (const std::invalid_argument& e) {
+    throw examples::UsageError(examples::one_line(e.what()));
+  }
+  const std::size_t heads = m->model.config().heads;
+  std::printf("layer,head,induction,previous_token\n");
+  for (std::size_t i = 0; i < p.scores.induction.size(); ++i)
+    std::printf("%zu,%zu,%.6f,%.6f\n", i / heads, i % heads, p.scores.induction[i],
+                p.scores.previous[i]);
+  std::fprintf(stderr, "%s: loss on the first copy %.4f, on the repeat %.4f (in-context gain %.4f)\n",
+               kProgram, p.loss_first, p.loss_repeat, p.in_context());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +120,17 @@ int main(int argc, char** argv) {
   add_options(app, o);
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram)) return *code;
   StudyOptions& s = o.study;
+  if (!o.model.empty()) {
+    try {
+      return score_model(o, app);
+    } catch (const examples::UsageError& e) {
+      std::fprintf(stderr, "%s: usage error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, examples::one_line(e.what()).c_str());
+      return 1;
+    }
+  }
   if (s.d_model % s.heads != 0) {
     std::fprintf(stderr, "%s: usage error: --d-model %zu is not divisible by --heads %zu (see --help)\n",
                  kProgram, s.d_model, s.heads);

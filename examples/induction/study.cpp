@@ -97,6 +97,18 @@ std::optional<std::size_t> phase_change(const std::vector<EvalPoint>& points) {
 
 }  // namespace
 
+EvalPoint score_given_model(Transformer<float>& model, StudyOptions o, std::uint64_t seed) {
+  const TransformerConfig& c = model.config();
+  if (o.vocab > c.vocab || 2 * o.half - 1 > c.context)
+    throw std::invalid_argument("induction: sequences of " + std::to_string(2 * o.half - 1) +
+                                " tokens over a vocab of " + std::to_string(o.vocab) +
+                                " do not fit a model of vocab " + std::to_string(c.vocab) +
+                                " and context " + std::to_string(c.context));
+  o.layers = c.layers;
+  o.heads = c.heads;
+  return evaluate(model, repeated_sequences(o, o.batch, seed, true), o, 0).point;
+}
+
 std::string to_string(Variant v) {
   switch (v) {
     case Variant::scaled: return "scaled";

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "nn/config.hpp"
+#include "nn/transformer.hpp"
 #include "ops/embedding.hpp"  // Indices
 
 namespace tapegrad::induction {
@@ -93,5 +94,11 @@ HeadScores head_scores(const std::vector<std::vector<float>>& patterns, const Se
                        std::size_t heads);
 
 RunResult run_one(const StudyOptions& o, Variant v, std::uint64_t seed);
+
+// A model trained elsewhere (a checkpoint or a Hugging Face folder), read as the study reads
+// its own: each copy's loss and every head's scores on o.batch held-out sequences of
+// distinct tokens from [0, o.vocab) drawn from Generator(seed). o.layers and o.heads are the
+// model's. std::invalid_argument when the sequences do not fit the model's vocab or context.
+EvalPoint score_given_model(Transformer<float>& model, StudyOptions o, std::uint64_t seed);
 
 }  // namespace tapegrad::induction

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "examples/common/cli.hpp"
+#include "examples/common/model_source.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
 #include "examples/common/run_options.hpp"
@@ -192,10 +193,10 @@ int ablate_checkpoint(const StudyOptions& o, const Limits& limits) {
   const tasks::SequenceTask task = tasks::SequenceTask::make(o.train.task);
   std::optional<Transformer<float>> loaded;
   try {
-    const TransformerConfig c = read_checkpoint_config(o.ablate_checkpoint);
+    const TransformerConfig c = examples::read_model_config(o.ablate_checkpoint);
     examples::check_memory(examples::inference_memory(c, o.train.eval_size, c.context, 0),
                            limits.max_memory, "ablating this checkpoint");
-    loaded.emplace(load_checkpoint<float>(o.ablate_checkpoint));
+    loaded.emplace(std::move(examples::load_model(o.ablate_checkpoint).model));
   } catch (const examples::UsageError&) {
     throw;
   } catch (const std::exception& e) {

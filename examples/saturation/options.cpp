@@ -26,8 +26,8 @@ void add_general(CLI::App& app, StudyOptions& o) {
   app.add_flag("--skip-lr", o.skip_lr, "do not run the learning-rate sweep (part 4)");
   app.add_flag("--skip-positions", o.skip_positions, "do not run the position checks (part 5)");
   app.add_flag("--skip-ablation", o.skip_ablation, "do not run the head ablation (part 6)");
-  app.add_option("--ablate", o.ablate_checkpoint, "only ablate each head of this checkpoint (a "
-                 "model of --task) and print accuracy and margin per head");
+  app.add_option("--ablate", o.ablate_checkpoint, "only ablate each head of this checkpoint or "
+                 "Hugging Face folder (a model of --task) and print accuracy and margin per head");
   examples::add_precision_option(app, o.precision);
   app.add_flag("--detect-anomaly", o.train.detect_anomaly, "check every op's output and gradient "
                "for NaN/Inf while training and stop at the first, naming the op (slower)");

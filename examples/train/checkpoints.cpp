@@ -10,6 +10,7 @@
 #include "examples/common/model_file.hpp"
 #include "examples/common/run_options.hpp"
 #include "examples/train/outputs.hpp"
+#include "nn/io/pretrained.hpp"
 
 namespace fs = std::filesystem;
 
@@ -196,11 +197,14 @@ std::string write_training_checkpoint(const TrainerState& t) {
 Transformer<float> load_resumed_model(const Settings& s, const ResumeSource& resume) {
   std::optional<Transformer<float>> model;
   try {
-    model.emplace(load_checkpoint<float>(resume.path));
+    if (resume.folder())
+      model.emplace(std::move(load_pretrained<float>(resume.path).model));
+    else
+      model.emplace(load_checkpoint<float>(resume.path));
   } catch (const std::exception& e) {
-    throw UsageError("--resume " + resume.path + ": " + one_line(e.what()));
+    throw UsageError(resume.label() + ": " + one_line(e.what()));
   }
-  examples::require_finite_parameters(*model, "--resume " + resume.path, s.allow_nonfinite);
+  examples::require_finite_parameters(*model, resume.label(), s.allow_nonfinite);
   return std::move(*model);
 }
 

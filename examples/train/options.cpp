@@ -94,6 +94,14 @@ void add_run_options(CLI::App& app, Settings& s) {
                  "directory: its newest), or start from the weights of a model.npz; its "
                  "architecture, task and settings take the place of the options not given")
       ->group(group);
+  app.add_option("--init-from", s.init_from, "fine-tune the model of this Hugging Face folder "
+                 "(config.json, model.safetensors, tokenizer.json) on --text: its architecture "
+                 "and tokenizer take the place of the model options; --context may shorten the "
+                 "training windows")
+      ->group(group);
+  app.add_option("--export-hf", s.export_hf, "also write the trained model (and a BPE model's "
+                 "tokenizer) to this folder as Hugging Face's from_pretrained reads it")
+      ->group(group);
   app.add_option("--checkpoint-every", s.checkpoint_every, "write a training checkpoint "
                  "(ckpt-<step>.npz in --out, the last two kept) every N steps and at the end "
                  "(0: only on SIGINT/SIGTERM and --stop-at; --resume: the checkpoint's interval)")

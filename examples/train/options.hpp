@@ -42,6 +42,8 @@ struct Settings {
   // run
   std::string out = "out/train";
   std::string resume;
+  std::string init_from;  // a Hugging Face folder to fine-tune
+  std::string export_hf;  // a folder to write the trained model to, as Hugging Face reads it
   std::size_t checkpoint_every = 0;
   std::size_t stop_at = 0;
   bool allow_nonfinite = false;

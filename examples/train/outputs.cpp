@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
-#include <xtensor/xadapt.hpp>
 
+#include "examples/common/model_source.hpp"
 #include "examples/common/svg_plot.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "ops/precision.hpp"
@@ -18,12 +18,8 @@ namespace fs = std::filesystem;
 namespace tapegrad::train {
 
 std::vector<NpzEntry> model_entries(const Transformer<float>& model, const TaskSetup& task) {
-  std::vector<NpzEntry> extra = config_entries(model.config());
-  std::vector<std::int64_t> name(task.name.begin(), task.name.end());
-  extra.emplace_back(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(name, {name.size()})));
-  if (task.text)
-    for (NpzEntry& e : tasks::text_coder_entries(task.text->coder())) extra.push_back(std::move(e));
-  return extra;
+  return examples::checkpoint_extras(model.config(), task.name,
+                                     task.text ? &task.text->coder() : nullptr);
 }
 
 namespace {

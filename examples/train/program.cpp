@@ -37,7 +37,9 @@
 #include "ops/precision.hpp"
 #include "examples/train/stop_signal.hpp"
 #include "examples/train/training.hpp"
+#include "examples/common/model_source.hpp"
 #include "nn/io/checkpoint.hpp"
+#include "nn/io/pretrained.hpp"
 #include "ops/threads.hpp"
 
 using namespace tapegrad;
@@ -71,7 +73,8 @@ void print_summary(const Transformer<float>& model, const TaskSetup& task, const
                  t.train_tokens() + t.eval_tokens(), t.coder().kind(), t.train_tokens(),
                  t.eval_tokens(), t.vocab_size());
   }
-  if (resume.active()) std::fprintf(log, "resumed from %s\n", resume.path.c_str());
+  if (resume.active())
+    std::fprintf(log, "%s %s\n", resume.folder() ? "fine-tuning" : "resumed from", resume.path.c_str());
   std::fflush(log);
 }
 
@@ -160,8 +163,8 @@ examples::MemoryNeed run_memory(const TransformerConfig& config, const TaskSetup
                                 const Settings& s) {
   const std::size_t eval_batch = std::min(eval_batch_size(task), s.eval_size);
   examples::MemoryNeed need = examples::training_memory(
-      config, std::max<std::size_t>(1, s.batch / s.grad_accum), config.context, eval_batch);
-  const double held_out = double(s.eval_size) * double(config.context) * 2 * sizeof(std::int64_t);
+      config, std::max<std::size_t>(1, s.batch / s.grad_accum), task.context, eval_batch);
+  const double held_out = double(s.eval_size) * double(task.context) * 2 * sizeof(std::int64_t);
   need.add("held-out data", held_out);
   return need;
 }
@@ -177,6 +180,28 @@ void check_grad_accum(const Settings& s, const DataParallel* ranks) {
                      std::to_string(rows) + " sequences of --batch" +
                      (ranks ? " on each of the " + std::to_string(n) + " ranks" : std::string()) +
                      " (each micro-batch takes batch/grad-accum of them)");
+}
+
+// --export-hf: a model no Hugging Face model_type expresses is refused before training.
+void check_export(const Settings& s, const TransformerConfig& config, const ResumeSource& resume) {
+  if (s.export_hf.empty()) return;
+  std::error_code ec;
+  const std::filesystem::path dir(s.export_hf);
+  if (dir.extension() == ".npz" || (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)))
+    throw UsageError("--export-hf " + s.export_hf + ": a folder, not a file (--out gets model.npz)");
+  try {
+    hf_config_to_json(config, resume.kept_json);
+  } catch (const std::exception& e) {
+    throw UsageError("--export-hf " + s.export_hf + ": " + one_line(e.what()));
+  }
+}
+
+void export_folder(const Settings& s, const TaskSetup& task, const Transformer<float>& model,
+                   const ResumeSource& resume, std::FILE* log) {
+  const tasks::TextCoder* coder = task.text ? &task.text->coder() : nullptr;
+  const std::string note = examples::save_model(model, task.name, coder, s.export_hf, resume.kept_json);
+  std::fprintf(log, "wrote %s (a Hugging Face model folder)\n", s.export_hf.c_str());
+  if (!note.empty()) std::fprintf(log, "--export-hf: note: %s\n", note.c_str());
 }
 
 // Sampling's options without --sample, or --top-p when the sampling is greedy, would change
@@ -206,6 +231,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   const TransformerConfig config = build_config(s, task, resume, model_options, model_defaults, notices);
   check_sample_prompt(s, task, config);
   check_grad_accum(s, ranks);
+  check_export(s, config, resume);
   examples::check_memory(run_memory(config, task, s), s.max_memory, "training this model");
   if (s.stop_at > s.steps)
     throw UsageError("--stop-at " + std::to_string(s.stop_at) + " is past --steps " + std::to_string(s.steps));
@@ -244,8 +270,8 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   if (ranks) ranks->check_same_parameters(model.parameters(), "at start-up");
   if (!s.quiet) print_summary(model, task, eval, model_options.arch(), resume, log);
   if (resume.active() && !state && s.steps > 0)
-    std::fprintf(log, "--resume %s holds no training state: its weights only are loaded; the "
-                 "optimiser, the schedule and the batches start fresh\n", resume.path.c_str());
+    std::fprintf(log, "%s holds no training state: its weights only are loaded; the "
+                 "optimiser, the schedule and the batches start fresh\n", resume.label().c_str());
 
   Optimizers optimizers(model, s);
   // Training batches come from their own stream, so the model's initialisation and the
@@ -267,6 +293,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   const FinalReport report =
       evaluate_and_report(model, task, eval, s, progress.last_moe_dropped, log);
   write_outputs({s, task, model, progress, report, gradcheck, state ? state->step : 0}, log);
+  if (!s.export_hf.empty()) export_folder(s, task, model, resume, log);
   return 0;
 }
 

@@ -10,6 +10,8 @@
 #include "examples/train/checkpoints.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/file_io.hpp"
+#include "nn/io/pretrained.hpp"
+#include "examples/common/model_source.hpp"
 
 namespace tapegrad::train {
 
@@ -56,6 +58,9 @@ void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
     throw examples::disagreement("--tokenizer", s.tokenizer, std::string("the checkpoint's ") +
                                  resume.coder->kind() + " tokens");
   if (s.tokenizer == "char" || s.tokenizer == "bpe") return;
+  if (!resume.coder->tokenizer()->is_minbpe())
+    throw UsageError("--tokenizer " + s.tokenizer + ": the checkpoint's tokenizer came from a "
+                     "tokenizer.json, which --resume keeps");
   std::string given;
   try {
     given = text::BpeTokenizer::load(s.tokenizer).to_text();
@@ -67,8 +72,13 @@ void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
 }
 
 TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int64_t& hash) {
-  const std::size_t ctx = resume.active() ? resume.config->context : s.context;
-  if (resume.active() && s.given("--context") && s.context != ctx)
+  std::size_t ctx = resume.active() ? resume.config->context : s.context;
+  if (resume.folder()) {  // fine-tuning may train on windows shorter than the model's context
+    if (s.given("--context") && s.context > ctx)
+      throw UsageError("--context " + std::to_string(s.context) + " exceeds " + resume.label() +
+                       "'s context " + std::to_string(ctx));
+    ctx = std::min(ctx, s.context);
+  } else if (resume.active() && s.given("--context") && s.context != ctx)
     throw examples::disagreement("--context", std::to_string(s.context),
                                  "the checkpoint's context " + std::to_string(ctx));
   if (!s.text_mode()) return TextTask::vocabulary_only(resume.coder.value_or(TextCoder()), ctx);
@@ -152,7 +162,42 @@ std::string resume_file(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// --init-from DIR: the folder's config and tokenizer; its weights are read with the model.
+ResumeSource read_init_folder(const Settings& s) {
+  ResumeSource r;
+  r.path = s.init_from;
+  r.option = "--init-from";
+  if (!s.resume.empty()) throw UsageError("--init-from and --resume: give one");
+  if (!examples::is_model_folder(s.init_from))
+    throw UsageError(r.label() + ": not a Hugging Face model folder (no config.json); "
+                     "--resume starts from a checkpoint");
+  if (!s.text_mode()) throw UsageError(r.label() + ": fine-tuning needs --text FILE");
+  if (s.given("--tokenizer"))
+    throw UsageError("--tokenizer: --init-from reads the folder's tokenizer.json");
+  try {
+    const std::string file = (std::filesystem::path(s.init_from) / "config.json").string();
+    HfModelConfig hf = hf_config_from_json(read_text_file(file, file), file);
+    r.config = hf.config;
+    r.kept_json = hf.kept_json;
+    r.coder = examples::folder_text_coder(s.init_from);
+  } catch (const std::exception& e) {
+    throw UsageError(r.label() + ": " + one_line(e.what()));
+  }
+  if (!r.coder) throw UsageError(r.label() + ": the folder has no tokenizer.json to read --text with");
+  r.task = "text";
+  return r;
+}
+
+}  // namespace
+
 ResumeSource read_resume_source(Settings& s) {
+  if (!s.init_from.empty()) {
+    ResumeSource r = read_init_folder(s);
+    s.task = r.task;
+    return r;
+  }
   ResumeSource r;
   if (s.resume.empty()) return r;
   s.resume = resume_file(s.resume);
@@ -283,8 +328,11 @@ TransformerConfig build_config(const Settings& s, const TaskSetup& task, const R
   if (resume.active()) {
     TransformerConfig c = *resume.config;
     model_options.check_agrees_with(c, "the checkpoint's");
-    if (c.vocab != task.vocab || c.context != task.context) {
-      throw UsageError("--resume " + s.resume + ": the checkpoint has vocab " +
+    // a folder's vocab_size may pad its tokenizer's, and fine-tuning may use shorter windows
+    const bool fits = resume.folder() ? task.vocab <= c.vocab && task.context <= c.context
+                                      : task.vocab == c.vocab && task.context == c.context;
+    if (!fits) {
+      throw UsageError(resume.label() + ": the model has vocab " +
                        std::to_string(c.vocab) + " and context " + std::to_string(c.context) +
                        ", the task needs " + std::to_string(task.vocab) + " and " +
                        std::to_string(task.context));

@@ -20,9 +20,13 @@ namespace tapegrad::train {
 // --resume) are evaluated on the same examples.
 inline constexpr std::uint64_t kEvalSeed = 0x5eed0fe7a1ULL;
 
-// What a --resume checkpoint holds besides its parameters.
+// What a --resume checkpoint or an --init-from folder holds besides its parameters.
 struct ResumeSource {
   std::string path;
+  std::string option = "--resume";  // or "--init-from": the option that named `path`
+  std::string kept_json;            // a folder's config.json fields kept for --export-hf
+  bool folder() const { return option == "--init-from"; }
+  std::string label() const { return option + " " + path; }
   std::vector<NpzEntry> entries;  // the whole file, read once
   std::optional<TransformerConfig> config;
   std::string task;
@@ -31,8 +35,8 @@ struct ResumeSource {
 };
 
 // Reads s.resume (nothing when it is empty; a directory stands for its newest training
-// checkpoint) and checks its task against the options; sets s.task to the checkpoint's
-// task. UsageError on any problem.
+// checkpoint) or the s.init_from folder and checks its task against the options; sets
+// s.task to the checkpoint's task ("text" for a folder). UsageError on any problem.
 ResumeSource read_resume_source(Settings& s);
 
 // The task a run trains on: a sequence task, the repeat (induction) task or a text model.

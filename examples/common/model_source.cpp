@@ -1,0 +1,83 @@
+#include "examples/common/model_source.hpp"
+
+#include <filesystem>
+
+#include <xtensor/xadapt.hpp>
+#include <vector>
+
+#include "nn/io/checkpoint.hpp"
+#include "nn/io/file_io.hpp"
+#include "nn/io/npz.hpp"
+#include "nn/io/pretrained.hpp"
+#include "tasks/tasks.hpp"
+#include "text/tokenizer_json.hpp"
+
+namespace tapegrad::examples {
+
+namespace fs = std::filesystem;
+
+bool is_model_folder(const std::string& path) { return is_pretrained_folder(path); }
+
+TransformerConfig read_model_config(const std::string& path) {
+  if (!is_model_folder(path)) return read_checkpoint_config(path);
+  const std::string file = (fs::path(path) / "config.json").string();
+  return hf_config_from_json(read_text_file(file, file), file).config;
+}
+
+std::optional<tasks::TextCoder> folder_text_coder(const std::string& dir) {
+  const fs::path file = fs::path(dir) / "tokenizer.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::nullopt;
+  return tasks::TextCoder::bpe(text::read_tokenizer_json(file.string()));
+}
+
+LoadedModel load_model(const std::string& path) {
+  if (is_model_folder(path)) {
+    PretrainedModel<float> p = load_pretrained<float>(path);
+    std::optional<tasks::TextCoder> coder = folder_text_coder(path);
+    if (coder && coder->vocab_size() > p.model.config().vocab)
+      throw CheckpointError(path + ": tokenizer.json has " + std::to_string(coder->vocab_size()) +
+                            " tokens, more than the model's vocab_size " +
+                            std::to_string(p.model.config().vocab));
+    std::string task = coder ? "text" : "";
+    return {std::move(p.model), std::move(task), std::move(coder), std::move(p.model_type),
+            std::move(p.kept_json)};
+  }
+  LoadedModel l{load_checkpoint<float>(path), "", {}, "", ""};
+  const std::vector<NpzEntry> entries = load_npz(path);
+  for (const NpzEntry& e : entries)
+    if (e.name == tasks::kTaskKey && e.holds<std::int64_t>())
+      for (std::int64_t c : e.as<std::int64_t>()) l.task += char(c);
+  l.coder = tasks::text_coder_from_entries(entries, path);
+  return l;
+}
+
+std::vector<NpzEntry> checkpoint_extras(const TransformerConfig& config, const std::string& task,
+                                        const tasks::TextCoder* coder) {
+  std::vector<NpzEntry> extra = config_entries(config);
+  std::vector<std::int64_t> name(task.begin(), task.end());
+  extra.emplace_back(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(name, {name.size()})));
+  if (coder)
+    for (NpzEntry& e : tasks::text_coder_entries(*coder)) extra.push_back(std::move(e));
+  return extra;
+}
+
+std::string save_model(const Transformer<float>& model, const std::string& task,
+                       const tasks::TextCoder* coder, const std::string& path,
+                       const std::string& kept_json) {
+  if (fs::path(path).extension() == ".npz") {
+    save_parameters(path, model, checkpoint_extras(model.config(), task, coder));
+    return "";
+  }
+  save_pretrained(model, path, kept_json);
+  if (!coder || !coder->is_bpe())
+    return coder ? "a character-level vocabulary has no tokenizer.json form: the folder holds "
+                   "the model only"
+                 : "";
+  text::write_tokenizer_json(*coder->tokenizer(), (fs::path(path) / "tokenizer.json").string());
+  detail::write_file_atomically((fs::path(path) / "tokenizer_config.json").string(),
+                                text::tokenizer_config_json(), path);
+  return "";
+}
+
+}  // namespace tapegrad::examples

@@ -1,0 +1,97 @@
+// convert: a model from one format to the other, either way:
+//   convert out/train/model.npz out/hf        a checkpoint -> a Hugging Face folder
+//   convert path/to/hf-folder model.npz        a Hugging Face folder -> a checkpoint
+// An output ending in .npz is a checkpoint, anything else a folder (created if missing).
+// A text model's tokenizer goes with it (tokenizer.json in a folder).
+//
+// Exit codes: 0 done; 1 a runtime failure (a write); 2 a usage error (bad option, an input
+// that does not load, a model the output format cannot express). Nothing is written on 2.
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <new>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "examples/common/cli.hpp"
+#include "examples/common/memory_budget.hpp"
+#include "examples/common/model_file.hpp"
+#include "examples/common/model_source.hpp"
+#include "examples/common/run_options.hpp"
+#include "nn/config.hpp"
+#include "nn/io/pretrained.hpp"
+
+using namespace tapegrad;
+using examples::UsageError;
+
+namespace {
+
+constexpr const char* kProgram = "convert";
+
+struct Settings {
+  std::string in, out;
+  bool allow_nonfinite = false;
+};
+
+bool same_place(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+
+examples::LoadedModel load(const std::string& path) {
+  try {
+    return examples::load_model(path);
+  } catch (const std::exception& e) {
+    throw UsageError(path + ": " + examples::one_line(e.what()));
+  }
+}
+
+int run(const Settings& s) {
+  if (same_place(s.in, s.out)) throw UsageError("OUT " + s.out + " is IN: write elsewhere");
+  examples::LoadedModel m = load(s.in);
+  examples::require_finite_parameters(m.model, s.in, s.allow_nonfinite);
+  const bool to_folder = std::filesystem::path(s.out).extension() != ".npz";
+  if (to_folder) {
+    try {  // refused before anything is written: a model no model_type expresses
+      hf_config_to_json(m.model.config(), m.kept_json);
+    } catch (const std::exception& e) {
+      throw UsageError(s.in + " has no Hugging Face form: " + examples::one_line(e.what()));
+    }
+  }
+  const std::string note = examples::save_model(m.model, m.task, m.coder ? &*m.coder : nullptr,
+                                                s.out, m.kept_json);
+  const TransformerConfig& c = m.model.config();
+  std::printf("%s: wrote %s (%s, %zu layers, d_model %zu, vocab %zu%s)\n", kProgram, s.out.c_str(),
+              to_folder ? "Hugging Face folder" : "checkpoint", c.layers, c.d_model, c.vocab,
+              m.coder ? (std::string(", ") + m.coder->kind() + " tokenizer").c_str() : "");
+  if (!note.empty()) std::printf("%s: note: %s\n", kProgram, note.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  examples::prepare_process();
+  Settings s;
+  CLI::App app{"Convert a model between a tapegrad checkpoint (.npz) and a Hugging Face folder.",
+               kProgram};
+  app.add_option("IN", s.in, "a checkpoint (.npz) or a Hugging Face model folder")->required();
+  app.add_option("OUT", s.out, "OUT.npz: a checkpoint; anything else: a Hugging Face folder")
+      ->required();
+  examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
+  if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+    return *code;
+  try {
+    return run(s);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: usage error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    return 1;
+  }
+}
