@@ -60,6 +60,7 @@ Tensor<T> Tensor<T>::from_array(Array<T> value, bool requires_grad) {
 template <class T>
 Tensor<T> Tensor<T>::randn(const Shape& shape, Generator& gen, T mean, T stddev,
                            bool requires_grad) {
+  if (!gen.draws()) return zeros(shape, requires_grad);
   Array<T> a = Array<T>::from_shape(shape);
   for (T& x : a) x = static_cast<T>(gen.normal(mean, stddev));
   return Tensor(std::move(a), requires_grad);
@@ -67,6 +68,7 @@ Tensor<T> Tensor<T>::randn(const Shape& shape, Generator& gen, T mean, T stddev,
 template <class T>
 Tensor<T> Tensor<T>::uniform(const Shape& shape, Generator& gen, T low, T high,
                              bool requires_grad) {
+  if (!gen.draws()) return zeros(shape, requires_grad);
   Array<T> a = Array<T>::from_shape(shape);
   for (T& x : a) x = static_cast<T>(gen.uniform(low, high));
   return Tensor(std::move(a), requires_grad);

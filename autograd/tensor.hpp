@@ -27,6 +27,14 @@ struct TensorImpl;  // autograd/tensor_impl.hpp; only ops and the engine look in
 class Generator {
  public:
   explicit Generator(std::uint64_t seed = 0) : engine_(seed) {}
+  // A generator whose randn and uniform give zeros without drawing: for building a model
+  // whose every parameter a loader overwrites next (124M normal draws take seconds).
+  static Generator without_draws() {
+    Generator g;
+    g.draws_ = false;
+    return g;
+  }
+  bool draws() const { return draws_; }
   std::mt19937_64& engine() { return engine_; }
   double normal(double mean = 0.0, double stddev = 1.0);
   double uniform(double low = 0.0, double high = 1.0);
@@ -34,6 +42,7 @@ class Generator {
 
  private:
   std::mt19937_64 engine_;
+  bool draws_ = true;
 };
 
 // The type of a scalar operand of a Tensor<T> op: T itself, but spelled through a nested

@@ -54,6 +54,11 @@ class Transformer : public Module<T> {
   // Validates the config, then draws every parameter from Generator(config.seed) in
   // registration order (GPT-2 init; Wq, Wk, Wv as config.attention_init says).
   explicit Transformer(const TransformerConfig& config);
+  // The same model with its drawn parameters zero, for a loader that assigns every one of
+  // them next (a checkpoint, a Hugging Face folder): no time spent on draws.
+  static Transformer to_be_loaded(const TransformerConfig& config) {
+    return Transformer(config, Generator::without_draws());
+  }
 
   // tokens (B, T) with 1 <= T <= context and values in [0, vocab) -> logits (B, T, vocab)
   Tensor<T> forward(const Indices& tokens);

@@ -266,7 +266,7 @@ Transformer<T> load_checkpoint(const std::string& path) {
                                "the config describes {:.0f} parameter tensors but the "
                                "file holds {:.0f}",
                                static_cast<double>(tensors), static_cast<double>(held_tensors));
-  Transformer<T> model(config);
+  Transformer<T> model = Transformer<T>::to_be_loaded(config);
   assign_parameters(entries, model, path);
   return model;
 }

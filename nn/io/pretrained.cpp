@@ -111,11 +111,15 @@ PretrainedModel<T> load_pretrained(const std::string& dir) {
   HfLayout layout = hf_layout(hf.config, hf.model_type);
   adapt_prefix(layout, folder);
   check_size(folder, hf, dir);
-  Transformer<T> model(hf.config);
+  Transformer<T> model = Transformer<T>::to_be_loaded(hf.config);
   const std::vector<HfTensor<T>> tensors = hf_tensors(model, layout);
   check_folder(folder, tensors, hf, dir);
-  std::vector<T> values;  // one tensor at a time, in the file's layout
+  std::vector<T> values;  // one tensor at a time, in the file's layout, where it differs
   for (const HfTensor<T>& t : tensors) {
+    if (t.direct) {
+      folder.read(t.name, t.direct);
+      continue;
+    }
     values.resize(t.elements());
     folder.read(t.name, values.data());
     t.load(values.data());
