@@ -67,6 +67,41 @@ HfTensor<T> matrix_tensor(const std::string& name, std::vector<Part<T>> parts, M
         out[file_index(r, c)] = p.param.defined() ? p.param.data()[r * p.cols + src] : T(0);
       }
   };
+  const bool single = parts.size() == 1 && parts[0].param.defined() && m.heads == 0;
+  if (single && !transposed) {
+    Tensor<T> handle = parts[0].param;
+    t.direct = handle.value().data();
+  }
+  if (single && transposed) {  // nn.Linear: a blocked transpose of (C, rows) into (rows, C)
+    t.load = [=](const T* in) {
+      Tensor<T> handle = parts[0].param;
+      T* into = handle.value().data();
+      constexpr std::size_t kBlock = 64;
+      for (std::size_t r0 = 0; r0 < rows; r0 += kBlock)
+        for (std::size_t c0 = 0; c0 < C; c0 += kBlock)
+          for (std::size_t c = c0; c < std::min(C, c0 + kBlock); ++c)
+            for (std::size_t r = r0; r < std::min(rows, r0 + kBlock); ++r)
+              into[r * C + c] = in[c * rows + r];
+    };
+    return t;
+  }
+  if (!transposed && m.heads == 0) {  // GPT-2's fused c_attn: each row is the parts' rows side by side
+    t.load = [=](const T* in) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        const T* from = in + r * C;
+        for (const Part<T>& p : parts) {
+          Tensor<T> handle = p.param;
+          if (handle.defined())
+            std::copy(from, from + p.cols, handle.value().data() + r * p.cols);
+          else if (std::any_of(from, from + p.cols, [](T v) { return v != T(0); }))
+            fail_with<CheckpointError>("hf tensor " + name, "row {} holds a nonzero value where "
+                                       "the model has no bias (only zeros are its value)", r);
+          from += p.cols;
+        }
+      }
+    };
+    return t;
+  }
   t.load = [=](const T* in) {
     std::vector<T*> into;
     for (const Part<T>& p : parts) {

@@ -45,6 +45,9 @@ struct HfTensor {
   std::size_t elements() const;
   std::function<void(const T* values)> load;
   std::function<void(T* values)> save;
+  // The parameter's own storage when the file holds it in the same layout (an embedding, a
+  // norm, GPT-2's Conv1D): a reader converts straight into it, and `load` is not needed.
+  T* direct = nullptr;
 };
 
 // Every tensor a folder of `layout` holds for `model`, each of the model's parameters in

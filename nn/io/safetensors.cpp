@@ -203,6 +203,30 @@ void convert(const char* src, std::size_t count, T* out, Widen widen) {
   }
 }
 
+template <class T>
+void convert_chunk(const std::string& dtype, const char* src, std::size_t count, T* out) {
+  const auto same = [](auto v) { return v; };
+  if (dtype == "F32")
+    convert<float>(src, count, out, same);
+  else if (dtype == "F64")
+    convert<double>(src, count, out, same);
+  else if (dtype == "BF16")
+    convert<std::uint16_t>(src, count, out, bf16_to_float);
+  else
+    convert<std::uint16_t>(src, count, out, half_to_float);
+}
+
+// The pages holding [at, at + bytes) of a mapped file are dropped from memory (a read-only
+// private mapping reads them again from the file if touched); a neighbour's page too, which
+// costs at most a second read of it.
+void release_pages(const char* at, std::size_t bytes) {
+  if (bytes == 0) return;
+  static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t begin = std::uintptr_t(at) & ~(page - 1);
+  const std::uintptr_t end = std::uintptr_t(at) + bytes;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -294,23 +318,24 @@ void SafetensorsFile::read(const std::string& name, T* out) const {
   const std::string where = "safetensors '" + path_ + "': tensor " + detail::quoted(name);
   const SafetensorsTensor* t = find(name);
   if (!t) fail_with<SafetensorsError>(where, "no such tensor in the file");
-  const char* src = data_->buffer + t->begin;
-  const std::size_t n = t->elements();
-  const auto same = [](auto v) { return v; };
-  if (t->dtype == "F32")
-    convert<float>(src, n, out, same);
-  else if (t->dtype == "F64")
-    convert<double>(src, n, out, same);
-  else if (t->dtype == "BF16")
-    convert<std::uint16_t>(src, n, out, bf16_to_float);
-  else if (t->dtype == "F16")
-    convert<std::uint16_t>(src, n, out, half_to_float);
-  else
+  if (!safetensors_float_dtype(t->dtype))
     fail_with<SafetensorsError>(where,
                                 "dtype {} is not a float; read() converts F64, F32, BF16 "
                                 "and F16",
                                 t->dtype);
+  const std::size_t itemsize = find_dtype(t->dtype)->itemsize;
+  const std::size_t n = t->elements();
+  // In chunks, each chunk's mapped pages given back once converted: a whole model read from
+  // the file then holds one chunk of it beside the model, not the file.
+  constexpr std::size_t kChunkElements = std::size_t(1) << 20;
+  for (std::size_t at = 0; at < n; at += kChunkElements) {
+    const std::size_t count = std::min(kChunkElements, n - at);
+    const char* src = data_->buffer + t->begin + at * itemsize;
+    convert_chunk(t->dtype, src, count, out + at);
+    if (data_->mapped) release_pages(src, count * itemsize);
+  }
 }
+
 
 template void SafetensorsFile::read<float>(const std::string&, float*) const;
 template void SafetensorsFile::read<double>(const std::string&, double*) const;
