@@ -47,8 +47,8 @@ struct GradcheckSummary {
   double seconds = 0;
 };
 
-// The check before training: small_config(config) on `batch` (2 sequences of the task),
-// 6 sampled elements per tensor; prints its table on `log` unless quiet (and always when
+// The check before training: small_config(config) on `batch` (2 sequences of the task;
+// a vocabulary above 4,096 cut to the ids the batch holds), 6 sampled elements per tensor; prints its table on `log` unless quiet (and always when
 // it fails).
 GradcheckSummary startup_gradcheck(const TransformerConfig& config, const tasks::Batch& batch,
                                    std::uint64_t seed, bool quiet, std::FILE* log);

@@ -57,7 +57,7 @@ std::size_t held_out_sequences(const EvalData& eval) {
 void print_summary(const Transformer<float>& model, const TaskSetup& task, const EvalData& eval,
                    const std::string& arch, const ResumeSource& resume, std::FILE* log) {
   std::fprintf(log, "model (--arch %s): %s, %zu parameters\n",
-               resume.active() ? "from the checkpoint" : arch.c_str(),
+               !resume.active() ? arch.c_str() : resume.folder() ? "from the folder" : "from the checkpoint",
                config_summary(model.config()).c_str(), model.parameter_count());
   if (task.seq) {
     std::fprintf(log, "task %s: %zu input tokens -> %zu answer tokens, %zu held-out examples\n",
