@@ -3,6 +3,7 @@
 // tests/python/test_tokenizer_json.py compares with the `tokenizers` library itself.
 #include <catch2/catch.hpp>
 
+#include "temp_files.hpp"
 #include "text/tokenizer_json.hpp"
 
 using namespace tapegrad::text;
@@ -191,6 +192,22 @@ TEST_CASE("tokenizer.json: a minbpe tokenizer round trips with its ids and its t
     CHECK(back.to_text() == t.to_text());
     CHECK(back.encode(text) == t.encode(text));
   }
+}
+
+TEST_CASE("tokenizer.json: read_tokenizer_file takes a folder a tokenizer.json or a minbpe file", "[tokenizer_json]") {
+  const tapegrad::test::TempDir dir;
+  const std::string text = "one two three, one two three; four five one two";
+  const BpeTokenizer minbpe = BpeTokenizer::train(text, 280, BpeMode::regex, {"<|end|>"});
+  minbpe.save(dir.file("tok.model"));
+  const BpeTokenizer hand = tokenizer_from_json(hand_file(), "hand.json");
+  write_tokenizer_json(hand, dir.file("tokenizer.json"));
+  CHECK(read_tokenizer_file(dir.file("tok.model")).to_text() == minbpe.to_text());
+  const std::string sample = " abc bcab<s>";
+  CHECK(read_tokenizer_file(dir.file("tokenizer.json")).encode(sample) == hand.encode(sample));
+  CHECK(read_tokenizer_file(dir.path.string()).encode(sample) == hand.encode(sample));
+  // the trap: read as a minbpe file, a tokenizer.json is refused, so the format must decide
+  CHECK_THROWS(BpeTokenizer::load(dir.file("tokenizer.json")));
+  CHECK_THROWS_WITH(read_tokenizer_file(dir.file("absent")), Catch::Contains("absent"));
 }
 
 TEST_CASE("tokenizer.json: two tokens with the same bytes cannot be written", "[tokenizer_json]") {

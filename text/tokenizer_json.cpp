@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -347,6 +348,15 @@ BpeTokenizer tokenizer_from_json(std::string_view json_text, const std::string& 
 
 BpeTokenizer read_tokenizer_json(const std::string& path) {
   return tokenizer_from_json(read_text_file(path, "tokenizer file " + path), path);
+}
+
+BpeTokenizer read_tokenizer_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return read_tokenizer_json((std::filesystem::path(path) / "tokenizer.json").string());
+  const std::string text = read_text_file(path, "tokenizer file " + path);
+  if (!text.empty() && text[0] == '{') return tokenizer_from_json(text, path);
+  return BpeTokenizer::from_text(text, path);
 }
 
 namespace {

@@ -16,6 +16,9 @@ namespace tapegrad::text {
 BpeTokenizer tokenizer_from_json(std::string_view json_text, const std::string& source);
 // The file at `path` (a regular file of at most 64 MiB), read as above.
 BpeTokenizer read_tokenizer_json(const std::string& path);
+// A tokenizer named by a path wherever one is asked for: a folder holding tokenizer.json, a
+// tokenizer.json (its first byte '{'), or a file the tokenizer program saved (minbpe's).
+BpeTokenizer read_tokenizer_file(const std::string& path);
 
 // The tokenizer.json text. std::invalid_argument when the tokenizer has no such form: two
 // tokens with the same bytes (the file's vocabulary is keyed by them), named by their ids.

@@ -21,7 +21,8 @@ void add_task_options(CLI::App& app, Settings& s) {
       ->group(group);
   app.add_option("--tokenizer", s.tokenizer, "--text: char (one token per character, the "
                  "vocabulary its distinct code points; default), bpe (byte-level BPE trained on "
-                 "the training part) or a tokenizer file written by the tokenizer program")
+                 "the training part), a tokenizer file written by the tokenizer program, a "
+                 "tokenizer.json or a folder holding one")
       ->group(group);
   app.add_option("--vocab-size", s.vocab_size, "--tokenizer bpe: 256 byte tokens plus the merges "
                  "(default 512)")

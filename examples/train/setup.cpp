@@ -12,6 +12,7 @@
 #include "nn/io/file_io.hpp"
 #include "nn/io/pretrained.hpp"
 #include "examples/common/model_source.hpp"
+#include "text/tokenizer_json.hpp"
 
 namespace tapegrad::train {
 
@@ -31,7 +32,7 @@ std::string ids_string(const xt::xarray<std::int64_t>& ids) {
 // The tokens of --tokenizer: a file, or char or bpe built from the training part.
 TextCoder build_text_coder(const Settings& s, const std::string& content) {
   if (s.tokenizer == "char") return TextCoder::characters_of(content);
-  if (s.tokenizer != "bpe") return TextCoder::bpe(text::BpeTokenizer::load(s.tokenizer));
+  if (s.tokenizer != "bpe") return TextCoder::bpe(text::read_tokenizer_file(s.tokenizer));
   const std::string train_part = content.substr(0, TextTask::held_out_start(content));
   try {
     return TextCoder::bpe(text::BpeTokenizer::train(train_part, int(s.vocab_size),
@@ -63,7 +64,7 @@ void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
                      "tokenizer.json, which --resume keeps");
   std::string given;
   try {
-    given = text::BpeTokenizer::load(s.tokenizer).to_text();
+    given = text::read_tokenizer_file(s.tokenizer).to_text();
   } catch (const std::exception& e) {
     throw UsageError(one_line(e.what()));
   }
