@@ -34,6 +34,7 @@
 
 #include "examples/common/attention_svg.hpp"
 #include "examples/common/cli.hpp"
+#include "examples/common/program_errors.hpp"
 #include "examples/common/memory_budget.hpp"
 #include "examples/common/model_file.hpp"
 #include "examples/common/model_source.hpp"
@@ -341,16 +342,5 @@ int main(int argc, char** argv) {
   if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
     return *code;
   s.given = examples::given_options(app);
-  try {
-    return run(s);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s: usage error: %s\n", kProgram, examples::one_line(e.what()).c_str());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
-    return 2;
-  } catch (const std::exception& e) {  // a heat map that cannot be written, after the text
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
-    return 1;
-  }
+  return examples::run_reporting_errors(kProgram, [&] { return run(s); });
 }
