@@ -329,25 +329,24 @@ TrainingLoss<T> Transformer<T>::training_loss(const Indices& tokens, const Indic
 }
 
 template <class T>
-void Transformer<T>::set_objective(const TransformerConfig& from) {
+void Transformer<T>::take_fields(const TransformerConfig& from, FieldRole role) {
   TransformerConfig c = config_;
-#define TAPEGRAD_COPY_OBJECTIVE(role, type, name, default_value, lo, hi, since, old, doc) \
-  if (FieldRole::role == FieldRole::objective) c.name = from.name;
-  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_COPY_OBJECTIVE)
-#undef TAPEGRAD_COPY_OBJECTIVE
+#define TAPEGRAD_TAKE_FIELD(field_role, type, name, default_value, lo, hi, since, old, doc) \
+  if (FieldRole::field_role == role) c.name = from.name;
+  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_TAKE_FIELD)
+#undef TAPEGRAD_TAKE_FIELD
   c.validate();
   config_ = c;
 }
 
 template <class T>
+void Transformer<T>::set_objective(const TransformerConfig& from) {
+  take_fields(from, FieldRole::objective);
+}
+
+template <class T>
 void Transformer<T>::set_execution(const TransformerConfig& from) {
-  TransformerConfig c = config_;
-#define TAPEGRAD_COPY_EXECUTION(role, type, name, default_value, lo, hi, since, old, doc) \
-  if (FieldRole::role == FieldRole::execution) c.name = from.name;
-  TAPEGRAD_TRANSFORMER_FIELDS(TAPEGRAD_COPY_EXECUTION)
-#undef TAPEGRAD_COPY_EXECUTION
-  c.validate();
-  config_ = c;
+  take_fields(from, FieldRole::execution);
 }
 
 template <class T>

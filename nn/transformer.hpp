@@ -117,6 +117,8 @@ class Transformer : public Module<T> {
 
  private:
   Transformer(const TransformerConfig& config, Generator&& gen);
+  // The fields of `role` taken from `from`, every other field kept.
+  void take_fields(const TransformerConfig& from, FieldRole role);
   void check_tokens(const Indices& tokens, std::size_t start, bool cached) const;
   Tensor<T> run(const Indices& tokens, KVCacheSet<T>* caches);
   // run() up to the head's input: the final norm's output (B, T, D)
