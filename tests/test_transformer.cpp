@@ -195,7 +195,13 @@ TEST_CASE("transformer: the fused attention path equals the composed one inside 
       const auto& b = composed.named_parameters();
       for (std::size_t i = 0; i < a.size(); ++i) {
         INFO(a[i].name);
-        check_close(a[i].name, a[i].tensor.grad(), b[i].tensor.grad(), 1e-12);
+        const Array<double> got = a[i].tensor.grad(), want = b[i].tensor.grad();
+        // bk without RoPE adds q.bk to a whole row of scores, which the softmax ignores: its
+        // gradient is zero but for rounding, which the two paths round differently
+        if (xt::amax(xt::abs(want))() < 1e-12)
+          CHECK(xt::amax(xt::abs(got))() < 1e-12);
+        else
+          check_close(a[i].name, got, want, 1e-12);
       }
     }
   }
