@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Where a training step's time goes, from a call-graph profile of tapegrad_bench:
 
-    perf record -e cpu-clock -F 499 --call-graph dwarf,32768 -o step.data -- \\
+    perf record -e cpu-clock -F 199 --call-graph dwarf,16384 -o step.data -- \\
         build-bench/bench/tapegrad_bench --workload gpt2_124M_step_B4T64 --threads 1 \\
         --repeats 3 --warmup 1
     perf script -i step.data | python3 bench/perf_shares.py
+
+(docs/PERFORMANCE.md's GPT-2 profile: -F 199 at B4T64, 3 repeats; -F 99 at B1T1024, 2.)
+A sample whose stack ends in OpenBLAS's assembly, which has no unwind tables, shows no
+callers: its product counts as "other matrix products" whoever called it.
 
 Each sample goes to the first category whose pattern matches a frame of its stack (leaf
 first for the kernels, any frame for the callers): the model's construction and the
