@@ -59,7 +59,58 @@ struct ToyGptShape {
   std::size_t vocab = 65, context = 64, d_model = 128, heads = 4, layers = 2, mlp_ratio = 4,
               batch = 32;
   double lr = 3e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+  // The sequences' length (0: the model's context) and Hugging Face's GPT-2 block: biases on
+  // q, k, v and the attention's output, the head tied to the token embedding.
+  std::size_t seq = 0;
+  bool hf_gpt2 = false;
+  std::size_t T() const { return seq ? seq : context; }
+  std::size_t tokens() const { return batch * T(); }
 };
+
+// GPT-2 small (124M: 12 layers, 12 heads, d_model 768, vocab 50,257, context 1,024, learned
+// positions, GELU MLP, tied head) as Hugging Face's GPT-2, trained on `batch` random
+// sequences of `seq` tokens with TOY-GPT's AdamW settings: gpt2_124M_step_B<batch>T<seq>.
+inline ToyGptShape gpt2_small(std::size_t batch, std::size_t seq) {
+  ToyGptShape g;
+  g.vocab = 50257, g.context = 1024, g.d_model = 768, g.heads = 12, g.layers = 12;
+  g.batch = batch, g.seq = seq, g.hf_gpt2 = true;
+  return g;
+}
+inline constexpr std::pair<std::size_t, std::size_t> kGpt2Shapes[] = {{4, 64}, {1, 1024}, {4, 1024}};
+inline std::string gpt2_name(std::size_t batch, std::size_t seq) {
+  return "gpt2_124M_step_B" + std::to_string(batch) + "T" + std::to_string(seq);
+}
+// "gpt2_124M_step_B4T64" -> its shape; batch 0 when the name is not a GPT-2 step.
+inline ToyGptShape parse_gpt2(const std::string& w) {
+  for (const auto& [B, T] : kGpt2Shapes)
+    if (w == gpt2_name(B, T)) return gpt2_small(B, T);
+  ToyGptShape none;
+  none.batch = 0;
+  return none;
+}
+// Both GPT-2 steps start from the same weights (the gpt2 preset's initialisation, seed 1),
+// which tapegrad_bench --dump writes once, to this file beside the workload's reference.
+inline constexpr const char* kGpt2WeightsFile = "gpt2_124M.weights.npz";
+// A GPT-2 reference holds every parameter's gradient sampled: entries 0, s, 2s, ... of the
+// flattened gradient, s = max(1, size / kGradSamples) made odd (so that the samples of a
+// matrix with an even row length visit every column).
+inline constexpr std::size_t kGradSamples = 65536;
+inline std::size_t grad_sample_stride(std::size_t size) {
+  return std::max<std::size_t>(1, size / kGradSamples) | 1;
+}
+// The parameters of the GPT-2 block's model: embeddings, per layer two LayerNorms, q/k/v/o
+// with biases and the MLP with biases, the final LayerNorm; the head is the embedding.
+inline double gpt2_parameters(const ToyGptShape& g) {
+  const double D = double(g.d_model), H = double(g.mlp_ratio) * D;
+  return double(g.vocab + g.context) * D + double(g.layers) * (4 * D + 4 * D * D + 4 * D + 2 * D * H + H + D) +
+         2 * D;
+}
+// A training step's FLOPs as the scaling-law papers count them: 6 x parameters x tokens
+// (forward 2, backward 4 per parameter and token) plus the attention's two products over
+// the full T x T square, 12 x layers x T x d_model per token.
+inline double gpt2_flops(const ToyGptShape& g) {
+  return double(g.tokens()) * (6.0 * gpt2_parameters(g) + 12.0 * double(g.layers) * double(g.T()) * double(g.d_model));
+}
 
 // Long-context attention alone: (B, T, heads * head_dim) q, k, v leaves, causal, forward and
 // backward with an upstream gradient dO of the output's shape.
@@ -75,11 +126,13 @@ constexpr std::size_t kGemmPeakN = 1024;  // the "one large gemm" ceiling
 
 // Every workload name, identical in both programs:
 //   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, gqa_fwdbwd_f32_S3, toygpt_step, llama_step,
+//   gpt2_124M_step_B{4T64,1T1024,4T1024},
 //   decode_ctx{256,1024}, flash_fwdbwd_f32_T{2048,8192,32768},
 //   chain1000, bmm_S{1..4}, gemm_peak_{f32,f64}.
 // The workloads that also run with every float32 matrix product in bf16 (W_bf16).
 inline constexpr const char* kBf16Workloads[] = {"toygpt_step", "llama_step", "moe_step",
-                                                 "flash_fwdbwd_f32_T2048", "decode_ctx1024"};
+                                                 "flash_fwdbwd_f32_T2048", "decode_ctx1024",
+                                                 "gpt2_124M_step_B4T64", "gpt2_124M_step_B1T1024"};
 
 inline std::vector<std::string> workload_names() {
   std::vector<std::string> w;
@@ -91,6 +144,7 @@ inline std::vector<std::string> workload_names() {
   w.push_back("toygpt_step");
   w.push_back("llama_step");
   w.push_back("moe_step");  // llama_step's model with 4 experts of half its hidden size, top 2
+  for (const auto& [B, T] : kGpt2Shapes) w.push_back(gpt2_name(B, T));
   // tapegrad only: the same steps with every matrix product in bf16 (float32 elsewhere)
   for (const char* step : kBf16Workloads) w.push_back(std::string(step) + "_bf16");
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp
@@ -404,7 +458,7 @@ inline MhaInputs make_mha_inputs(const MhaShape& s, std::uint64_t seed = 42) {
 // (the model memorises it), which is the step's correctness check.
 inline std::vector<std::int64_t> toygpt_tokens(const ToyGptShape& g) {
   Rng r(17);
-  std::vector<std::int64_t> t(g.batch * (g.context + 1));
+  std::vector<std::int64_t> t(g.batch * (g.T() + 1));
   for (auto& v : t) v = std::int64_t(r.below(g.vocab));
   return t;
 }

@@ -4,6 +4,8 @@
 #include <optional>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "harness.hpp"
 #include "llama_reference.hpp"
@@ -199,8 +201,10 @@ Result run_gqa(const Args& a, const bench::MhaWorkload& w) {
 // ------------------------------------------------------------ TOY-GPT training step
 
 // One step = zero_grad, forward + cross-entropy, backward, AdamW, as a training loop runs.
+// TOY-GPT and GPT-2 small: the gpt2 preset at g's sizes; GPT-2 small as Hugging Face's block
+// (q, k, v and output biases, the head tied to the token embedding).
 TransformerConfig toygpt_config(const bench::ToyGptShape& g) {
-  TransformerConfig c;
+  TransformerConfig c = gpt2_preset();
   c.vocab = g.vocab;
   c.context = g.context;
   c.d_model = g.d_model;
@@ -208,6 +212,7 @@ TransformerConfig toygpt_config(const bench::ToyGptShape& g) {
   c.layers = g.layers;
   c.mlp_ratio = g.mlp_ratio;
   c.norm = NormKind::layer_norm;
+  if (g.hf_gpt2) c.attn_qkv_bias = c.attn_out_bias = c.tie_embeddings = true;
   c.seed = 1;
   return c;
 }
@@ -223,19 +228,20 @@ AdamWOptions adamw_options(const bench::ToyGptShape& g) {
   return o;
 }
 
-Result run_toygpt(const Args& a) {
-  const bench::ToyGptShape g;
+// The median GFLOP/s of a few 1024^3 sgemms at the workload's threads, in the same process
+// (what gemm_peak_f32 times): the ceiling a GPT-2 step's GFLOP/s is read against.
+double sgemm_peak_gflops(int repeats);
+
+// The first nseq sequences of seq (B, T+1) as tokens [:, :T] and next-token targets [:, 1:].
+std::pair<Indices, Indices> next_token_batch(const std::vector<std::int64_t>& seq, std::size_t nseq,
+                                             std::size_t T);
+
+// toygpt_step and gpt2_124M_step_*: the model of toygpt_config(g) from its initialisation,
+// the fixed batch of toygpt_tokens(g), the timed step as a training loop runs it.
+Result run_toygpt(const Args& a, const bench::ToyGptShape& g) {
   Transformer<float> model(toygpt_config(g));
   AdamW<float> opt(model.parameters(), adamw_options(g));
-
-  const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
-  Indices tokens = Indices::from_shape({g.batch, g.context});
-  Indices targets = Indices::from_shape({g.batch, g.context});
-  for (std::size_t b = 0; b < g.batch; ++b)
-    for (std::size_t t = 0; t < g.context; ++t) {
-      tokens(b, t) = seq[b * (g.context + 1) + t];
-      targets(b, t) = seq[b * (g.context + 1) + t + 1];
-    }
+  const auto [tokens, targets] = next_token_batch(bench::toygpt_tokens(g), g.batch, g.T());
   std::vector<double> losses;
   Result r;
   r.time_steps(a.warmup, a.repeats, [&] {
@@ -245,9 +251,22 @@ Result run_toygpt(const Args& a) {
     opt.step();
     losses.push_back(double(loss.item()));
   });
-  bench::check_toygpt_losses(g, losses, r);
+  const double ms = bench::median(r.samples_ms);
+  bench::check_toygpt_losses(g, losses, r, g.hf_gpt2 ? "GPT-2" : "TOY-GPT");
   r.add("parameters", double(model.parameter_count()));
-  r.add("gflops", bench::toygpt_flops(g) / (bench::median(r.samples_ms) * 1e6));
+  if (!g.hf_gpt2) {
+    r.add("gflops", bench::toygpt_flops(g) / (ms * 1e6));
+    return r;
+  }
+  bench::require(double(model.parameter_count()) == bench::gpt2_parameters(g),
+                 "GPT-2: the model's parameter count is not the harness's");
+  const double gflops = bench::gpt2_flops(g) / (ms * 1e6), peak = sgemm_peak_gflops(5);
+  r.add("tokens", double(g.tokens()));
+  r.add("tokens_per_s", double(g.tokens()) * 1e3 / ms);
+  r.add("step_gflop", bench::gpt2_flops(g) / 1e9);
+  r.add("gflops", gflops);
+  r.add("sgemm_gflops", peak);
+  r.add("fraction_of_sgemm", gflops / peak);
   return r;
 }
 
@@ -293,7 +312,6 @@ Transformer<float> llama_model(const bench::LlamaShape& g, const bench::LlamaWei
   return m;
 }
 
-// The first nseq sequences of seq (B, T+1) as tokens [:, :T] and next-token targets [:, 1:].
 std::pair<Indices, Indices> next_token_batch(const std::vector<std::int64_t>& seq, std::size_t nseq,
                                              std::size_t T) {
   Indices tokens = Indices::from_shape({nseq, T}), targets = Indices::from_shape({nseq, T});
@@ -632,6 +650,23 @@ Result run_gemm_peak(const Args& a) {
   return r;
 }
 
+double sgemm_peak_gflops(int repeats) {
+  MatmulPrecisionGuard f32(MatmulPrecision::f32);  // a _bf16 step's ceiling is sgemm's too
+  const std::size_t n = bench::kGemmPeakN;
+  bench::Rng rng(5);
+  std::vector<float> A(n * n), B(n * n), C(n * n);
+  for (auto& v : A) v = float(rng.normal());
+  for (auto& v : B) v = float(rng.normal());
+  std::vector<double> ms;
+  for (int i = 0; i <= repeats; ++i) {  // the first one warms up
+    const double t0 = bench::now_ms();
+    kernels::gemm<float>(false, false, n, n, n, 1.0f, A.data(), B.data(), 0.0f, C.data());
+    if (i > 0) ms.push_back(bench::now_ms() - t0);
+  }
+  g_sink = g_sink + double(C[0]);
+  return 2.0 * double(n * n) * double(n) / (bench::median(ms) * 1e6);
+}
+
 // ------------------------------------------------------------ the peers' reference
 
 // An npz entry of `shape` holding v converted to R.
@@ -666,19 +701,39 @@ std::vector<NpzEntry> mha_reference(const bench::MhaWorkload& w) {
 
 // The batch (B, T+1), Transformer's initial parameters ("param.<name>", Linear weights (in, out)),
 // and the first step's loss and gradients ("grad.<name>") on the whole batch.
-std::vector<NpzEntry> toygpt_reference() {
-  const bench::ToyGptShape g;
+// GPT-2 small: the parameters go to their own file, `weights_path`, written once (both GPT-2
+// steps start from them) and summed into "param_sum"; each gradient is sampled
+// ("grad_sample.<name>", bench::grad_sample_stride), so a reference is 15 MB, not 1 GB.
+std::vector<NpzEntry> toygpt_reference(const bench::ToyGptShape& g, const std::string& weights_path) {
   Transformer<float> model(toygpt_config(g));
   const std::vector<std::int64_t> seq = bench::toygpt_tokens(g);
-  std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.batch, g.context + 1}, seq)};
-  for (const auto& p : model.named_parameters())
-    e.push_back(entry<float>("param." + p.name, p.tensor.shape(), p.tensor.value()));
-  const auto [tokens, targets] = next_token_batch(seq, g.batch, g.context);
+  std::vector<NpzEntry> e = {entry<std::int64_t>("tokens", {g.batch, g.T() + 1}, seq)};
+  std::vector<NpzEntry> weights;
+  double sum = 0;
+  for (const auto& p : model.named_parameters()) {
+    (g.hf_gpt2 ? weights : e).push_back(entry<float>("param." + p.name, p.tensor.shape(), p.tensor.value()));
+    for (float v : p.tensor.value()) sum += double(v);
+  }
+  if (g.hf_gpt2) {
+    e.push_back(entry<double>("param_sum", {}, std::vector<double>{sum}));
+    if (!std::ifstream(weights_path)) save_npz(weights_path, weights);
+    weights.clear();
+  }
+  const auto [tokens, targets] = next_token_batch(seq, g.batch, g.T());
   Tensor<float> loss = model.loss(tokens, targets);
   loss.backward();
   e.push_back(entry<double>("loss", {}, std::vector<double>{double(loss.item())}));
-  for (const auto& p : model.named_parameters())
-    e.push_back(entry<float>("grad." + p.name, p.tensor.shape(), p.tensor.grad()));
+  for (const auto& p : model.named_parameters()) {
+    if (!g.hf_gpt2) {
+      e.push_back(entry<float>("grad." + p.name, p.tensor.shape(), p.tensor.grad()));
+      continue;
+    }
+    const Array<float>& grad = p.tensor.grad();
+    const std::size_t stride = bench::grad_sample_stride(grad.size());
+    std::vector<float> sample;
+    for (std::size_t i = 0; i < grad.size(); i += stride) sample.push_back(grad.data()[i]);
+    e.push_back(entry<float>("grad_sample." + p.name, {sample.size()}, sample));
+  }
   return e;
 }
 
@@ -765,7 +820,9 @@ bool dump_reference(const Args& a) {
   if (bench::parse_mha(a.workload, w) || bench::parse_gqa(a.workload, w))
     e = w.is_double ? mha_reference<double>(w) : mha_reference<float>(w);
   else if (a.workload == "toygpt_step")
-    e = toygpt_reference();
+    e = toygpt_reference(bench::ToyGptShape{}, "");
+  else if (const bench::ToyGptShape g = bench::parse_gpt2(a.workload); g.batch != 0)
+    e = toygpt_reference(g, (std::filesystem::path(a.dump).parent_path() / bench::kGpt2WeightsFile).string());
   else if (a.workload == "llama_step")
     e = llama_reference();
   else if (a.workload == "moe_step")
@@ -847,7 +904,9 @@ int main(int argc, char** argv) {
   } else if (bench::parse_gqa(a.workload, mha)) {
     r = run_gqa(a, mha);
   } else if (a.workload == "toygpt_step") {
-    r = run_toygpt(a);
+    r = run_toygpt(a, bench::ToyGptShape{});
+  } else if (const bench::ToyGptShape g = bench::parse_gpt2(a.workload); g.batch != 0) {
+    r = run_toygpt(a, g);
   } else if (a.workload == "llama_step") {
     r = run_llama(a);
   } else if (a.workload == "moe_step") {

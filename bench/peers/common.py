@@ -30,6 +30,12 @@ LLAMA = dict(TOYGPT, kv_heads=2, hidden=352, rope_theta=10000.0, norm_eps=1e-5)
 # llama's feed-forward as 4 experts of half its hidden size, each token to 2 of them
 # (renormalised), with tapegrad's default auxiliary coefficients: the same active size
 MOE = dict(LLAMA, experts=4, top_k=2, expert_hidden=176, aux_coef=0.01, z_coef=0.001)
+# bench::gpt2_small: GPT-2 small as Hugging Face's GPT-2 (biases on q, k, v and o, the head
+# tied to the token embedding), TOY-GPT's AdamW settings; gpt2_124M_step_B<batch>T<seq>
+GPT2 = dict(TOYGPT, vocab=50257, context=1024, d_model=768, heads=12, layers=12)
+GPT2_SHAPES = ((4, 64), (1, 1024), (4, 1024))  # (batch, seq)
+GPT2_WEIGHTS = "gpt2_124M.weights.npz"  # bench::kGpt2WeightsFile, beside the reference
+GRAD_SAMPLES = 65536  # bench::kGradSamples
 FLASH = dict(B=1, H=8, dh=32)
 FLASH_LENGTHS = (2048, 8192, 32768)
 # bench::decode_shape: the llama preset at d_model 256, 4 layers, 8 heads over 2 KV heads,
@@ -64,8 +70,12 @@ def builder(table, w, who):
 def workload(name):
     """'mha_fwdbwd_f32_S3' -> dict(kind, backward, dtype, B, T, D, H, KV, ...); a training
     step's name with _bf16 -> that step with bf16=True (its matrix products in bf16)."""
-    if name.endswith("_bf16") and name[:-5] in ("toygpt_step", "llama_step", "moe_step"):
+    if name.endswith("_bf16") and (name[:-5] in ("toygpt_step", "llama_step", "moe_step")
+                                   or name[:-5] in ("gpt2_124M_step_B4T64", "gpt2_124M_step_B1T1024")):
         return dict(workload(name[:-5]), name=name, bf16=True)
+    m = re.fullmatch(r"gpt2_124M_step_B(\d+)T(\d+)", name)
+    if m and (int(m.group(1)), int(m.group(2))) in GPT2_SHAPES:
+        return dict(GPT2, kind="gpt2", name=name, batch=int(m.group(1)), seq=int(m.group(2)))
     m = re.fullmatch(r"(mha|gqa)_(fwd|fwdbwd)_(f32|f64)_(S[1-4])", name)
     if m:
         B, T, D, H = SHAPES[m.group(4)]
@@ -129,20 +139,23 @@ def parse_args(prog):
     return a
 
 
-def rel_error(got, want):
-    """max |got - want| over max |want|, in double."""
+def rel_error(got, want, scale=None):
+    """max |got - want| over max |want| (or over scale), in double."""
     got = np.asarray(got, dtype=np.float64)
     want = np.asarray(want, dtype=np.float64)
     if got.shape != want.shape:
         raise CheckFailed(f"shape {got.shape} is not tapegrad's {want.shape}")
-    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-300))
+    if scale is None:
+        scale = float(np.max(np.abs(want)))
+    return float(np.max(np.abs(got - want)) / max(scale, 1e-300))
 
 
 def compare(errors, key, pairs, tol):
-    """errors[key] = the worst rel_error over (label, got, want); CheckFailed above tol."""
+    """errors[key] = the worst rel_error over (label, got, want[, scale]); CheckFailed above
+    tol."""
     worst, where = 0.0, ""
-    for label, got, want in pairs:
-        e = rel_error(got, want)
+    for label, got, want, *scale in pairs:
+        e = rel_error(got, want, *scale)
         if e > worst or not math.isfinite(e):
             worst, where = e, label
     errors[key] = worst
@@ -184,24 +197,56 @@ def check_flash(ref, out, grads):
 
 
 class TrainCheck:
-    """What a training workload's start-up check runs, as tapegrad_bench's: TOY-GPT the timed
-    weights on the whole batch; llama the check weights ("check.<name>") on the first two
-    sequences, whose loss and gradients tapegrad wrote under other names; MoE as llama, its
-    loss the training loss (LM + auxiliary + z)."""
+    """What a training workload's start-up check runs, as tapegrad_bench's: TOY-GPT and GPT-2
+    the timed weights on the whole batch; llama the check weights ("check.<name>") on the
+    first two sequences, whose loss and gradients tapegrad wrote under other names; MoE as
+    llama, its loss the training loss (LM + auxiliary + z). GPT-2's gradients are compared
+    at tapegrad's samples of them (grad_sample)."""
 
     def __init__(self, w):
-        toygpt = w["kind"] == "toygpt"
-        self.weights = None if toygpt else "check."  # None: the timed weights
-        self.rows = w["batch"] if toygpt else 2
-        self.loss_key = "loss" if toygpt else "check_loss"
-        self.grad_prefix = "grad." if toygpt else "check_grad."
+        timed = w["kind"] in ("toygpt", "gpt2")
+        self.weights = None if timed else "check."  # None: the timed weights
+        self.rows = w["batch"] if timed else 2
+        self.loss_key = "loss" if timed else "check_loss"
+        self.sampled = w["kind"] == "gpt2"
+        self.grad_prefix = "grad_sample." if self.sampled else "grad." if timed else "check_grad."
 
     def compare(self, ref, loss, grads):
         """loss a float, grads (name, numpy array) pairs."""
         errors = {}
         compare(errors, "check_loss_rel_err", [("loss", loss, float(ref[self.loss_key]))], 1e-4)
-        compare(errors, "check_grad_rel_err", [(k, g, ref[self.grad_prefix + k]) for k, g in grads], 2e-3)
+        pick = grad_sample if self.sampled else (lambda g: g)
+        pairs = [(k, pick(g), ref[self.grad_prefix + k]) for k, g in grads]
+        if self.sampled:
+            # A key bias's gradient is zero but for rounding (it adds q.bk to every score of
+            # a query row, which the softmax ignores): measured against its layer's Wk's.
+            pairs = [p + ((float(np.max(np.abs(ref[self.grad_prefix + p[0][:-2] + "Wk"]))),)
+                          if p[0].endswith(".attn.bk") else ()) for p in pairs]
+        compare(errors, "check_grad_rel_err", pairs, 2e-3)
         return errors
+
+
+def grad_sample(g):
+    """bench::grad_sample_stride's sample of a gradient: entries 0, s, 2s, ... of the
+    flattened array, s = max(1, size // GRAD_SAMPLES) made odd."""
+    flat = np.ascontiguousarray(g).reshape(-1)
+    return flat[::max(1, flat.size // GRAD_SAMPLES) | 1]
+
+
+def gpt2_params(w, ref):
+    """{name: array} of GPT-2's initial weights (GPT2_WEIGHTS beside the reference),
+    checked against the reference's param_sum (the file is written once, for every shape)."""
+    P = params(np.load(os.path.join(os.path.dirname(os.path.abspath(w["ref_path"])), GPT2_WEIGHTS)), "param.")
+    total = sum(float(np.sum(a, dtype=np.float64)) for a in P.values())
+    if abs(total - float(ref["param_sum"])) > 1e-6 * max(1.0, abs(total)):
+        raise CheckFailed(f"{GPT2_WEIGHTS} sums to {total}, the reference's weights to {float(ref['param_sum'])}")
+    return P
+
+
+def gpt2_parameters(w):
+    """bench::gpt2_parameters: 124,439,808 at GPT-2 small."""
+    D, Hd = w["d_model"], w["mlp_ratio"] * w["d_model"]
+    return (w["vocab"] + w["context"]) * D + w["layers"] * (4 * D + 4 * D * D + 4 * D + 2 * D * Hd + Hd + D) + 2 * D
 
 
 def params(ref, prefix):
@@ -233,6 +278,9 @@ def flops(w):
         KV = w["kv_heads"] * (D // w["heads"])
         per_layer = D * (2 * Q + 2 * KV) + 3 * D * w["hidden"] + 2.0 * w["context"] * Q
         return 2.0 * (w["layers"] * per_layer + D * w["vocab"])
+    if w["kind"] == "gpt2":  # bench::gpt2_flops: 6 x parameters x tokens + attention
+        tokens = w["batch"] * w["seq"]
+        return tokens * (6.0 * gpt2_parameters(w) + 12.0 * w["layers"] * w["seq"] * w["d_model"])
     tokens, D, L, C, V = w["batch"] * w["context"], w["d_model"], w["layers"], w["context"], w["vocab"]
     if w["kind"] == "toygpt":
         per = 2.0 * (L * (4 + 2 * w["mlp_ratio"]) * D * D + D * V) + L * 4.0 * C * D
@@ -254,7 +302,7 @@ def run(framework, args, build, info):
         print(json.dumps(dict(framework=framework, **info())))
         return 0
     start_rss = _rusage().ru_maxrss
-    w = workload(args.workload)
+    w = dict(workload(args.workload), ref_path=args.ref)
     ref = np.load(args.ref)
     try:
         t0 = time.perf_counter()
@@ -302,5 +350,9 @@ def run(framework, args, build, info):
                compile_ms=round(compile_ms, 3), build_ms=round(build_ms, 3))
     out.update(errors)
     out["gflops"] = flops(w) / (med * 1e6)
+    if w["kind"] == "gpt2":
+        out["tokens"] = w["batch"] * w["seq"]
+        out["tokens_per_s"] = out["tokens"] * 1e3 / med
+        out["step_gflop"] = flops(w) / 1e9
     print(json.dumps(out), flush=True)
     return 0

@@ -49,12 +49,15 @@ WORKLOADS = ([f"mha_{p}_{d}_S{i}" for p in ("fwd", "fwdbwd") for d in ("f32", "f
              + ["gqa_fwdbwd_f32_S3", "toygpt_step", "llama_step", "moe_step"]
              + ["toygpt_step_bf16", "llama_step_bf16", "moe_step_bf16"]
              + [f"flash_fwdbwd_f32_T{t}" for t in (2048, 8192, 32768)]
-             + [f"decode_ctx{c}" for c in (256, 1024)] + ["gemm_peak_f32"])
+             + [f"decode_ctx{c}" for c in (256, 1024)] + ["gemm_peak_f32"]
+             + [f"gpt2_124M_step_{s}{b}" for s in ("B4T64", "B1T1024") for b in ("", "_bf16")]
+             + ["gpt2_124M_step_B4T1024"])
 # A step of minutes: checked at T 2048 and 8192 (the same kernels), timed once here.
 UNCHECKED = {"flash_fwdbwd_f32_T32768"}
 NATIVE_ONLY = {"gemm_peak_f32"}  # the ceiling the GFLOP/s are read against: no peer runs it
 # The workloads libtorch 1.13's C++ program (torch_reference) has no program for.
-NOT_IN_LIBTORCH = {"moe_step", "toygpt_step_bf16", "llama_step_bf16", "moe_step_bf16"}
+NOT_IN_LIBTORCH = {"moe_step", "toygpt_step_bf16", "llama_step_bf16", "moe_step_bf16"} | {
+    w for w in WORKLOADS if w.startswith("gpt2_124M_step_")}
 
 
 def log(msg):
@@ -138,6 +141,10 @@ def plan(w):
     """(warmup, repeats, rounds): the long rows get fewer samples."""
     if w == "flash_fwdbwd_f32_T32768":
         return 0, 1, 1
+    if w == "gpt2_124M_step_B4T1024":  # 25 GFLOP a step at 1 thread: for its peak RSS
+        return 0, 2, 1
+    if w.startswith("gpt2_124M_step_"):  # seconds a step; 5 losses, enough to see them fall
+        return 1, 4, 1
     if w == "flash_fwdbwd_f32_T8192":
         return 0, 2, 1
     if w.endswith("_S4") or w == "flash_fwdbwd_f32_T2048":
@@ -158,7 +165,8 @@ def merge(records):
     out = {"median_ms": statistics.median(samples), "min_ms": min(samples),
            "cpu_median_ms": statistics.median(cpu) if cpu else None, "samples": len(samples),
            "processes": len(records), "peak_rss_kb": max(r["peak_rss_kb"] for r in records)}
-    for k in ("compile_ms", "gflops", "first_loss", "last_loss"):
+    for k in ("compile_ms", "gflops", "first_loss", "last_loss", "tokens_per_s", "step_gflop",
+              "sgemm_gflops", "fraction_of_sgemm"):
         vals = [r[k] for r in records if r.get(k) is not None]
         if vals:
             out[k] = statistics.median(vals)
@@ -207,8 +215,9 @@ def measure(a):
         out["rows"] = old.get("rows", [])
     for w in names:
         if w not in NATIVE_ONLY and not os.path.exists(ref_path(w)):
-            subprocess.run([os.path.join(BUILD, "bench", "tapegrad_bench"), "--workload", w,
-                            "--dump", ref_path(w)], check=True)
+            # a _bf16 step's reference is its float32 step's: dumped under that name
+            subprocess.run([os.path.join(BUILD, "bench", "tapegrad_bench"), "--workload",
+                            w.removesuffix("_bf16"), "--dump", ref_path(w)], check=True)
         warmup, repeats, rounds = plan(w)
         rounds = a.rounds or rounds
         for thr in [int(t) for t in a.threads.split(",")]:
@@ -269,6 +278,33 @@ def fmt_ratio(o):
     return f"{o['ratio']:.2f} ({o['ratio_min']:.2f}){cpu}"
 
 
+def gpt2_table(rows):
+    """One line per (GPT-2 step, threads, framework): ms a step, tokens/s, GFLOP/s (6 x
+    parameters x tokens + attention), that over the sgemm peak tapegrad_bench measured in
+    its process at the same threads, peak RSS, and tapegrad's time and RSS over the peer's."""
+    lines = ["GPT-2 small (124M), one AdamW training step: medians; GFLOP/s of 6 x parameters x tokens "
+             "plus attention; the peak is float32 sgemm (1024^3) measured in tapegrad's process at the "
+             "same threads; tapegrad / peer below 1.00: tapegrad faster or smaller.", "",
+             "| workload | threads | framework | ms / step | tokens/s | GFLOP/s | of sgemm peak | peak RSS MiB "
+             "| tapegrad / it, time | tapegrad / it, RSS |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(rows, key=lambda r: (r["workload"].removesuffix("_bf16"), r["workload"], r["threads"])):
+        peak = r["tapegrad"].get("sgemm_gflops")
+        for fw in ["tapegrad"] + [f for f in PEERS if f in r]:
+            o = r[fw]
+            if "error" in o:
+                lines.append(f"| {r['workload']} | {r['threads']} | {fw} | {fmt_ratio(o)} | | | | | | |")
+                continue
+            frac = f"{o['gflops'] / peak:.2f}" if peak and "gflops" in o else "-"
+            tps = f"{o['tokens_per_s']:.0f}" if "tokens_per_s" in o else "-"
+            ratio = f"{o['ratio']:.2f}" if "ratio" in o else "-"
+            rss = f"{o['rss_ratio']:.2f}" if "rss_ratio" in o else "-"
+            lines.append(f"| {r['workload']} | {r['threads']} | {fw} | {o['median_ms']:.0f} | {tps} | "
+                         f"{o.get('gflops', 0):.1f} | {frac} | {o['peak_rss_kb'] / 1024:.0f} | {ratio} | {rss} |")
+    lines.append("")
+    return lines
+
+
 def markdown(res):
     fws = [fw for fw in ["libtorch"] + list(PEERS) if any(fw in r for r in res["rows"])]
     lines = []
@@ -298,6 +334,9 @@ def markdown(res):
                              f"{o['median_ms'] / 1e3:.2f} s, {o['peak_rss_kb'] / 1024:.0f} MiB")
             lines.append(f"| {r['workload']} | {r['threads']} | " + " | ".join(cells) + " |")
         lines.append("")
+    gpt2 = [r for r in res["rows"] if r["workload"].startswith("gpt2_124M_step_")]
+    if gpt2:
+        lines += gpt2_table(gpt2)
     compiled = [r for r in res["rows"] if "compile_ms" in r.get("torch_compile", {})]
     if compiled:
         lines += ["Compile time (the first call's wall time, never in the samples), torch.compile: " +

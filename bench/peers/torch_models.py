@@ -2,6 +2,7 @@
 with is_causal (its fused CPU kernel; enable_gqa for shared K/V heads), F.rms_norm,
 torch.optim.AdamW with its defaults. Shared by torch_eager.py and torch_compile.py, which
 differ only in whether the model function goes through torch.compile."""
+import math
 import re
 
 import numpy as np
@@ -94,6 +95,145 @@ class ToyGpt(torch.nn.Module):
         x = F.layer_norm(x, (D,), P["norm_f.weight"], P["norm_f.bias"], 1e-5)
         logits = x @ P["head.weight"]
         return F.cross_entropy(logits.reshape(-1, w["vocab"]), targets.reshape(-1))
+
+
+class Conv1D(torch.nn.Module):
+    """transformers' Conv1D (pytorch_utils.py): a Linear whose weight is (in, out), as
+    GPT-2's checkpoints store it, applied with addmm."""
+
+    def __init__(self, weight, bias):
+        super().__init__()
+        self.nf = weight.shape[1]
+        self.weight = torch.nn.Parameter(weight)
+        self.bias = torch.nn.Parameter(bias)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class NewGELUActivation(torch.nn.Module):
+    """transformers' gelu_new, GPT-2's activation_function: the tanh GELU as written there."""
+
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class GPT2Attention(torch.nn.Module):
+    """transformers' GPT2Attention with its default sdpa attention, in training, dropout 0:
+    the fused c_attn [q | k | v] with its bias, split, heads, SDPA (is_causal), merge, c_proj."""
+
+    def __init__(self, w, c_attn, c_proj):
+        super().__init__()
+        self.embed_dim = w["d_model"]
+        self.num_heads = w["heads"]
+        self.head_dim = self.embed_dim // self.num_heads
+        self.split_size = self.embed_dim
+        self.scaling = self.head_dim ** -0.5
+        self.c_attn, self.c_proj = c_attn, c_proj
+
+    def forward(self, hidden_states):
+        query_states, key_states, value_states = self.c_attn(hidden_states).split(self.split_size, dim=2)
+        shape_q = (*query_states.shape[:-1], -1, self.head_dim)
+        shape_kv = (*key_states.shape[:-1], -1, self.head_dim)
+        query_states = query_states.view(shape_q).transpose(1, 2)
+        key_states = key_states.view(shape_kv).transpose(1, 2)
+        value_states = value_states.view(shape_kv).transpose(1, 2)
+        attn_output = F.scaled_dot_product_attention(query_states, key_states, value_states, attn_mask=None,
+                                                     dropout_p=0.0, scale=self.scaling, is_causal=True)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(*attn_output.shape[:-2], -1).contiguous()
+        return self.c_proj(attn_output)
+
+
+class GPT2MLP(torch.nn.Module):
+    def __init__(self, c_fc, c_proj):
+        super().__init__()
+        self.c_fc, self.c_proj, self.act = c_fc, c_proj, NewGELUActivation()
+
+    def forward(self, hidden_states):
+        return self.c_proj(self.act(self.c_fc(hidden_states)))
+
+
+class GPT2Block(torch.nn.Module):
+    def __init__(self, ln_1, attn, ln_2, mlp):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2, self.mlp = ln_1, attn, ln_2, mlp
+
+    def forward(self, hidden_states):
+        residual = hidden_states
+        hidden_states = self.attn(self.ln_1(hidden_states))
+        hidden_states = hidden_states + residual
+        residual = hidden_states
+        feed_forward_hidden_states = self.mlp(self.ln_2(hidden_states))
+        return residual + feed_forward_hidden_states
+
+
+class GPT2LMHeadModel(torch.nn.Module):
+    """transformers' GPT2LMHeadModel in training, as its modules compute (GPT2Model: wte + wpe,
+    the blocks, ln_f; lm_head tied to wte; the loss on float logits), without dropout, the
+    cache or masks (no padding). tapegrad's parameters (Linear weights (in, out), the
+    layout of Conv1D) loaded by name; Wq, Wk, Wv and their biases fused into c_attn."""
+
+    def __init__(self, w, ref):
+        super().__init__()
+        self.w = w
+        P = {n: torch.from_numpy(a) for n, a in common.gpt2_params(w, ref).items()}
+        D = w["d_model"]
+
+        def ln(prefix):
+            m = torch.nn.LayerNorm(D, eps=1e-5)
+            m.weight, m.bias = torch.nn.Parameter(P[prefix + ".weight"]), torch.nn.Parameter(P[prefix + ".bias"])
+            return m
+
+        def emb(name):
+            return torch.nn.Embedding.from_pretrained(P[name], freeze=False)
+        self.wte, self.wpe = emb("tok_emb.weight"), emb("pos_emb.weight")
+        blocks = []
+        for l in range(w["layers"]):
+            b = f"blocks.{l}."
+            c_attn = Conv1D(torch.cat([P[b + "attn.W" + x] for x in "qkv"], 1),
+                            torch.cat([P[b + "attn.b" + x] for x in "qkv"]))
+            attn = GPT2Attention(w, c_attn, Conv1D(P[b + "attn.Wo"], P[b + "attn.bo"]))
+            mlp = GPT2MLP(Conv1D(P[b + "mlp.fc.weight"], P[b + "mlp.fc.bias"]),
+                          Conv1D(P[b + "mlp.proj.weight"], P[b + "mlp.proj.bias"]))
+            blocks.append(GPT2Block(ln(b + "norm1"), attn, ln(b + "norm2"), mlp))
+        self.h = torch.nn.ModuleList(blocks)
+        self.ln_f = ln("norm_f")
+        self.lm_head = torch.nn.Linear(D, w["vocab"], bias=False)
+        self.lm_head.weight = self.wte.weight  # tie_word_embeddings
+        self.names = list(P)
+
+    def forward(self, tokens, targets):
+        position_ids = torch.arange(tokens.shape[1]).unsqueeze(0)
+        hidden_states = self.wte(tokens) + self.wpe(position_ids)
+        for block in self.h:
+            hidden_states = block(hidden_states)
+        hidden_states = self.ln_f(hidden_states)
+        logits = self.lm_head(hidden_states)
+        return F.cross_entropy(logits.float().view(-1, self.w["vocab"]), targets.view(-1))
+
+    def grads(self):
+        """(tapegrad's name, gradient in tapegrad's layout) for each parameter."""
+        D = self.w["d_model"]
+        out = [("tok_emb.weight", self.wte.weight.grad), ("pos_emb.weight", self.wpe.weight.grad)]
+        for l, blk in enumerate(self.h):
+            b = f"blocks.{l}."
+            wq, wk, wv = blk.attn.c_attn.weight.grad.split(D, 1)
+            bq, bk, bv = blk.attn.c_attn.bias.grad.split(D)
+            out += [(b + "norm1.weight", blk.ln_1.weight.grad), (b + "norm1.bias", blk.ln_1.bias.grad),
+                    (b + "attn.Wq", wq), (b + "attn.bq", bq), (b + "attn.Wk", wk), (b + "attn.bk", bk),
+                    (b + "attn.Wv", wv), (b + "attn.bv", bv),
+                    (b + "attn.Wo", blk.attn.c_proj.weight.grad), (b + "attn.bo", blk.attn.c_proj.bias.grad),
+                    (b + "norm2.weight", blk.ln_2.weight.grad), (b + "norm2.bias", blk.ln_2.bias.grad),
+                    (b + "mlp.fc.weight", blk.mlp.c_fc.weight.grad), (b + "mlp.fc.bias", blk.mlp.c_fc.bias.grad),
+                    (b + "mlp.proj.weight", blk.mlp.c_proj.weight.grad),
+                    (b + "mlp.proj.bias", blk.mlp.c_proj.bias.grad)]
+        out += [("norm_f.weight", self.ln_f.weight.grad), ("norm_f.bias", self.ln_f.bias.grad)]
+        if sorted(n for n, _ in out) != sorted(self.names):
+            raise common.CheckFailed("the GPT-2 model's parameters are not tapegrad's")
+        return [(n, g.numpy()) for n, g in out]
 
 
 def _rope_tables(w):
@@ -221,6 +361,8 @@ class Train:
     def make(self, prefix):
         if self.w["kind"] == "toygpt":
             return ToyGpt(self.w, self.ref)
+        if self.w["kind"] == "gpt2":
+            return GPT2LMHeadModel(self.w, self.ref)
         return (MoeLlama if self.w["kind"] == "moe" else Llama)(self.w, self.ref, prefix)
 
     def loss(self, f, rows):
@@ -250,7 +392,8 @@ class Train:
             f = self.compile_fn(m)
         loss, _ = self.loss(f, c.rows)
         loss.backward()
-        err = c.compare(self.ref, loss.item(), [(nm, p.grad.numpy()) for nm, p in m.P.items()])
+        grads = m.grads() if hasattr(m, "grads") else [(nm, p.grad.numpy()) for nm, p in m.P.items()]
+        err = c.compare(self.ref, loss.item(), grads)
         m.zero_grad(set_to_none=True)
         return err
 
@@ -351,5 +494,6 @@ class Decode:
 
 
 def build(w, ref, compile_fn):
-    table = {"mha": Mha, "toygpt": Train, "llama": Train, "moe": Train, "flash": Flash, "decode": Decode}
+    table = {"mha": Mha, "toygpt": Train, "llama": Train, "moe": Train, "gpt2": Train, "flash": Flash,
+             "decode": Decode}
     return common.builder(table, w, "torch")(w, ref, compile_fn)
