@@ -43,6 +43,7 @@
 #include "tasks/tasks.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/file_io.hpp"
+#include "nn/io/pretrained.hpp"
 #include "nn/generation.hpp"
 #include "ops/threads.hpp"
 
@@ -83,7 +84,7 @@ Loaded load(const std::string& path) {
   try {
     Loaded l = examples::load_model(path);
     const std::size_t tokens = l.coder ? l.coder->vocab_size() : 0;
-    if (l.task == "text" && !examples::is_model_folder(path) && tokens != l.model.config().vocab)
+    if (l.task == "text" && !is_pretrained_folder(path) && tokens != l.model.config().vocab)
       throw UsageError("the text vocabulary has " + std::to_string(tokens) + " tokens, the model " +
                        std::to_string(l.model.config().vocab));
     return l;

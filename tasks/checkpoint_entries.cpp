@@ -8,6 +8,19 @@
 
 namespace tapegrad::tasks {
 
+NpzEntry task_entry(const std::string& task) {
+  const std::vector<std::int64_t> codes(task.begin(), task.end());
+  return NpzEntry(kTaskKey, xt::xarray<std::int64_t>(xt::adapt(codes, {codes.size()})));
+}
+
+std::string task_from_entries(const std::vector<NpzEntry>& entries) {
+  std::string task;
+  for (const NpzEntry& e : entries)
+    if (e.name == kTaskKey && e.holds<std::int64_t>())
+      for (std::int64_t c : e.as<std::int64_t>()) task += char(c);
+  return task;
+}
+
 std::vector<NpzEntry> text_coder_entries(const TextCoder& coder) {
   std::vector<std::int64_t> values;
   if (const text::BpeTokenizer* bpe = coder.tokenizer()) {

@@ -16,6 +16,10 @@ inline const char* const kTaskKey = "__config__.train_task";
 inline const char* const kVocabKey = "__config__.text_vocab";
 inline const char* const kTokenizerKey = "__config__.text_tokenizer";
 
+// The task's name as its entry (kTaskKey), and back: empty when the entries hold none.
+NpzEntry task_entry(const std::string& task);
+std::string task_from_entries(const std::vector<NpzEntry>& entries);
+
 // A text model's tokens as checkpoint entries (kVocabKey or kTokenizerKey), and back: none
 // when the entries hold neither; std::runtime_error naming `source` when one is malformed.
 std::vector<NpzEntry> text_coder_entries(const TextCoder& coder);

@@ -23,8 +23,6 @@ struct LoadedModel {
   std::string kept_json;                  // a folder's config.json fields kept for export
 };
 
-// True when `path` names a Hugging Face model folder rather than a checkpoint file.
-bool is_model_folder(const std::string& path);
 // The configuration alone (no weights read), for memory estimates before loading.
 TransformerConfig read_model_config(const std::string& path);
 // The model and what the file records beside it. Throws the format's own error (naming the

@@ -23,12 +23,6 @@ using tasks::TextTask;
 
 namespace {
 
-std::string ids_string(const xt::xarray<std::int64_t>& ids) {
-  std::string s;
-  for (std::int64_t c : ids) s += char(c);
-  return s;
-}
-
 // The tokens of --tokenizer: a file, or char or bpe built from the training part.
 TextCoder build_text_coder(const Settings& s, const std::string& content) {
   if (s.tokenizer == "char") return TextCoder::characters_of(content);
@@ -171,7 +165,7 @@ ResumeSource read_init_folder(const Settings& s) {
   r.path = s.init_from;
   r.option = "--init-from";
   if (!s.resume.empty()) throw UsageError("--init-from and --resume: give one");
-  if (!examples::is_model_folder(s.init_from))
+  if (!is_pretrained_folder(s.init_from))
     throw UsageError(r.label() + ": not a Hugging Face model folder (no config.json); "
                      "--resume starts from a checkpoint");
   if (!s.text_mode()) throw UsageError(r.label() + ": fine-tuning needs --text FILE");
@@ -206,8 +200,7 @@ ResumeSource read_resume_source(Settings& s) {
   try {
     r.entries = load_npz(s.resume);
     r.config = config_from_entries(r.entries, s.resume);
-    for (const NpzEntry& e : r.entries)
-      if (e.name == tasks::kTaskKey && e.holds<std::int64_t>()) r.task = ids_string(e.as<std::int64_t>());
+    r.task = tasks::task_from_entries(r.entries);
     r.coder = tasks::text_coder_from_entries(r.entries, s.resume);
   } catch (const std::exception& e) {
     throw UsageError("--resume " + s.resume + ": " + one_line(e.what()));

@@ -26,8 +26,7 @@ std::vector<NpzEntry> task_entries(const py::object& task, std::size_t vocab,
   if (made.vocab_size() != vocab || made.context() != context)
     fail("save", "the task '{}' needs vocab {} and context {}, the model has {} and {}", name,
          made.vocab_size(), made.context(), vocab, context);
-  std::vector<std::int64_t> codes(name.begin(), name.end());
-  return {NpzEntry(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(codes, {codes.size()})))};
+  return {tasks::task_entry(name)};
 }
 
 void refuse_nonfinite_parameters(const std::string& path) {
