@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include <xtensor/xadapt.hpp>
 #include <vector>
 
 #include "nn/io/checkpoint.hpp"
@@ -16,10 +15,8 @@ namespace tapegrad::examples {
 
 namespace fs = std::filesystem;
 
-bool is_model_folder(const std::string& path) { return is_pretrained_folder(path); }
-
 TransformerConfig read_model_config(const std::string& path) {
-  if (!is_model_folder(path)) return read_checkpoint_config(path);
+  if (!is_pretrained_folder(path)) return read_checkpoint_config(path);
   const std::string file = (fs::path(path) / "config.json").string();
   return hf_config_from_json(read_text_file(file, file), file).config;
 }
@@ -32,7 +29,7 @@ std::optional<tasks::TextCoder> folder_text_coder(const std::string& dir) {
 }
 
 LoadedModel load_model(const std::string& path) {
-  if (is_model_folder(path)) {
+  if (is_pretrained_folder(path)) {
     PretrainedModel<float> p = load_pretrained<float>(path);
     std::optional<tasks::TextCoder> coder = folder_text_coder(path);
     if (coder && coder->vocab_size() > p.model.config().vocab)
@@ -43,20 +40,15 @@ LoadedModel load_model(const std::string& path) {
     return {std::move(p.model), std::move(task), std::move(coder), std::move(p.model_type),
             std::move(p.kept_json)};
   }
-  LoadedModel l{load_checkpoint<float>(path), "", {}, "", ""};
   const std::vector<NpzEntry> entries = load_npz(path);
-  for (const NpzEntry& e : entries)
-    if (e.name == tasks::kTaskKey && e.holds<std::int64_t>())
-      for (std::int64_t c : e.as<std::int64_t>()) l.task += char(c);
-  l.coder = tasks::text_coder_from_entries(entries, path);
-  return l;
+  return {checkpoint_model<float>(entries, path), tasks::task_from_entries(entries),
+          tasks::text_coder_from_entries(entries, path), "", ""};
 }
 
 std::vector<NpzEntry> checkpoint_extras(const TransformerConfig& config, const std::string& task,
                                         const tasks::TextCoder* coder) {
   std::vector<NpzEntry> extra = config_entries(config);
-  std::vector<std::int64_t> name(task.begin(), task.end());
-  extra.emplace_back(tasks::kTaskKey, xt::xarray<std::int64_t>(xt::adapt(name, {name.size()})));
+  extra.push_back(tasks::task_entry(task));
   if (coder)
     for (NpzEntry& e : tasks::text_coder_entries(*coder)) extra.push_back(std::move(e));
   return extra;

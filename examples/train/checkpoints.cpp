@@ -200,7 +200,7 @@ Transformer<float> load_resumed_model(const Settings& s, const ResumeSource& res
     if (resume.folder())
       model.emplace(std::move(load_pretrained<float>(resume.path).model));
     else
-      model.emplace(load_checkpoint<float>(resume.path));
+      model.emplace(checkpoint_model<float>(resume.entries, resume.path));  // read once
   } catch (const std::exception& e) {
     throw UsageError(resume.label() + ": " + one_line(e.what()));
   }

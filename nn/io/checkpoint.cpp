@@ -239,7 +239,11 @@ TransformerConfig read_checkpoint_config(const std::string& path) {
 
 template <class T>
 Transformer<T> load_checkpoint(const std::string& path) {
-  const std::vector<NpzEntry> entries = load_npz(path);
+  return checkpoint_model<T>(load_npz(path), path);
+}
+
+template <class T>
+Transformer<T> checkpoint_model(const std::vector<NpzEntry>& entries, const std::string& path) {
   const TransformerConfig config = config_from_entries(entries, path);
   // A damaged or hostile config must not make us allocate a giant model: build it only
   // if it is no bigger than what the file holds (which is already in memory) or small
@@ -284,6 +288,7 @@ void load_checkpoint(const std::string& path, Transformer<T>& model) {
   template void load_parameters(const std::string&, Module<T>&);                          \
   template void save_checkpoint(const std::string&, const Transformer<T>&);                   \
   template Transformer<T> load_checkpoint(const std::string&);                                \
+  template Transformer<T> checkpoint_model(const std::vector<NpzEntry>&, const std::string&); \
   template void load_checkpoint(const std::string&, Transformer<T>&);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)

@@ -74,6 +74,10 @@ void save_checkpoint(const std::string& path, const Transformer<T>& model);
 // A new Transformer built from the file's config, with the file's parameters.
 template <class T>
 Transformer<T> load_checkpoint(const std::string& path);
+// The same from the file's entries already read (`path` names them in errors), for a caller
+// that also reads the entries beside the model.
+template <class T>
+Transformer<T> checkpoint_model(const std::vector<NpzEntry>& entries, const std::string& path);
 // Into an existing model: its architecture (the config's fields of that role) must equal the
 // file's; the model keeps its own initialisation and objective fields, which the weights do
 // not depend on.
@@ -87,6 +91,7 @@ TransformerConfig read_checkpoint_config(const std::string& path);
   extern template void load_parameters(const std::string&, Module<T>&);                    \
   extern template void save_checkpoint(const std::string&, const Transformer<T>&);             \
   extern template Transformer<T> load_checkpoint(const std::string&);                          \
+  extern template Transformer<T> checkpoint_model(const std::vector<NpzEntry>&, const std::string&); \
   extern template void load_checkpoint(const std::string&, Transformer<T>&);
 TAPEGRAD_CHECKPOINT_EXTERN(float)
 TAPEGRAD_CHECKPOINT_EXTERN(double)
