@@ -327,11 +327,13 @@ TEST_CASE("config: a field refused as inapplicable changes nothing, and changes 
       {"moe_z_coef", "0.5", gpt2, moe, "not experts=0"},
       {"moe_capacity", "0.5", gpt2, moe, "not experts=0"},
       {"moe_every", "2", gpt2, moe, "not experts=0"},
-      {"mlp_hidden", "20", no_mlp, gpt2, "mlp_hidden applies to mlp=gelu or swiglu only, not mlp=none"},
+      {"mlp_hidden", "20", no_mlp, gpt2, "mlp_hidden applies to mlp=gelu, swiglu or geglu only, not mlp=none"},
       {"mlp_bias", "false", no_mlp, gpt2, "not mlp=none"},
       {"mlp_ratio", "2", with(gpt2, "mlp_hidden", "20"), gpt2, "mlp_ratio applies to mlp_hidden=0 only, not mlp_hidden=20"},
-      {"mlp_multiple", "7", gpt2, llama, "mlp_multiple applies to mlp=swiglu only, not mlp=gelu"},
+      {"mlp_multiple", "7", gpt2, llama, "mlp_multiple applies to mlp=swiglu or geglu only, not mlp=gelu"},
       {"mlp_multiple", "7", with(llama, "mlp_hidden", "20"), llama, "not mlp_hidden=20"},
+      {"window_pattern", "2", gpt2, with(gpt2, "window", "3"), "window_pattern applies to window > 0 only, not window=0"},
+      {"query_scale", "0.25", with(gpt2, "attention_scale", "1"), gpt2, "query_scale applies to attention_scale=default only, not attention_scale=1"},
   };
   std::set<std::string> covered;
   for (const Case& k : cases) {
@@ -346,7 +348,8 @@ TEST_CASE("config: a field refused as inapplicable changes nothing, and changes 
     covered.insert(k.field);
   }
   // every field the table can refuse in these configurations has a case above
-  for (const TransformerConfig& c : {gpt2, llama, linear, llama3, yarn, moe, no_mlp})
+  for (const TransformerConfig& c : {gpt2, llama, linear, llama3, yarn, moe, no_mlp,
+                                     with(gpt2, "attention_scale", "1")})
     for (const FieldInfo& f : config_fields())
       if (refusal_if_given(c, f.name)) {
         INFO(f.name << " refused in " << config_summary(c));
