@@ -344,7 +344,11 @@ TransformerConfig build_config(const Settings& s, const TaskSetup& task, const R
     return c;
   }
   try {
-    TransformerConfig config = model_options.build(model_defaults);
+    // the task's sizes before the preset's size rules (gemma2's window is half the context)
+    std::map<std::string, std::string> defaults = model_defaults;
+    defaults["vocab"] = std::to_string(task.vocab);
+    defaults["context"] = std::to_string(task.context);
+    TransformerConfig config = model_options.build(defaults);
     config.vocab = task.vocab;
     config.context = task.context;
     config.seed = s.seed;
