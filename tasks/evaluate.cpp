@@ -18,8 +18,40 @@ std::int64_t argmax(const float* row, std::size_t V) {
 
 }  // namespace
 
-EvalResult evaluate(Transformer<float>& model, const std::vector<Batch>& batches) {
-  return evaluate([&model](const Indices& tokens) { return model.forward(tokens); }, batches);
+namespace {
+
+// Rows [first, last) of a (B, T) batch.
+Batch rows_of(const Batch& batch, std::size_t first, std::size_t last) {
+  const std::size_t T = batch.tokens.shape()[1];
+  Batch part{Indices::from_shape({last - first, T}), Indices::from_shape({last - first, T})};
+  std::copy(batch.tokens.data() + first * T, batch.tokens.data() + last * T, part.tokens.data());
+  std::copy(batch.targets.data() + first * T, batch.targets.data() + last * T,
+            part.targets.data());
+  return part;
+}
+
+}  // namespace
+
+std::vector<Batch> groups_whose_logits_fit(const std::vector<Batch>& batches, std::size_t vocab,
+                                           std::size_t max_logits_bytes) {
+  std::vector<Batch> out;
+  for (const Batch& batch : batches) {
+    const std::size_t B = batch.tokens.shape()[0], T = batch.tokens.shape()[1];
+    const std::size_t per_sequence = std::max<std::size_t>(T * vocab * sizeof(float), 1);
+    const std::size_t group = std::max<std::size_t>(max_logits_bytes / per_sequence, 1);
+    if (group >= B) {
+      out.push_back(batch);
+      continue;
+    }
+    for (std::size_t b = 0; b < B; b += group) out.push_back(rows_of(batch, b, std::min(B, b + group)));
+  }
+  return out;
+}
+
+EvalResult evaluate(Transformer<float>& model, const std::vector<Batch>& batches,
+                    std::size_t max_logits_bytes) {
+  return evaluate([&model](const Indices& tokens) { return model.forward(tokens); },
+                  groups_whose_logits_fit(batches, model.config().vocab, max_logits_bytes));
 }
 
 EvalResult evaluate(const LogitsFn& logits_of, const std::vector<Batch>& batches) {

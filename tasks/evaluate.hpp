@@ -25,7 +25,19 @@ struct EvalResult {
   std::size_t sequences = 0, tokens = 0;
 };
 
-EvalResult evaluate(Transformer<float>& model, const std::vector<Batch>& batches);
+// The most logits (bytes) one evaluation forward holds. (B, T, V) of a large vocabulary at a
+// long context is gigabytes (32 sequences of GPT-2's 1024 tokens and 50257 ids: 6.6 GB), so
+// the model's evaluate runs each batch in groups of sequences whose logits fit (one sequence
+// at least); exact accuracy is per sequence and the loss a sum over positions, so the groups
+// change no result.
+inline constexpr std::size_t kEvalLogitsBytes = std::size_t(256) << 20;
+
+EvalResult evaluate(Transformer<float>& model, const std::vector<Batch>& batches,
+                    std::size_t max_logits_bytes = kEvalLogitsBytes);
+// The batches split along B into groups whose float logits over `vocab` ids fit in
+// max_logits_bytes (a batch that fits is kept whole; a group has one sequence at least).
+std::vector<Batch> groups_whose_logits_fit(const std::vector<Batch>& batches, std::size_t vocab,
+                                           std::size_t max_logits_bytes);
 // The same with the logits (B, T, V) of tokens (B, T) from any function: a run with hooks
 // (an ablated head, a patched activation), for instance.
 using LogitsFn = std::function<Tensor<float>(const Indices& tokens)>;

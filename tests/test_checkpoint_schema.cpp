@@ -347,6 +347,8 @@ TEST_CASE("checkpoint schema: every fixture evaluates to the loss its own run re
       {"format4/sort_alibi_softcaps.npz", 1.958663821220398},
       {"format5/sort_mixtral_every2.npz", 1.939475178718567},
       {"format6/sort_gpt2_attention_biases.npz", 2.0291640758514404},
+      {"format7/sort_gemma2.npz", 2.193410634994507},
+      {"format7/reverse_bloom.npz", 2.3607447147369385},
   };
   for (const auto& [file, reported] : runs) {
     INFO(file);

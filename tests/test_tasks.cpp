@@ -390,4 +390,37 @@ TEST_CASE("tasks: repeat half losses are taken over each half's positions", "[ta
   CHECK(row_of(firsts, 0) == std::vector<std::int64_t>{0, 3, 1, kIgnore, kIgnore, kIgnore, kIgnore});
   CHECK(row_of(seconds, 0) == std::vector<std::int64_t>{kIgnore, kIgnore, kIgnore, 2, 0, 3, 1});
 }
+TEST_CASE("tasks: evaluation splits a batch whose logits would not fit and the results stay the same", "[tasks]") {
+  SequenceTask task = SequenceTask::make("sort");
+  Generator gen(7);
+  std::vector<Example> examples;
+  for (int i = 0; i < 10; ++i) examples.push_back(task.sample_eval(gen));
+  const std::vector<Batch> whole = {task.make_batch(examples)};
+  const std::size_t T = whole[0].tokens.shape()[1], V = task.vocab_size();
+  const std::size_t three = 3 * T * V * sizeof(float);
+  const std::vector<Batch> groups = groups_whose_logits_fit(whole, V, three);
+  REQUIRE(groups.size() == 4);  // 3 + 3 + 3 + 1 sequences
+  std::size_t row = 0;
+  for (const Batch& g : groups)
+    for (std::size_t b = 0; b < g.tokens.shape()[0]; ++b, ++row) {
+      CHECK(row_of(g.tokens, b) == row_of(whole[0].tokens, row));
+      CHECK(row_of(g.targets, b) == row_of(whole[0].targets, row));
+    }
+  CHECK(row == 10);
+  CHECK(groups_whose_logits_fit(whole, V, 10 * T * V * sizeof(float)).size() == 1);
+  CHECK(groups_whose_logits_fit(whole, V, 1).size() == 10);  // one sequence at least
+
+  TransformerConfig c;
+  c.vocab = V;
+  c.context = T;
+  c.d_model = 16;
+  c.seed = 3;
+  Transformer<float> model(c);
+  const EvalResult at_once = evaluate(model, whole), grouped = evaluate(model, whole, three);
+  CHECK(grouped.loss == Approx(at_once.loss).epsilon(1e-6));
+  CHECK(grouped.token_accuracy == at_once.token_accuracy);
+  CHECK(grouped.exact_accuracy == at_once.exact_accuracy);
+  CHECK(grouped.sequences == 10);
+  CHECK(grouped.tokens == at_once.tokens);
+}
 #endif
