@@ -86,7 +86,10 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
   std::printf("generate's KV cache per token: %s with --kv-dtype f32, %s with --kv-dtype bf16\n",
               bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::model))).c_str(),
               bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::bf16))).c_str());
-  if (c.window > 0)
+  if (c.window > 0 && !c.uniform_window())
+    std::printf("the windowed layers' caches hold at most %zu positions; the global layers' "
+                "(every %zu-th) grow with the sequence\n", c.window, c.window_pattern);
+  else if (c.window > 0)
     std::printf("with window %zu the cache holds at most %zu positions: %s per sequence\n", c.window,
                 c.window, bytes_text(kv_cache_bytes_per_token(c, cache_bytes) * c.window).c_str());
 }

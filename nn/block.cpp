@@ -5,14 +5,23 @@
 
 namespace tapegrad {
 
+namespace {
+
+template <class T>
+std::optional<Norm<T>> optional_norm(bool present, const BlockConfig& c) {
+  if (!present) return std::nullopt;
+  return std::optional<Norm<T>>(std::in_place, c.norm, c.attention.d_model, c.attention.norm_eps);
+}
+
+}  // namespace
+
 template <class T>
 Block<T>::Block(const BlockConfig& c, Generator& gen)
     : norm1_(c.norm, c.attention.d_model, c.attention.norm_eps),
       attn_(c.attention, gen),
-      norm2_(c.mlp != MlpKind::none
-                 ? std::optional<Norm<T>>(std::in_place, c.norm, c.attention.d_model,
-                                          c.attention.norm_eps)
-                 : std::nullopt) {
+      norm1_post_(optional_norm<T>(c.post_norms, c)),
+      norm2_(optional_norm<T>(c.mlp != MlpKind::none, c)),
+      norm2_post_(optional_norm<T>(c.post_norms && c.mlp != MlpKind::none, c)) {
   const std::size_t D = c.attention.d_model;
   if (c.mlp == MlpKind::none) {
     if (c.moe.experts > 0)
@@ -28,9 +37,11 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
   }
   this->register_module("norm1", norm1_);
   this->register_module("attn", attn_);
+  if (norm1_post_) this->register_module("norm1_post", *norm1_post_);
   if (norm2_) this->register_module("norm2", *norm2_);
   if (moe_) this->register_module("moe", *moe_);
   else if (mlp_) this->register_module("mlp", *mlp_);
+  if (norm2_post_) this->register_module("norm2_post", *norm2_post_);
 }
 
 template <class T>
@@ -43,15 +54,24 @@ void Block<T>::set_hooks(Hooks<T>* hooks, const std::string& prefix) {
 
 // h = x + attn(norm1(x)); y = h + mlp(norm2(h)): every sub-layer reads a normalised copy
 // and adds into the residual stream, which itself is never normalised (pre-norm, GPT-2).
+// With post_norms each sub-layer's output is normalised as well before it is added, so
+// that no layer can grow the stream by more than the norm's gain allows (Gemma 2).
 // Each named activation passes its hook point (the identity when no hooks are attached).
 template <class T>
 Tensor<T> Block<T>::forward(const Tensor<T>& input, KVCache<T>* cache) {
   const Tensor<T> x = hook_("resid_pre", input);
   const Tensor<T> a = hook_("attn_out", attn_.forward(hook_("ln1.out", norm1_(x)), cache));
-  const Tensor<T> h = hook_("resid_mid", x + a);
+  const Tensor<T> h = hook_("resid_mid", x + post_norm(norm1_post_, "ln1_post.out", a));
   if (!norm2_) return hook_("resid_post", h);  // attention-only
   const Tensor<T> m = hook_("mlp_out", feed_forward(hook_("ln2.out", (*norm2_)(h))));
-  return hook_("resid_post", h + m);
+  return hook_("resid_post", h + post_norm(norm2_post_, "ln2_post.out", m));
+}
+
+// A sub-layer's output as the residual stream receives it: normalised under post_norms.
+template <class T>
+Tensor<T> Block<T>::post_norm(const std::optional<Norm<T>>& norm, const char* hook_name,
+                              const Tensor<T>& out) {
+  return norm ? hook_(hook_name, (*norm)(out)) : out;
 }
 
 template <class T>

@@ -1,6 +1,7 @@
 #pragma once
 // The transformer's repeated unit: the pre-norm residual Block
-// x + attn(norm1(x)),  then  x + mlp(norm2(x)).
+// x + attn(norm1(x)),  then  x + mlp(norm2(x)),
+// with post_norms (Gemma 2's sandwich) x + norm1_post(attn(norm1(x))), then likewise.
 #include <cstddef>
 #include <string>
 
@@ -23,13 +24,15 @@ struct BlockConfig {
   MlpKind mlp = MlpKind::gelu;            // none: attention-only, x + attn(norm1(x)) alone
   bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
+  bool post_norms = false;                // a norm on each sub-layer's output too
   double std = init::gpt2_std;            // the feed-forward's input weights
   MoEConfig moe;  // moe.experts > 0: a mixture of experts in place of the one feed-forward
 };
 
 // x + attn(norm1(x)), then x + mlp(norm2(x)): x (B, T, D) -> (B, T, D).
-// Parameters, in order: norm1, attn, norm2, mlp (fc, proj; or gate, up, down) or, with
-// experts, moe (router, experts.<e>.*); attention-only: norm1, attn.
+// Parameters, in order: norm1, attn, [norm1_post,] norm2, mlp (fc, proj; or gate, up, down)
+// or, with experts, moe (router, experts.<e>.*)[, norm2_post]; attention-only: norm1, attn
+// [, norm1_post].
 template <class T>
 class Block : public Module<T> {
  public:
@@ -48,12 +51,16 @@ class Block : public Module<T> {
  private:
   Norm<T> norm1_;
   MultiHeadAttention<T> attn_;
+  std::optional<Norm<T>> norm1_post_;  // post_norms only
   std::optional<Norm<T>> norm2_;  // absent in an attention-only block
+  std::optional<Norm<T>> norm2_post_;  // post_norms with a feed-forward only
   std::optional<FeedForward<T>> mlp_;  // the dense feed-forward
   std::optional<MixtureOfExperts<T>> moe_;
   HookPoint<T> hook_;
 
   Tensor<T> feed_forward(const Tensor<T>& x);
+  Tensor<T> post_norm(const std::optional<Norm<T>>& norm, const char* hook_name,
+                      const Tensor<T>& out);
 };
 
 extern template class Block<float>;

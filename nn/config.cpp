@@ -18,7 +18,7 @@ template <class E>
 struct Choices;  // names() in the order of the enum's values
 template <>
 struct Choices<NormKind> {
-  static std::vector<std::string> names() { return {"layer", "rms"}; }
+  static std::vector<std::string> names() { return {"layer", "rms", "gemma"}; }
 };
 template <>
 struct Choices<MlpKind> {
@@ -285,7 +285,8 @@ std::size_t TransformerConfig::resolved_mlp_hidden() const {
 }
 
 double TransformerConfig::resolved_attention_scale() const {
-  return attention_scale ? *attention_scale : 1.0 / std::sqrt(double(resolved_head_dim()));
+  if (attention_scale) return *attention_scale;
+  return query_scale > 0 ? query_scale : 1.0 / std::sqrt(double(resolved_head_dim()));
 }
 
 RopeSpec TransformerConfig::rope() const {
@@ -302,10 +303,16 @@ RopeSpec TransformerConfig::rope() const {
   return s;
 }
 
-AttentionSpec TransformerConfig::attention_spec() const {
-  AttentionSpec s = causal_spec(heads, resolved_kv_heads(), window);
+std::size_t TransformerConfig::layer_window(std::size_t layer) const {
+  const bool global = window_pattern > 0 && (layer + 1) % window_pattern == 0;
+  return global ? 0 : window;
+}
+
+AttentionSpec TransformerConfig::attention_spec(std::size_t layer) const {
+  AttentionSpec s = causal_spec(heads, resolved_kv_heads(), layer_window(layer));
   s.head_dim = resolved_head_dim();
   s.scale = attention_scale;
+  if (!attention_scale && query_scale > 0) s.scale = query_scale;
   s.bias = positions == PositionKind::alibi ? PositionBias::alibi : PositionBias::none;
   s.softcap = attn_softcap;
   return s;
@@ -336,6 +343,12 @@ void TransformerConfig::validate() const {
   if (experts > 0 && experts_top_k > experts)
     fail("config", "experts_top_k={} must be in [1, experts={}]: a token cannot use more "
          "experts than the layer has", experts_top_k, experts);
+  if (window > 0 && window_pattern > layers)
+    fail("config", "window_pattern={} exceeds layers={}: every layer would be windowed (use 0)",
+         window_pattern, layers);
+  if (window > 0 && window_pattern == 1)
+    fail("config", "window_pattern=1 makes every layer global: set window=0 instead of window={}",
+         window);
   for (const auto& [name, cap] : {std::pair{"attn_softcap", attn_softcap},
                                   std::pair{"final_softcap", final_softcap}})
     if (!valid_softcap(cap))
@@ -387,18 +400,50 @@ TransformerConfig mixtral_preset() {
   return c;
 }
 
-std::vector<std::string> preset_names() { return {"gpt2", "llama", "mixtral"}; }
+TransformerConfig gemma2_preset() {
+  TransformerConfig c = llama_preset();
+  c.norm = NormKind::gemma;
+  c.norm_eps = 1e-6;
+  c.post_norms = true;
+  c.embed_scale = true;
+  c.mlp = MlpKind::geglu;
+  c.tie_embeddings = true;
+  c.attn_softcap = 50;
+  c.final_softcap = 30;
+  c.window_pattern = 2;
+  return c;
+}
+
+TransformerConfig bloom_preset() {
+  TransformerConfig c;
+  c.positions = PositionKind::alibi;
+  c.embed_norm = true;
+  c.attn_qkv_bias = true;
+  c.attn_out_bias = true;
+  c.tie_embeddings = true;
+  return c;
+}
+
+std::vector<std::string> preset_names() { return {"gpt2", "llama", "mixtral", "gemma2", "bloom"}; }
 
 TransformerConfig preset(const std::string& name) {
   if (name == "gpt2") return gpt2_preset();
   if (name == "llama") return llama_preset();
   if (name == "mixtral") return mixtral_preset();
+  if (name == "gemma2") return gemma2_preset();
+  if (name == "bloom") return bloom_preset();
   fail("config", "unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
 }
 
-void finish_preset(const std::string& name, TransformerConfig& c) {
+void finish_preset(const std::string& name, TransformerConfig& c,
+                   const std::function<bool(const std::string&)>& given) {
+  const auto free = [&](const char* field) { return !given || !given(field); };
   // grouped-query attention: two query heads per K/V head where heads allows it
-  if ((name == "llama" || name == "mixtral") && c.kv_heads == 0 && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
+  const bool grouped = name == "llama" || name == "mixtral" || name == "gemma2";
+  if (grouped && free("kv_heads") && c.kv_heads == 0 && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
+  // half the context: the windowed layers see less than the global ones within a sequence
+  if (name == "gemma2" && free("window") && c.window == 0 && c.context >= 2 && c.layers >= 2)
+    c.window = c.context / 2;
 }
 
 // ---- what a program prints -----------------------------------------------------------------
@@ -425,6 +470,7 @@ ParameterCounts count_parameters(const TransformerConfig& c) {
   const U V = c.vocab, D = c.d_model, L = c.layers, H = c.heads, KV = c.resolved_kv_heads();
   const U dh = c.resolved_head_dim(), F = c.resolved_mlp_hidden();
   const U norm = c.norm == NormKind::layer_norm ? 2 * D : D;  // gain (+ bias)
+  const U block_norms = (c.mlp == MlpKind::none ? 1 : 2) * (c.post_norms ? 2 : 1);
   ParameterCounts p;
   p.token_embedding = V * D;
   p.position_embedding = c.positions == PositionKind::learned ? U(c.context) * D : 0;
@@ -442,7 +488,8 @@ ParameterCounts count_parameters(const TransformerConfig& c) {
   p.feed_forward = (L - moe) * one_mlp + moe * E * one_mlp;
   p.router = moe * D * E;
   p.inactive_experts = moe > 0 ? moe * (E - c.experts_top_k) * one_mlp : 0;
-  p.norms = ((c.mlp == MlpKind::none ? 1 : 2) * L + 1) * norm;  // attention-only: no norm2
+  // attention-only: no norm2; post_norms: one after each sub-layer too
+  p.norms = (block_norms * L + 1 + (c.embed_norm ? 1 : 0)) * norm;
   p.unembedding = c.tie_embeddings ? 0 : D * V;
   return p;
 }

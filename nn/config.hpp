@@ -70,18 +70,28 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, std::size_t, head_dim, 0, 0, 1 << 24, 2, 0,                                   \
     "width of one head (0: d_model/heads); heads*head_dim need not equal d_model")              \
   X(architecture, NormKind, norm, NormKind::layer_norm, 0, 0, 1, NormKind::layer_norm,          \
-    "normalisation: layer (LayerNorm) or rms (RMSNorm)")                                        \
+    "normalisation: layer (LayerNorm), rms (RMSNorm) or gemma (RMSNorm with gain 1 + w, w "   \
+    "from 0, so that an exported w is exact)")                                                  \
+  X(architecture, bool, embed_norm, false, 0, 0, 7, false,                                      \
+    "a norm of the model's kind on the embeddings, before the first block (BLOOM)")             \
+  X(architecture, bool, embed_scale, false, 0, 0, 7, false,                                     \
+    "token embeddings times sqrt(d_model) before the first block; a tied head uses the "        \
+    "unscaled matrix (Gemma)")                                                                  \
+  X(architecture, bool, post_norms, false, 0, 0, 7, false,                                      \
+    "a norm on the attention's and the feed-forward's outputs before each residual add, "       \
+    "besides the pre-norms (Gemma 2's sandwich)")                                               \
   X(architecture, double, norm_eps, 1e-5, 1e-12, 1.0, 2, 1e-5,                                  \
     "epsilon inside every norm")                                                                \
   X(architecture, MlpKind, mlp, MlpKind::gelu, 0, 0, 2, MlpKind::gelu,                          \
-    "feed-forward: gelu (up, GELU, down), swiglu (down(silu(gate(x)) * up(x))) or none "    \
-    "(attention-only blocks: no second norm, no feed-forward)")              \
+    "feed-forward: gelu (up, GELU, down), swiglu (down(silu(gate(x)) * up(x))), geglu "        \
+    "(down(gelu(gate(x)) * up(x))) or none (attention-only blocks: no second norm, no "        \
+    "feed-forward)")                                                                            \
   X(architecture, std::size_t, mlp_ratio, 4, 1, 64, 1, 4,                                       \
-    "the default hidden width: mlp_ratio*d_model (gelu), 2/3 of it (swiglu)")                   \
+    "the default hidden width: mlp_ratio*d_model (gelu), 2/3 of it (swiglu, geglu)")                   \
   X(architecture, std::size_t, mlp_hidden, 0, 0, 1 << 24, 2, 0,                                 \
-    "feed-forward hidden width (0: from mlp_ratio; swiglu rounds up to mlp_multiple)")          \
+    "feed-forward hidden width (0: from mlp_ratio; a gated kind rounds up to mlp_multiple)")          \
   X(architecture, std::size_t, mlp_multiple, 32, 1, 1 << 16, 2, 32,                             \
-    "swiglu's default hidden width is rounded up to a multiple of this")                        \
+    "a gated kind's default hidden width is rounded up to a multiple of this")                     \
   X(architecture, bool, mlp_bias, true, 0, 0, 2, true,                                          \
     "the feed-forward Linears have biases")                                                     \
   X(architecture, bool, attn_qkv_bias, false, 0, 0, 6, false,                                   \
@@ -111,6 +121,9 @@ inline constexpr double kUnbounded = 1e300;
     "yarn scaling: beta_slow")                                                                  \
   X(architecture, std::size_t, window, 0, 0, 1 << 24, 2, 0,                                     \
     "sliding window: each query sees this many keys, itself included (0: full causal)")         \
+  X(architecture, std::size_t, window_pattern, 0, 0, 1 << 24, 7, 0,                             \
+    "the layers the window applies to: 0 every layer; n: every n-th layer (n-1, 2n-1, ...) "    \
+    "is global, the others windowed (Gemma 2: 2, windowed layers 0, 2, 4, ...)")                \
   X(architecture, bool, qk_norm, false, 0, 0, 2, false,                                         \
     "RMSNorm with a learned gain over each head's q and k, before RoPE")                        \
   X(initialisation, double, qk_norm_gain, 1.0, 1e-6, 1e6, 3, 1.0,                               \
@@ -126,7 +139,10 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, bool, tie_embeddings, false, 0, 0, 2, false,                                  \
     "the head reuses the token embedding's matrix, transposed")                                 \
   X(architecture, std::optional<double>, attention_scale, std::nullopt, 1e-300, kUnbounded, 1, std::nullopt, \
-    "factor on q.k (default 1/sqrt(head_dim); 1 = unscaled)")                                   \
+    "factor on q.k (default: query_scale if set, else 1/sqrt(head_dim); 1 = unscaled)")         \
+  X(architecture, double, query_scale, 0.0, 0.0, kUnbounded, 7, 0.0,                            \
+    "the factor on q.k as the model defines it, in place of 1/sqrt(head_dim) (Gemma 2: "        \
+    "query_pre_attn_scalar^-0.5; 0: unset); attention_scale, when given, overrides it")        \
   X(initialisation, AttentionInit, attention_init, AttentionInit::gpt2, 0, 0, 1, AttentionInit::gpt2, \
     "Wq/Wk/Wv init: gpt2 (normal 0.02) or variance_preserving (normal 1/sqrt(d_model))")        \
   X(initialisation, Seed, seed, 0, 0, 0, 1, 0,                                                  \
@@ -165,8 +181,12 @@ struct TransformerConfig {
   // Layer l (from 0) has a mixture of experts: experts > 0 and (l + 1) % moe_every == 0.
   bool is_moe_layer(std::size_t layer) const;
   std::size_t moe_layers() const;
-  // Every layer's attention: causal, with the window, scale and score modifiers above.
-  AttentionSpec attention_spec() const;
+  // Layer l's window: `window`, or 0 on the global layers of window_pattern.
+  std::size_t layer_window(std::size_t layer) const;
+  // Layer l's attention: causal, with its window, the scale and the score modifiers above.
+  AttentionSpec attention_spec(std::size_t layer) const;
+  // Every layer has the same window (window_pattern 0, or no window at all).
+  bool uniform_window() const { return window == 0 || window_pattern == 0; }
 
   // Throws ShapeError "config: ..." naming the field: a value outside its range, or a
   // combination that cannot be built (kv_heads not dividing heads, rope with an odd
@@ -193,11 +213,21 @@ TransformerConfig gpt2_preset();
 TransformerConfig llama_preset();
 // llama with a mixture of experts in every layer: 8 experts, top 2, renormalised (Mixtral).
 TransformerConfig mixtral_preset();
-// "gpt2" | "llama" | "mixtral": the preset of that name; ShapeError naming the known ones otherwise.
+// Gemma 2 at toy size: llama's RoPE and grouped-query heads with gemma norms (eps 1e-6) on
+// both sides of each sub-layer, embeddings times sqrt(d_model), GeGLU, a tied head, soft-caps
+// 50 (attention) and 30 (logits), the window (context/2 by finish_preset) on layers 0, 2, 4.
+TransformerConfig gemma2_preset();
+// BLOOM: ALiBi and no positions, LayerNorm on the embeddings, GELU MLP and every attention
+// projection with biases, a tied head.
+TransformerConfig bloom_preset();
+// "gpt2" | "llama" | "mixtral" | "gemma2" | "bloom": the preset of that name; ShapeError
+// naming the known ones otherwise.
 TransformerConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
-// Applies the parts of a preset that depend on sizes chosen after it (llama's kv_heads).
-void finish_preset(const std::string& name, TransformerConfig& c);
+// Applies the parts of a preset that depend on sizes chosen after it (llama's and gemma2's
+// kv_heads, gemma2's window); a field that given(field) says the user set is left as set.
+void finish_preset(const std::string& name, TransformerConfig& c,
+                   const std::function<bool(const std::string&)>& given = {});
 
 // A field's description, for programs that walk the list (options, summaries, files).
 struct FieldInfo {

@@ -49,6 +49,9 @@ std::optional<Unmet> unmet_condition(const TransformerConfig& c, const std::stri
   if (field == "rope_original_context" && scaling != RopeScaling::llama3 &&
       scaling != RopeScaling::yarn)
     return Unmet{"rope_scaling=llama3 or yarn", is("rope_scaling")};
+  if (field == "window_pattern" && c.window == 0) return Unmet{"window > 0", is("window")};
+  if (field == "query_scale" && c.attention_scale)
+    return Unmet{"attention_scale=default", is("attention_scale")};
   if (field == "qk_norm_gain" && !c.qk_norm) return Unmet{"qk_norm=true", is("qk_norm")};
   if ((field == "experts_top_k" || starts_with(field, "moe_")) && c.experts == 0)
     return Unmet{"experts > 0", is("experts")};

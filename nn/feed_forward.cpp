@@ -45,6 +45,7 @@ Tensor<T> FeedForward<T>::hidden(const Tensor<T>& x) const {
   switch (kind_) {
     case MlpKind::gelu: return gelu(in_(x));
     case MlpKind::swiglu: return silu(in_(x)) * (*up_)(x);
+    case MlpKind::geglu: return gelu(in_(x)) * (*up_)(x);
     case MlpKind::none: break;
   }
   fail("FeedForward", "unknown kind {}", static_cast<int>(kind_));

@@ -16,7 +16,8 @@ namespace tapegrad {
 #define TAPEGRAD_MLP_KINDS(X) \
   X(gelu, 2)                  \
   X(swiglu, 3)                \
-  X(none, 0)
+  X(none, 0)                  \
+  X(geglu, 3)
 
 enum class MlpKind {
 #define TAPEGRAD_MLP_KIND_NAME(name, matrices) name,
@@ -35,7 +36,7 @@ inline constexpr std::size_t mlp_matrices(MlpKind kind) {
 // A gated kind multiplies its activation by a second input projection (gate, up, down).
 inline constexpr bool mlp_gated(MlpKind kind) { return mlp_matrices(kind) == 3; }
 
-// The kinds' names, in the list's order ("gelu", "swiglu", "none").
+// The kinds' names, in the list's order ("gelu", "swiglu", "none", "geglu").
 inline std::vector<std::string> mlp_kind_names() {
   return {
 #define TAPEGRAD_MLP_KIND_STRING(name, matrices) #name,

@@ -137,7 +137,8 @@ struct Readout {
     std::vector<double> u(D);
     double u_mean = 0;
     for (std::size_t d = 0; d < D; ++d) {
-      u[d] = scale * double(gain.value()(d)) * column(y, d);
+      const double g = double(gain.value()(d)) + (c.norm == NormKind::gemma ? 1.0 : 0.0);
+      u[d] = scale * g * column(y, d);
       u_mean += u[d] / double(D);
     }
     if (centre)
@@ -175,17 +176,23 @@ LogitAttribution direct_logit_attribution(Transformer<T>& model, const Indices& 
   check_same_shape("direct_logit_attribution", tokens, targets, "tokens", "targets");
   NoGradGuard no_grad;
   const TransformerConfig& c = model.config();
+  // a head's share passes its block's output norm, which is not linear in it
+  if (c.post_norms)
+    fail("direct_logit_attribution", "post_norms normalise each attention output before the "
+         "residual add: the heads' shares do not add up to the logit in such a model");
   const std::size_t layers = model.blocks().size(), H = c.heads, D = c.d_model;
   const std::size_t Tn = tokens.shape()[1];
-  const bool positions = model.has_parameter("pos_emb.weight");
-  std::vector<std::string> names = {"embed", block_point(layers - 1, "resid_post"), "ln_final.out"};
+  // with embed_norm the stream starts at the normalised embeddings (positions included)
+  const char* embedding = c.embed_norm ? "ln_embed.out" : "embed";
+  const bool positions = model.has_parameter("pos_emb.weight") && !c.embed_norm;
+  std::vector<std::string> names = {embedding, block_point(layers - 1, "resid_post"), "ln_final.out"};
   if (positions) names.push_back("pos_embed");
   for (std::size_t l = 0; l < layers; ++l) names.push_back(block_point(l, "attn.z"));
   const CachedRun<T> run = run_with_cache(model, tokens, names);
   const Readout<T> readout{model};
   // each activation looked up once, not once per position
   const T* resid = run.cache[names[1]].value().data();
-  const T* embed = run.cache["embed"].value().data();
+  const T* embed = run.cache[embedding].value().data();
   const T* ln_out = run.cache["ln_final.out"].value().data();
   const T* pos = positions ? run.cache["pos_embed"].value().data() : nullptr;
   std::vector<const Array<T>*> z_of;

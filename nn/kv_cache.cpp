@@ -145,7 +145,7 @@ KVCacheSet<T>::KVCacheSet(const TransformerConfig& c, std::size_t batch, std::si
   const std::size_t dh = c.resolved_head_dim();
   layers_.reserve(c.layers);
   for (std::size_t i = 0; i < c.layers; ++i)
-    layers_.emplace_back(batch, c.resolved_kv_heads(), dh, dh, positions, c.window, dtype);
+    layers_.emplace_back(batch, c.resolved_kv_heads(), dh, dh, positions, c.layer_window(i), dtype);
 }
 
 template <class T>

@@ -43,7 +43,9 @@ template <class T>
 Norm<T>::Norm(NormKind kind, std::size_t dim, double eps)
     : kind_(kind), dim_(dim), eps_(static_cast<T>(eps)) {
   if (dim == 0) fail(kind == NormKind::layer_norm ? "LayerNorm" : "RMSNorm", "dim must be positive");
-  weight_ = this->register_parameter("weight", init::constant<T>({dim}, 1.0));
+  // gemma's weight w is the gain's offset from 1, so it starts at 0 where the others' gain is 1
+  weight_ = this->register_parameter("weight",
+                                     init::constant<T>({dim}, kind == NormKind::gemma ? 0.0 : 1.0));
   if (kind == NormKind::layer_norm)
     bias_ = this->register_parameter("bias", init::constant<T>({dim}, 0.0));
 }
@@ -51,8 +53,12 @@ Norm<T>::Norm(NormKind kind, std::size_t dim, double eps)
 // x (..., dim) -> (..., dim); the shape checks are layer_norm's and rms_norm's.
 template <class T>
 Tensor<T> Norm<T>::forward(const Tensor<T>& x) const {
-  return kind_ == NormKind::layer_norm ? layer_norm(x, weight_, bias_, eps_)
-                                       : rms_norm(x, weight_, eps_);
+  switch (kind_) {
+    case NormKind::layer_norm: return layer_norm(x, weight_, bias_, eps_);
+    case NormKind::rms_norm: return rms_norm(x, weight_, eps_);
+    case NormKind::gemma: return rms_norm(x, weight_ + Scalar<T>(1), eps_);
+  }
+  fail("Norm", "unknown kind {}", static_cast<int>(kind_));
 }
 
 template class Linear<float>;

@@ -53,10 +53,13 @@ class Embedding : public Module<T> {
   Tensor<T> weight_;
 };
 
-enum class NormKind { layer_norm, rms_norm };
+// gemma: RMSNorm whose gain is 1 + weight, the weight starting at 0 (Gemma's own parameter,
+// so that a model read from or written to its files keeps w exactly).
+enum class NormKind { layer_norm, rms_norm, gemma };
 
-// Normalisation over the last axis (dim). Parameters: weight (the gain, 1) and, for
-// layer_norm only, bias (0). LayerNorm and RMSNorm below fix the kind.
+// Normalisation over the last axis (dim). Parameters: weight (the gain, 1; under gemma the
+// gain's offset from 1, 0) and, for layer_norm only, bias (0). LayerNorm and RMSNorm below
+// fix the kind.
 template <class T>
 class Norm : public Module<T> {
  public:

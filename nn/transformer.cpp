@@ -53,7 +53,7 @@ BlockConfig block_config(const TransformerConfig& c) {
   BlockConfig b;
   AttentionConfig& a = b.attention;
   a.d_model = c.d_model;
-  a.spec = c.attention_spec();
+  a.spec = c.attention_spec(0);
   a.qk_norm = c.qk_norm;
   a.qk_norm_gain = c.qk_norm_gain;
   a.learned_temperature = c.learned_temperature;
@@ -67,12 +67,14 @@ BlockConfig block_config(const TransformerConfig& c) {
   b.mlp = c.mlp;
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
+  b.post_norms = c.post_norms;
   b.std = init::gpt2_std;
   b.moe = moe_config(c, b);
   return b;
 }
 
-// Layer i has experts when c.is_moe_layer(i) (every moe_every-th), a dense MLP otherwise.
+// Layer i has experts when c.is_moe_layer(i) (every moe_every-th), a dense MLP otherwise,
+// and its attention the window c.layer_window(i) (every layer's, or none on a global one).
 template <class T>
 std::vector<Block<T>> make_blocks(const TransformerConfig& c, Generator& gen) {
   BlockConfig b = block_config(c);
@@ -80,6 +82,7 @@ std::vector<Block<T>> make_blocks(const TransformerConfig& c, Generator& gen) {
   blocks.reserve(c.layers);
   for (std::size_t i = 0; i < c.layers; ++i) {
     b.moe.experts = c.is_moe_layer(i) ? c.experts : 0;
+    b.attention.spec = c.attention_spec(i);
     blocks.emplace_back(b, gen);
   }
   return blocks;
@@ -89,6 +92,12 @@ template <class T>
 std::optional<Embedding<T>> make_positions(const TransformerConfig& c, Generator& gen) {
   if (c.positions != PositionKind::learned) return std::nullopt;
   return Embedding<T>(c.context, c.d_model, gen);
+}
+
+template <class T>
+std::optional<Norm<T>> make_embed_norm(const TransformerConfig& c) {
+  if (!c.embed_norm) return std::nullopt;
+  return Norm<T>(c.norm, c.d_model, c.norm_eps);
 }
 
 template <class T>
@@ -109,19 +118,22 @@ Transformer<T>::Transformer(const TransformerConfig& config, Generator&& gen)
     : config_(validated(config)),
       tok_emb_(config.vocab, config.d_model, gen),
       pos_emb_(make_positions<T>(config, gen)),
+      embed_norm_(make_embed_norm<T>(config)),
       blocks_(make_blocks<T>(config, gen)),
       norm_f_(config.norm, config.d_model, config.norm_eps),
       head_(make_head<T>(config, gen)) {
   this->register_module("tok_emb", tok_emb_);
   if (pos_emb_) this->register_module("pos_emb", *pos_emb_);
+  if (embed_norm_) this->register_module("embed_norm", *embed_norm_);
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     this->register_module("blocks." + std::to_string(i), blocks_[i]);
   this->register_module("norm_f", norm_f_);
   if (head_) this->register_module("head", *head_);
 }
 
+// Every layer windowed: a global layer would need every earlier key.
 bool past_context_ok(const TransformerConfig& c) {
-  return c.window > 0 && c.positions != PositionKind::learned;
+  return c.window > 0 && c.window_pattern == 0 && c.positions != PositionKind::learned;
 }
 
 // tokens (B, T) at positions start.. : a batch and sequence, every id in the vocabulary;
@@ -162,7 +174,7 @@ Tensor<T> Transformer<T>::forward(const Indices& tokens, KVCacheSet<T>& caches) 
   return run(tokens, &caches);
 }
 
-// tokens (B, T) -> tok_emb (B, T, D) [+ pos_emb (T, D) at positions start..start+T-1]
+// tokens (B, T) -> embed (B, T, D) (below)
 // -> blocks (each with its layer's cache, if any) -> norm_f -> head (B, T, V)
 // [-> final_softcap c: c * tanh(logits / c)]
 // tied head: h (B, T, D) @ tok_emb^T (D, V), so tok_emb's gradient sums both of its uses.
@@ -180,13 +192,7 @@ template <class T>
 Tensor<T> Transformer<T>::trunk(const Indices& tokens, KVCacheSet<T>* caches) {
   const std::size_t start = caches ? caches->length() : 0;
   check_tokens(tokens, start, caches != nullptr);
-  const std::size_t Tn = tokens.shape()[1];
-  Tensor<T> x = hook_("embed", tok_emb_(tokens));
-  if (pos_emb_) {
-    Indices positions = Indices::from_shape({Tn});
-    for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(start + t);
-    x = x + hook_("pos_embed", (*pos_emb_)(positions));
-  }
+  Tensor<T> x = embed(tokens, start);
   // Activation checkpointing: in a forward that records, without a cache or hooks (a
   // hooked run keeps every activation on the tape, for the hooks' gradients, and its hooks
   // are detached before the backward would run the block again), each block is one
@@ -203,6 +209,23 @@ Tensor<T> Transformer<T>::trunk(const Indices& tokens, KVCacheSet<T>* caches) {
                       [block](const Tensor<T>& in) { return block->forward(in, nullptr); });
   }
   return hook_("ln_final.out", norm_f_(x));
+}
+
+// tokens (B, T) -> tok_emb (B, T, D) [* sqrt(D)] [+ pos_emb (T, D) at positions
+// start..start+T-1] [-> embed_norm]
+template <class T>
+Tensor<T> Transformer<T>::embed(const Indices& tokens, std::size_t start) {
+  const std::size_t Tn = tokens.shape()[1];
+  Tensor<T> x = tok_emb_(tokens);
+  // the tied head reads tok_emb's matrix itself: the scale is on this use only
+  if (config_.embed_scale) x = x * Scalar<T>(std::sqrt(double(config_.d_model)));
+  x = hook_("embed", x);
+  if (pos_emb_) {
+    Indices positions = Indices::from_shape({Tn});
+    for (std::size_t t = 0; t < Tn; ++t) positions(t) = static_cast<std::int64_t>(start + t);
+    x = x + hook_("pos_embed", (*pos_emb_)(positions));
+  }
+  return embed_norm_ ? hook_("ln_embed.out", (*embed_norm_)(x)) : x;
 }
 
 template <class T>

@@ -123,11 +123,14 @@ class Transformer : public Module<T> {
   Tensor<T> run(const Indices& tokens, KVCacheSet<T>* caches);
   // run() up to the head's input: the final norm's output (B, T, D)
   Tensor<T> trunk(const Indices& tokens, KVCacheSet<T>* caches);
+  // tokens (B, T) at positions start.. -> what enters the first block (B, T, D)
+  Tensor<T> embed(const Indices& tokens, std::size_t start);
   void attach_hooks(Hooks<T>* hooks);
 
   TransformerConfig config_;
   Embedding<T> tok_emb_;
   std::optional<Embedding<T>> pos_emb_;
+  std::optional<Norm<T>> embed_norm_;
   std::vector<Block<T>> blocks_;
   Norm<T> norm_f_;
   std::optional<Linear<T>> head_;

@@ -119,7 +119,7 @@ TransformerConfig ConfigOptions::build(const std::map<std::string, std::string>&
       fail("config", "--no-scale and --attention-scale exclude each other");
     c.attention_scale = 1.0;
   }
-  finish_preset(arch_, c);
+  finish_preset(arch_, c, [&](const std::string& f) { return given(f); });
   // a field that changes nothing here (--rope-theta without RoPE) is refused, not ignored
   if (const auto why = inapplicable_given_field(c, [&](const std::string& f) { return given(f); },
                                                 option_name))

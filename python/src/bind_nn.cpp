@@ -195,9 +195,9 @@ void bind_config(py::module_& m) {
        }))
       .def_static("preset", [](const std::string& name, const py::kwargs& kw) {
         TransformerConfig cfg = with_fields(preset(name), kw);
-        finish_preset(name, cfg);
+        finish_preset(name, cfg, [&](const std::string& f) { return kw.contains(f); });
         return warn_if_inapplicable(cfg, kw);
-      }, py::arg("name"), "'gpt2' or 'llama', then the given fields, then the preset's size rules")
+      }, py::arg("name"), "'gpt2', 'llama', 'mixtral', 'gemma2' or 'bloom', then the given fields, then the preset's size rules")
       .def_static("preset_names", &preset_names)
       .def_static("fields", [] {
         std::vector<std::string> names;
