@@ -1,10 +1,12 @@
 // Hugging Face config.json <-> TransformerConfig (nn/io/hf_config.hpp): the public
 // configurations of gpt2, Llama-3-8B (and 3.1's llama3 RoPE scaling), Mistral-7B-v0.1,
-// Mixtral-8x7B-v0.1 and Qwen2-7B, as their config.json files on the hub have them, map to the
+// Mixtral-8x7B-v0.1, Qwen2-7B, gemma-2-2b and bloom-560m, as their config.json files on the
+// hub have them, map to the
 // published shapes (their parameter counts, counted by hand from the shapes, are the
 // published ones); every refusal names its field; an export reads back as the same model.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -78,6 +80,27 @@ const char* kQwen2 = R"({
   "sliding_window": 131072, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
   "transformers_version": "4.37.2", "use_cache": true, "use_sliding_window": false,
   "vocab_size": 152064})";
+
+const char* kGemma2 = R"({
+  "architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid",
+  "eos_token_id": 1, "final_logit_softcapping": 30.0, "head_dim": 256,
+  "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 2304, "initializer_range": 0.02, "intermediate_size": 9216,
+  "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 8,
+  "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+  "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+  "sliding_window": 4096, "torch_dtype": "float32", "transformers_version": "4.42.4",
+  "use_cache": true, "vocab_size": 256000})";
+
+const char* kBloom = R"({
+  "apply_residual_connection_post_layernorm": false, "architectures": ["BloomForCausalLM"],
+  "attention_dropout": 0.0, "attention_softmax_in_fp32": true, "bias_dropout_fusion": true,
+  "bos_token_id": 1, "eos_token_id": 2, "hidden_dropout": 0.0, "hidden_size": 1024,
+  "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "masked_softmax_fusion": true,
+  "model_type": "bloom", "n_head": 16, "n_inner": null, "n_layer": 24, "offset_alibi": 100,
+  "pad_token_id": 3, "pretraining_tp": 1, "skip_bias_add": true, "skip_bias_add_qkv": false,
+  "slow_but_exact": false, "unk_token_id": 0, "use_cache": true, "vocab_size": 250880})";
 
 // `base` with the fields of `patch` set (a null in the patch removes the field).
 std::string edited(const char* base, const json& patch) {
@@ -274,12 +297,100 @@ TEST_CASE("hf config: Qwen2-7B with q k v biases and no o bias", "[hf_config]") 
   CHECK(windowed.window == 4096);
 }
 
+TEST_CASE("hf config: gemma-2-2b with its 2614341888 parameters", "[hf_config]") {
+  const HfModelConfig h = hf_config_from_json(kGemma2, "gemma2/config.json");
+  const TransformerConfig& c = h.config;
+  CHECK(h.model_type == "gemma2");
+  CHECK(c.norm == NormKind::gemma);
+  CHECK(c.norm_eps == 1e-6);
+  CHECK(c.post_norms);
+  CHECK(c.embed_scale);
+  CHECK_FALSE(c.embed_norm);
+  CHECK(c.mlp == MlpKind::geglu);
+  CHECK_FALSE(c.mlp_bias);
+  CHECK(c.resolved_head_dim() == 256);  // 8 x 256 = 2048 != hidden_size 2304
+  CHECK(c.resolved_kv_heads() == 4);
+  CHECK(c.query_scale == 1.0 / 16);
+  CHECK(c.attn_softcap == 50);
+  CHECK(c.final_softcap == 30);
+  CHECK(c.tie_embeddings);
+  // the window on layers 0, 2, 4, ... (`not layer_idx % 2`), none on 1, 3, 5, ...
+  CHECK(c.window == 4096);
+  CHECK(c.layer_window(0) == 4096);
+  CHECK(c.layer_window(1) == 0);
+  CHECK(c.layer_window(24) == 4096);
+  CHECK(c.layer_window(25) == 0);
+  // by hand: 256000 x 2304 + 26 x (q 2304 x 2048, k and v 2304 x 1024 each, o 2048 x 2304,
+  // 3 x 2304 x 9216, 4 x 2304) + 2304
+  CHECK(count_parameters(c).total() == 2614341888ULL);
+  const json kept = kept_of(h);
+  for (const char* k : {"hidden_act", "cache_implementation", "pad_token_id"}) CHECK(kept.contains(k));
+  // left out, the class defaults: head_dim 256, caps 50 and 30, scalar 256; null caps: none
+  const TransformerConfig d = hf_config_from_json(
+      edited(kGemma2, {{"head_dim", nullptr}, {"attn_logit_softcapping", nullptr},
+                       {"final_logit_softcapping", nullptr}, {"query_pre_attn_scalar", nullptr}}), "c").config;
+  CHECK(d.resolved_head_dim() == 256);
+  CHECK(d.attn_softcap == 50);
+  CHECK(d.query_scale == 1.0 / 16);
+  json no_caps = json::parse(kGemma2);
+  no_caps["attn_logit_softcapping"] = no_caps["final_logit_softcapping"] = nullptr;
+  const TransformerConfig n = hf_config_from_json(no_caps.dump(), "c").config;
+  CHECK(n.attn_softcap == 0);
+  CHECK(n.final_softcap == 0);
+  // one layer: windowed, and no global layer to pattern
+  CHECK(hf_config_from_json(edited(kGemma2, {{"num_hidden_layers", 1}}), "c").config.window_pattern == 0);
+}
+
+TEST_CASE("hf config: bloom-560m with its 559214592 parameters", "[hf_config]") {
+  const HfModelConfig h = hf_config_from_json(kBloom, "bloom/config.json");
+  const TransformerConfig& c = h.config;
+  CHECK(h.model_type == "bloom");
+  CHECK(c.positions == PositionKind::alibi);
+  CHECK(c.embed_norm);
+  CHECK(c.norm == NormKind::layer_norm);
+  CHECK(c.norm_eps == 1e-5);
+  CHECK(c.mlp == MlpKind::gelu);
+  CHECK(c.resolved_mlp_hidden() == 4096);
+  CHECK(c.attn_qkv_bias);
+  CHECK(c.attn_out_bias);
+  CHECK(c.mlp_bias);
+  CHECK(c.tie_embeddings);
+  CHECK(c.layers == 24);
+  CHECK(c.heads == 16);
+  CHECK(c.context == 2048);  // BLOOM's config.json has none: its training length
+  CHECK(hf_config_from_json(edited(kBloom, {{"seq_length", 512}}), "c").config.context == 512);
+  // by hand: 250880 x 1024 + 2 x 1024 + 24 x (1024 x 3072 + 3072, 1024^2 + 1024,
+  // 1024 x 4096 + 4096, 4096 x 1024 + 1024, 4 x 1024) + 2 x 1024
+  CHECK(count_parameters(c).total() == 559214592ULL);
+  // PretrainedConfig's attribute_map: num_hidden_layers and num_attention_heads set n_layer and n_head
+  const TransformerConfig a = hf_config_from_json(
+      edited(kBloom, {{"num_hidden_layers", 3}, {"num_attention_heads", 8}, {"n_embed", 512}}), "c").config;
+  CHECK(a.layers == 3);
+  CHECK(a.heads == 8);
+  CHECK(a.d_model == 512);
+  CHECK(kept_of(h).contains("offset_alibi"));
+}
+
 TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{", "not valid JSON"},
       {"[1]", "not a JSON object"},
       {R"({"n_embd": 8})", "model_type is missing"},
-      {R"({"model_type": "gemma2"})", "model_type 'gemma2' is not supported"},
+      {R"({"model_type": "gemma"})", "model_type 'gemma' is not supported"},
+      {edited(kGemma2, {{"hidden_activation", "gelu"}}), "hidden_activation 'gelu'"},
+      {[] {
+         json j = json::parse(kGemma2);
+         j["sliding_window"] = nullptr;
+         return j.dump();
+       }(),
+       "sliding_window is null"},
+      {edited(kGemma2, {{"final_logit_softcapping", 0}}), "final_logit_softcapping=0 must be positive"},
+      {edited(kGemma2, {{"query_pre_attn_scalar", 0}}), "query_pre_attn_scalar=0"},
+      {edited(kGemma2, {{"mlp_bias", true}}), "field 'mlp_bias' is not one tapegrad knows for model_type gemma2"},
+      {edited(kBloom, {{"apply_residual_connection_post_layernorm", true}}),
+       "apply_residual_connection_post_layernorm=true"},
+      {edited(kBloom, {{"max_position_embeddings", 2048}}),
+       "field 'max_position_embeddings' is not one tapegrad knows for model_type bloom"},
       {edited(kLlama3, {{"rope_scaling", {{"rope_type", "longrope"}, {"factor", 2.0}}}}),
        "rope_scaling type 'longrope' is not supported"},
       {edited(kLlama3, {{"rope_scaling", {{"type", "linear"}, {"rope_type", "yarn"}, {"factor", 2.0}}}}),
@@ -327,7 +438,7 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
 }
 
 TEST_CASE("hf config: every public configuration reads back the same after an export", "[hf_config]") {
-  for (const char* text : {kGpt2, kLlama3, kLlama31, kMistral, kMixtral, kQwen2}) {
+  for (const char* text : {kGpt2, kLlama3, kLlama31, kMistral, kMixtral, kQwen2, kGemma2, kBloom}) {
     const HfModelConfig first = hf_config_from_json(text, "first");
     INFO(first.model_type);
     const std::string written = hf_config_to_json(first.config, first.kept_json);
@@ -414,6 +525,38 @@ TEST_CASE("hf config: an export picks the model_type the architecture is", "[hf_
   CHECK_FALSE(lj.contains("summary_type"));
   CHECK(lj.at("architectures") == json::array({"LlamaForCausalLM"}));
   CHECK(lj.at("bos_token_id") == 50256);
+
+  TransformerConfig gm = gemma2_preset();
+  gm.vocab = 11;
+  gm.context = 8;
+  gm.d_model = 16;
+  gm.heads = 4;
+  gm.layers = 3;
+  gm.window = 3;
+  CHECK(type_of(gm) == "gemma2");
+  const json gmj = json::parse(hf_config_to_json(gm));
+  CHECK(gmj.at("sliding_window") == 3);
+  CHECK(gmj.at("query_pre_attn_scalar") == 4);  // head_dim: the scale is 1/sqrt(head_dim)
+  CHECK(gmj.at("attn_logit_softcapping") == 50.0);
+  CHECK(gmj.at("hidden_activation") == "gelu_pytorch_tanh");
+  CHECK_FALSE(gmj.contains("hidden_act"));
+  TransformerConfig unwindowed = gm;
+  unwindowed.window = 0;  // a window as long as the context hides no key
+  unwindowed.attn_softcap = 0;
+  unwindowed.query_scale = 0.3;
+  const json uj = json::parse(hf_config_to_json(unwindowed));
+  CHECK(uj.at("sliding_window") == 8);
+  CHECK(uj.at("attn_logit_softcapping").is_null());
+  CHECK(std::pow(uj.at("query_pre_attn_scalar").get<double>(), -0.5) == 0.3);
+  TransformerConfig b = bloom_preset();
+  b.vocab = 11;
+  b.context = 8;
+  b.d_model = 16;
+  b.heads = 4;
+  CHECK(type_of(b) == "bloom");
+  const json bj = json::parse(hf_config_to_json(b));
+  CHECK(bj.at("n_head") == 4);
+  CHECK(bj.at("architectures") == json::array({"BloomForCausalLM"}));
 }
 
 TEST_CASE("hf config: an export refuses by name what no model_type expresses", "[hf_config]") {
@@ -427,6 +570,14 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
   g.context = 8;
   g.d_model = 16;
   g.heads = 4;
+  TransformerConfig gm = gemma2_preset(), b = bloom_preset();
+  for (TransformerConfig* c : {&gm, &b}) {
+    c->vocab = 11;
+    c->context = 8;
+    c->d_model = 16;
+    c->heads = 4;
+    c->layers = 3;
+  }
   auto edit = [](TransformerConfig c, auto change) {
     change(c);
     return c;
@@ -434,9 +585,25 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
   const std::vector<std::pair<TransformerConfig, std::string>> cases = {
       {edit(l, [](auto& c) { c.qk_norm = true; }), "qk_norm=true"},
       {edit(l, [](auto& c) { c.learned_temperature = true; }), "learned_temperature=true"},
-      {edit(l, [](auto& c) { c.attn_softcap = 50; }), "attn_softcap=50"},
-      {edit(g, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30"},
-      {edit(l, [](auto& c) { c.positions = PositionKind::alibi; }), "positions=alibi"},
+      {edit(l, [](auto& c) { c.attn_softcap = 50; }), "embed_scale=false: gemma2 has embeddings scaled"},
+      {edit(g, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30: gpt2 has no soft-caps (gemma2 has)"},
+      {edit(l, [](auto& c) { c.positions = PositionKind::alibi; }), "embed_norm=false: bloom has word_embeddings_layernorm"},
+      {edit(l, [](auto& c) { c.embed_norm = true; }), "embed_norm=true: llama has no word_embeddings_layernorm (bloom has)"},
+      {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; c.mlp = MlpKind::geglu; }),
+       "embed_scale=false: gemma2 has embeddings scaled"},
+      {edit(gm, [](auto& c) { c.window = 3; c.window_pattern = 3; }),
+       "window_pattern=3: gemma2 windows layers 0, 2, 4"},
+      {edit(gm, [](auto& c) { c.post_norms = false; }),
+       "post_norms=false: gemma2 has post-attention and post-feed-forward norms"},
+      {edit(gm, [](auto& c) { c.mlp_bias = true; }),
+       "mlp_bias=true: gemma2's feed-forward has no biases"},
+      {edit(b, [](auto& c) { c.mlp_hidden = 32; }),
+       "mlp_hidden=32: bloom's feed-forward is 4 x hidden_size wide"},
+      {edit(b, [](auto& c) { c.kv_heads = 2; }),
+       "kv_heads=2: bloom has one K/V head"},
+      {edit(b, [](auto& c) { c.query_scale = 0.3; }),
+       "query_scale=0.3: bloom scales by 1/sqrt(head_dim)"},
+      {edit(l, [](auto& c) { c.query_scale = 0.3; }), "query_scale=0.3: llama scales by 1/sqrt(head_dim)"},
       {edit(g, [](auto& c) { c.positions = PositionKind::none; }), "positions=none"},
       {edit(l, [](auto& c) { c.mlp = MlpKind::none; }), "mlp=none"},
       {edit(l, [](auto& c) { c.rope_scaling = RopeScaling::ntk; c.rope_factor = 2; }), "rope_scaling=ntk"},
@@ -504,14 +671,23 @@ TEST_CASE("hf config: every architecture field changes the export or is refused"
   yarn.rope_scaling = RopeScaling::yarn;
   yarn.rope_factor = 2;
   yarn.rope_original_context = 16;
+  TransformerConfig gm = gemma2_preset(), b = bloom_preset();
+  for (TransformerConfig* c : {&gm, &b}) {
+    c->vocab = 11;
+    c->context = 16;
+    c->d_model = 16;
+    c->heads = 4;
+    c->layers = 3;
+  }
+  gm.window = 5;
   std::size_t changed = 0;
-  for (const TransformerConfig& base : {g, l, m, lin, l3, yarn}) {
+  for (const TransformerConfig& base : {g, l, m, lin, l3, yarn, gm, b}) {
     const std::string written = hf_config_to_json(base);
     for (const FieldInfo& f : config_fields()) {
       if (f.role != FieldRole::architecture || not_in_config_json.count(f.name)) continue;
       // gpt2's files hold every bias, zeros where the model has none
       const std::string name = f.name;
-      if (base.positions == PositionKind::learned && name.find("bias") != std::string::npos) continue;
+      if (base.positions != PositionKind::rope && name.find("bias") != std::string::npos) continue;
       const auto given = [&](const std::string& name) { return name == f.name; };
       const auto same = [](const std::string& name) { return name; };
       if (inapplicable_given_field(base, given, same)) continue;

@@ -1,10 +1,12 @@
 // Hugging Face folders (nn/io/pretrained.hpp): save_pretrained then load_pretrained gives the
-// model back bit for bit (float and double; GQA, MoE, tied and untied heads, biases, windows),
+// model back bit for bit (float and double; GQA, MoE, tied and untied heads, biases, windows,
+// Gemma 2 and BLOOM; BLOOM's fused query_key_value per head),
 // an interleaved-RoPE model comes back as a half-RoPE one with the same logits; shards, the
 // hub's unprefixed GPT-2 names and its mask buffers load; a missing, unexpected or
 // wrong-shape tensor is refused naming it and its file; a refused save writes nothing.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -70,6 +72,19 @@ std::vector<std::pair<std::string, TransformerConfig>> configs() {
   m.experts = 3;
   m.experts_top_k = 2;
   out.push_back({"mixtral 3 experts", m});
+  TransformerConfig g2 = sized(gemma2_preset());
+  g2.layers = 3;
+  g2.heads = 4;
+  g2.kv_heads = 2;
+  g2.head_dim = 4;
+  g2.window = 4;
+  g2.query_scale = 0.25;  // query_pre_attn_scalar 16
+  out.push_back({"gemma2 window on layers 0 and 2", g2});
+  TransformerConfig b = sized(bloom_preset());
+  b.mlp_hidden = 4 * b.d_model;
+  out.push_back({"bloom tied", b});
+  b.tie_embeddings = false;
+  out.push_back({"bloom untied", b});
   return out;
 }
 
@@ -341,4 +356,41 @@ TEST_CASE("pretrained: kept fields and generation_config.json", "[pretrained]") 
   const json generation = json::parse(read_bytes(dir.file("m/generation_config.json")));
   CHECK(generation.at("bos_token_id") == 1);
   CHECK(generation.at("eos_token_id") == 2);
+}
+
+TEST_CASE("pretrained: bloom's query_key_value is per head and loads without its prefix", "[pretrained]") {
+  TempDir dir;
+  const auto& configs_list = configs();
+  const auto it = std::find_if(configs_list.begin(), configs_list.end(),
+                               [](const auto& c) { return c.first == "bloom tied"; });
+  REQUIRE(it != configs_list.end());
+  Transformer<double> model(it->second);
+  spread(model, 9);
+  save_pretrained(model, dir.file("single"));
+  const std::map<std::string, Held> all = read_all(dir.file("single/model.safetensors"));
+  // (3d, d): row (3h + s) dh + j is head h's column j of q (s 0), k (s 1) or v (s 2)
+  const TransformerConfig& c = model.config();
+  const std::size_t D = c.d_model, dh = c.resolved_head_dim();
+  const Held& fused = all.at("transformer.h.1.self_attention.query_key_value.weight");
+  const Held& bias = all.at("transformer.h.1.self_attention.query_key_value.bias");
+  REQUIRE(fused.shape == std::vector<std::size_t>{3 * D, D});
+  for (std::size_t h = 0; h < c.heads; ++h)
+    for (const auto& [s, part] : {std::pair{0, "q"}, std::pair{1, "k"}, std::pair{2, "v"}}) {
+      const Array<double>& w = model.parameter(std::string("blocks.1.attn.W") + part).value();
+      const Array<double>& b = model.parameter(std::string("blocks.1.attn.b") + part).value();
+      for (std::size_t j = 0; j < dh; ++j) {
+        const std::size_t row = (3 * h + s) * dh + j;
+        CHECK(bias.values[row] == b(h * dh + j));
+        for (std::size_t i = 0; i < D; ++i) CHECK(fused.values[row * D + i] == w(i, h * dh + j));
+      }
+    }
+  // saved from BloomModel: no `transformer.` prefix
+  fs::create_directories(dir.file("hub"));
+  fs::copy_file(dir.file("single/config.json"), dir.file("hub/config.json"));
+  std::map<std::string, Held> hub;
+  for (const auto& [name, h] : all) hub[name.substr(std::string("transformer.").size())] = h;
+  write_all(dir.file("hub/model.safetensors"), hub);
+  PretrainedModel<double> from_hub = load_pretrained<double>(dir.file("hub"));
+  CHECK(from_hub.model_type == "bloom");
+  check_same_parameters(model, from_hub.model);
 }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -116,6 +117,36 @@ TransformerConfig gpt2_config(Fields& f) {
   return c;
 }
 
+// ---- BLOOM -------------------------------------------------------------------------------
+
+// BLOOM's config.json has no context: the model is built for `seq_length` positions (the
+// Megatron name, which tapegrad's export writes and 4.49 leaves unread) or this many, BLOOM's
+// training length. ALiBi has no table to size: it bounds only the sequences tapegrad runs.
+constexpr std::size_t kBloomContext = 2048;
+
+// A BloomConfig size: `key`, or its attribute_map alias, which PretrainedConfig sets after it.
+std::size_t aliased_size(Fields& f, const char* key, const char* alias, std::size_t absent) {
+  const std::size_t v = f.size(key, absent);
+  return f.absent(alias) ? v : f.size(alias, v);
+}
+
+TransformerConfig bloom_config(Fields& f) {
+  TransformerConfig c = bloom_preset();
+  c.vocab = f.size("vocab_size", 250880);
+  c.d_model = f.size("hidden_size", 64);
+  if (!f.absent("n_embed")) c.d_model = f.size("n_embed", c.d_model);  // the old name wins
+  c.layers = aliased_size(f, "n_layer", "num_hidden_layers", 2);
+  c.heads = aliased_size(f, "n_head", "num_attention_heads", 8);
+  c.context = f.size("seq_length", kBloomContext);
+  c.mlp_hidden = 4 * c.d_model;  // dense_h_to_4h
+  c.norm_eps = f.real("layer_norm_epsilon", 1e-5);
+  c.tie_embeddings = f.flag("tie_word_embeddings", true);
+  if (f.flag("apply_residual_connection_post_layernorm", false))
+    f.refuse("apply_residual_connection_post_layernorm=true is not supported (tapegrad's "
+             "residual stream is the block's input, not its normalised copy)");
+  return c;
+}
+
 // ---- the Llama family ----------------------------------------------------------------------
 
 // transformers 4.49's class defaults of the fields config.json may leave out.
@@ -124,13 +155,18 @@ struct FamilyDefaults {
   std::optional<std::size_t> kv_heads;  // nullopt: = num_attention_heads
   double rms_eps, theta;
   std::optional<std::size_t> sliding_window;
+  std::size_t layers, heads;
+  std::optional<std::size_t> head_dim;  // nullopt: hidden_size / num_attention_heads
+  bool tied;
 };
 
 FamilyDefaults defaults_of(const std::string& type) {
-  if (type == "llama") return {32000, 4096, 11008, 2048, std::nullopt, 1e-6, 10000.0, std::nullopt};
-  if (type == "mistral") return {32000, 4096, 14336, 4096 * 32, 8, 1e-6, 10000.0, 4096};
-  if (type == "mixtral") return {32000, 4096, 14336, 4096 * 32, 8, 1e-5, 1e6, std::nullopt};
-  return {151936, 4096, 22016, 32768, 32, 1e-6, 10000.0, 4096};  // qwen2
+  const std::optional<std::size_t> none;
+  if (type == "llama") return {32000, 4096, 11008, 2048, none, 1e-6, 10000.0, none, 32, 32, none, false};
+  if (type == "mistral") return {32000, 4096, 14336, 4096 * 32, 8, 1e-6, 10000.0, 4096, 32, 32, none, false};
+  if (type == "mixtral") return {32000, 4096, 14336, 4096 * 32, 8, 1e-5, 1e6, none, 32, 32, none, false};
+  if (type == "gemma2") return {256000, 2304, 9216, 8192, 4, 1e-6, 10000.0, 4096, 26, 8, 256, true};
+  return {151936, 4096, 22016, 32768, 32, 1e-6, 10000.0, 4096, 32, 32, none, false};  // qwen2
 }
 
 double sub_real(Fields& f, const json& scaling, const char* key, bool required, double absent) {
@@ -220,11 +256,15 @@ bool read_rope_scaling(Fields& f, TransformerConfig& c) {
 
 // The sliding window of every layer, as 4.49's eager and sdpa attention apply it: a query
 // sees the W keys up to itself (the mask hides key j <= i - W), which is tapegrad's window W.
+// Gemma 2 applies it to layers 0, 2, 4, ... only (read_gemma2).
 std::size_t read_window(Fields& f, const FamilyDefaults& d, std::size_t context) {
   const std::string& type = f.type();
   if (type == "llama") return 0;
   const std::optional<std::size_t> w = f.nullable_size("sliding_window", d.sliding_window);
   if (w && *w == 0) f.refuse("sliding_window=0 would hide every key, the query's own too");
+  if (!w && type == "gemma2")
+    f.refuse("sliding_window is null: transformers 4.49's Gemma 2 needs a number (its "
+             "windowed layers compare it with the sequence length)");
   if (type != "qwen2") return w ? *w : 0;
   // Qwen2: the mask of 4.49's eager and sdpa paths applies sliding_window to every layer
   // whatever use_sliding_window says, and flash-attention only to layers from
@@ -241,6 +281,32 @@ std::size_t read_window(Fields& f, const FamilyDefaults& d, std::size_t context)
            "attention apply it to every layer, flash-attention to none", *w);
 }
 
+// Gemma 2's own fields on llama's (transformers 4.49's modeling_gemma2.py): RMSNorm with
+// gain 1 + w, sandwich norms, embeddings times sqrt(hidden_size), GeGLU, the query scale
+// query_pre_attn_scalar^-0.5 and the two soft-caps (null: none).
+void read_gemma2(Fields& f, TransformerConfig& c) {
+  c.norm = NormKind::gemma;
+  c.post_norms = c.embed_scale = true;
+  c.mlp = MlpKind::geglu;
+  c.mlp_bias = false;
+  const std::string act = f.text("hidden_activation", "gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh" && act != "gelu_new")
+    f.refuse("hidden_activation '{}' is not supported (tapegrad's GeGLU is the tanh GELU: "
+             "gelu_pytorch_tanh)", act);
+  const double scalar = f.real("query_pre_attn_scalar", 256);
+  if (!(scalar > 0)) f.refuse("query_pre_attn_scalar={} must be positive", scalar);
+  c.query_scale = std::pow(scalar, -0.5);  // as Python's `scalar ** -0.5`
+  for (const auto& [key, absent, cap] :
+       {std::tuple{"attn_logit_softcapping", 50.0, &c.attn_softcap},
+        std::tuple{"final_logit_softcapping", 30.0, &c.final_softcap}}) {
+    const bool left_out = f.absent(key);
+    const json* v = f.get(key);
+    if (v && !v->is_number()) f.refuse("{} must be a number or null, got {}", key, v->dump());
+    *cap = v ? v->get<double>() : left_out ? absent : 0.0;
+    if (*cap < 0 || (v && *cap == 0)) f.refuse("{}={} must be positive (null: none)", key, *cap);
+  }
+}
+
 TransformerConfig llama_family_config(Fields& f, bool& dynamic_rope) {
   const std::string& type = f.type();
   const FamilyDefaults d = defaults_of(type);
@@ -248,31 +314,36 @@ TransformerConfig llama_family_config(Fields& f, bool& dynamic_rope) {
   c.vocab = f.size("vocab_size", d.vocab);
   c.d_model = f.size("hidden_size", d.hidden);
   c.mlp_hidden = f.size("intermediate_size", d.intermediate);
-  c.layers = f.size("num_hidden_layers", 32);
-  c.heads = f.size("num_attention_heads", 32);
+  c.layers = f.size("num_hidden_layers", d.layers);
+  c.heads = f.size("num_attention_heads", d.heads);
   if (c.heads == 0) f.refuse("num_attention_heads must be positive");
   const std::optional<std::size_t> kv = f.nullable_size("num_key_value_heads", d.kv_heads);
   c.kv_heads = kv ? *kv : c.heads;
-  const std::optional<std::size_t> head_dim = f.nullable_size("head_dim", std::nullopt);
+  const std::optional<std::size_t> head_dim = f.nullable_size("head_dim", d.head_dim);
   if (head_dim && *head_dim == 0) f.refuse("head_dim must be positive");
   c.head_dim = head_dim ? *head_dim : c.d_model / c.heads;
-  const std::string act = f.text("hidden_act", "silu");
-  if (act != "silu" && act != "swish")
-    f.refuse("hidden_act '{}' is not supported (tapegrad's gated feed-forward is SwiGLU: "
-             "silu)", act);
+  if (type == "gemma2") {
+    read_gemma2(f, c);
+  } else {
+    const std::string act = f.text("hidden_act", "silu");
+    if (act != "silu" && act != "swish")
+      f.refuse("hidden_act '{}' is not supported (tapegrad's gated feed-forward is SwiGLU: "
+               "silu)", act);
+  }
   c.context = f.size("max_position_embeddings", d.max_positions);
   c.norm_eps = f.real("rms_norm_eps", d.rms_eps);
-  c.tie_embeddings = f.flag("tie_word_embeddings", false);
+  c.tie_embeddings = f.flag("tie_word_embeddings", d.tied);
   c.rope_theta = f.real("rope_theta", d.theta);
   if (f.real("partial_rotary_factor", 1.0) != 1.0)
     f.refuse("partial_rotary_factor={} is not supported (tapegrad rotates every dimension of "
              "a head)", f.all().at("partial_rotary_factor").dump());
-  if (type == "llama") {
+  if (type == "llama" || type == "gemma2")
     c.attn_qkv_bias = c.attn_out_bias = f.flag("attention_bias", false);
-    c.mlp_bias = f.flag("mlp_bias", false);
-  }
+  if (type == "llama") c.mlp_bias = f.flag("mlp_bias", false);
   if (type == "qwen2") c.attn_qkv_bias = true;  // q, k, v biases; o_proj has none
   c.window = read_window(f, d, c.context);
+  // Gemma 2: the window on layers 0, 2, 4, ... (`not layer_idx % 2`); one layer is all windowed
+  if (type == "gemma2") c.window_pattern = c.layers > 1 ? 2 : 0;
   dynamic_rope = read_rope_scaling(f, c);
   if (dynamic_rope && c.window > 0)
     f.refuse("rope_scaling type 'dynamic' with sliding_window={}: past max_position_embeddings "
@@ -341,14 +412,16 @@ HfModelConfig hf_config_from_json(const std::string& json_text, const std::strin
     fail_with<CheckpointError>(op, "model_type is missing (or not a string)");
   const std::string type = type_it->get<std::string>();
   if (!hf::is_model_type(type))
-    fail_with<CheckpointError>(op, "model_type '{}' is not supported (gpt2, llama, mistral, "
-                               "mixtral and qwen2 are)", type);
+    fail_with<CheckpointError>(op, "model_type '{}' is not supported ({} are)", type,
+                               fmt::join(hf::model_types(), ", "));
   Fields f(j, source, type);
   f.get("model_type");
   bool dynamic_rope = false;
   HfModelConfig out;
   out.model_type = type;
-  out.config = type == "gpt2" ? gpt2_config(f) : llama_family_config(f, dynamic_rope);
+  out.config = type == "gpt2"    ? gpt2_config(f)
+               : type == "bloom" ? bloom_config(f)
+                                 : llama_family_config(f, dynamic_rope);
   refuse_changed_generic_keys(f);
   out.kept_json = kept_fields(f, dynamic_rope).dump();
   try {

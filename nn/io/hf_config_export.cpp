@@ -28,15 +28,38 @@ std::optional<std::string> cannot_express_any(const TransformerConfig& c) {
   if (c.qk_norm) return value_of(c, "qk_norm") + ": no supported model_type has QK-norm";
   if (c.learned_temperature)
     return value_of(c, "learned_temperature") + ": no supported model_type has it";
-  if (c.attn_softcap > 0 || c.final_softcap > 0)
-    return value_of(c, c.attn_softcap > 0 ? "attn_softcap" : "final_softcap") +
-           ": no supported model_type soft-caps";
   if (c.mlp == MlpKind::none)
     return value_of(c, "mlp") + ": every supported model_type has a feed-forward";
-  if (c.positions != PositionKind::learned && c.positions != PositionKind::rope)
-    return value_of(c, "positions") +
-           ": gpt2 has learned positions, llama, mistral, mixtral and qwen2 RoPE";
+  if (c.positions == PositionKind::none)
+    return value_of(c, "positions") + ": gpt2 has learned positions, bloom ALiBi, the others RoPE";
   return std::nullopt;
+}
+
+// The parts only one model_type has: BLOOM's norm on the embeddings, Gemma 2's scaled
+// embeddings, sandwich norms and soft-caps. Each is there exactly when the type has it
+// (Gemma 2's caps may be null).
+std::optional<std::string> cannot_express_parts(const TransformerConfig& c, const std::string& type) {
+  const bool bloom = type == "bloom", gemma2 = type == "gemma2";
+  const auto says = [&](const char* field, bool has, const char* who, const char* what) {
+    return value_of(c, field) + ": " + type + (has ? " has " : " has no ") + what +
+           (has ? "" : std::string(" (") + who + " has)");
+  };
+  if (c.embed_norm != bloom) return says("embed_norm", bloom, "bloom", "word_embeddings_layernorm");
+  if (c.embed_scale != gemma2)
+    return says("embed_scale", gemma2, "gemma2", "embeddings scaled by sqrt(hidden_size)");
+  if (c.post_norms != gemma2)
+    return says("post_norms", gemma2, "gemma2",
+                 "post-attention and post-feed-forward norms");
+  if (!gemma2 && (c.attn_softcap > 0 || c.final_softcap > 0))
+    return says(c.attn_softcap > 0 ? "attn_softcap" : "final_softcap", false, "gemma2", "soft-caps");
+  if (!gemma2 && !c.uniform_window())
+    return value_of(c, "window_pattern") + ": " + type + " has the same window on every layer";
+  return std::nullopt;
+}
+
+// 1/sqrt(head_dim), the scale of every type but gpt2's unscaled option and Gemma 2's own.
+bool default_scale(const TransformerConfig& c) {
+  return c.resolved_attention_scale() == 1.0 / std::sqrt(double(c.resolved_head_dim()));
 }
 
 std::optional<std::string> cannot_express_gpt2(const TransformerConfig& c) {
@@ -49,19 +72,51 @@ std::optional<std::string> cannot_express_gpt2(const TransformerConfig& c) {
     return value_of(c, "kv_heads") + ": gpt2 has one K/V head per query head";
   if (c.resolved_head_dim() * c.heads != c.d_model)
     return value_of(c, "head_dim") + ": gpt2's heads are d_model/heads wide";
-  const double unscaled = 1.0, scaled = 1.0 / std::sqrt(double(c.resolved_head_dim()));
-  if (c.attention_scale && *c.attention_scale != unscaled && *c.attention_scale != scaled)
-    return value_of(c, "attention_scale") +
+  if (c.resolved_attention_scale() != 1.0 && !default_scale(c))
+    return value_of(c, c.attention_scale ? "attention_scale" : "query_scale") +
            ": gpt2 scales by 1/sqrt(head_dim) or (scale_attn_weights false) by 1";
   return std::nullopt;
 }
 
+std::optional<std::string> cannot_express_bloom(const TransformerConfig& c) {
+  if (c.positions != PositionKind::alibi) return value_of(c, "positions") + ": bloom has ALiBi";
+  if (c.norm != NormKind::layer_norm) return value_of(c, "norm") + ": bloom has LayerNorm";
+  if (c.mlp != MlpKind::gelu) return value_of(c, "mlp") + ": bloom's feed-forward is GELU";
+  if (c.resolved_mlp_hidden() != 4 * c.d_model)
+    return value_of(c, "mlp_hidden") + ": bloom's feed-forward is 4 x hidden_size wide";
+  if (c.experts > 0) return value_of(c, "experts") + ": bloom has no mixture of experts";
+  if (c.window > 0) return value_of(c, "window") + ": bloom has no sliding window";
+  if (c.resolved_kv_heads() != c.heads)
+    return value_of(c, "kv_heads") + ": bloom has one K/V head per query head";
+  if (c.resolved_head_dim() * c.heads != c.d_model)
+    return value_of(c, "head_dim") + ": bloom's heads are hidden_size/n_head wide";
+  if (!default_scale(c))
+    return value_of(c, c.attention_scale ? "attention_scale" : "query_scale") +
+           ": bloom scales by 1/sqrt(head_dim)";
+  return std::nullopt;
+}
+
+// Gemma 2 windows layers 0, 2, 4, ... and no other (a model without a window is written
+// with one as long as the context, which hides no key).
+bool gemma2_windows(const TransformerConfig& c) {
+  for (std::size_t l = 0; l < c.layers; ++l)
+    if (c.layer_window(l) != (l % 2 == 0 ? c.window : 0)) return false;
+  return true;
+}
+
 std::optional<std::string> cannot_express_family(const TransformerConfig& c, const std::string& type) {
+  const bool gemma2 = type == "gemma2";
   if (c.positions != PositionKind::rope) return value_of(c, "positions") + ": " + type + " has RoPE";
-  if (c.norm != NormKind::rms_norm) return value_of(c, "norm") + ": " + type + " has RMSNorm";
-  if (c.mlp != MlpKind::swiglu) return value_of(c, "mlp") + ": " + type + "'s feed-forward is SwiGLU";
-  if (c.attention_scale && *c.attention_scale != 1.0 / std::sqrt(double(c.resolved_head_dim())))
-    return value_of(c, "attention_scale") + ": " + type + " scales by 1/sqrt(head_dim)";
+  if (c.norm != (gemma2 ? NormKind::gemma : NormKind::rms_norm))
+    return value_of(c, "norm") + ": " + type + (gemma2 ? " has RMSNorm with gain 1 + w (gemma)"
+                                                        : " has RMSNorm");
+  if (c.mlp != (gemma2 ? MlpKind::geglu : MlpKind::swiglu))
+    return value_of(c, "mlp") + ": " + type + "'s feed-forward is " + (gemma2 ? "GeGLU" : "SwiGLU");
+  if (!gemma2 && !default_scale(c))
+    return value_of(c, c.attention_scale ? "attention_scale" : "query_scale") + ": " + type +
+           " scales by 1/sqrt(head_dim)";
+  if (gemma2 && c.window > 0 && !gemma2_windows(c))
+    return value_of(c, "window_pattern") + ": gemma2 windows layers 0, 2, 4, ... and no other";
   if (c.rope_scaling == RopeScaling::ntk)
     return value_of(c, "rope_scaling") + ": transformers has no static NTK scaling (its "
            "'dynamic' leaves the frequencies unscaled within max_position_embeddings)";
@@ -80,6 +135,7 @@ std::optional<std::string> cannot_express_family(const TransformerConfig& c, con
   } else if (c.experts > 0) {
     return value_of(c, "experts") + ": " + type + " has no experts (mixtral has)";
   }
+  if (gemma2 && c.mlp_bias) return value_of(c, "mlp_bias") + ": gemma2's feed-forward has no biases";
   if ((type == "mistral" || type == "mixtral") && biases)
     return value_of(c, c.attn_qkv_bias ? "attn_qkv_bias" : c.attn_out_bias ? "attn_out_bias" : "mlp_bias") +
            ": " + type + " has no biases";
@@ -95,6 +151,10 @@ std::optional<std::string> cannot_express_family(const TransformerConfig& c, con
 // The type the architecture is, before any kept type is considered.
 std::string natural_type(const TransformerConfig& c) {
   if (c.positions == PositionKind::learned) return "gpt2";
+  if (c.positions == PositionKind::alibi) return "bloom";
+  if (c.norm == NormKind::gemma || c.post_norms || c.embed_scale || c.mlp == MlpKind::geglu ||
+      c.attn_softcap > 0 || c.final_softcap > 0 || !c.uniform_window())
+    return "gemma2";
   if (c.experts > 0) return "mixtral";
   if (c.attn_qkv_bias && !c.attn_out_bias && !c.mlp_bias) return "qwen2";
   return c.window > 0 ? "mistral" : "llama";
@@ -182,6 +242,36 @@ void write_gpt2(const TransformerConfig& c, json& out) {
   out["tie_word_embeddings"] = c.tie_embeddings;
 }
 
+void write_bloom(const TransformerConfig& c, json& out) {
+  out["vocab_size"] = c.vocab;
+  out["hidden_size"] = c.d_model;
+  out["n_layer"] = c.layers;
+  out["n_head"] = c.heads;
+  out["seq_length"] = c.context;  // not BloomConfig's: tapegrad's context, read back on import
+  out["layer_norm_epsilon"] = c.norm_eps;
+  out["apply_residual_connection_post_layernorm"] = false;
+  out["tie_word_embeddings"] = c.tie_embeddings;
+}
+
+// query_pre_attn_scalar for the scale s = scalar^-0.5: an integer when one gives s exactly
+// (as the published models' 256 or 144), else 1/s^2.
+json query_pre_attn_scalar(double scale) {
+  const double scalar = 1.0 / (scale * scale), whole = std::round(scalar);
+  if (std::pow(whole, -0.5) == scale) return static_cast<std::uint64_t>(whole);
+  return scalar;
+}
+
+// Gemma 2's fields beside llama's; a cap of 0 (none) is null, and a model without a window
+// gets one as long as its context, which hides no key.
+void write_gemma2(const TransformerConfig& c, json& out) {
+  out["hidden_activation"] = "gelu_pytorch_tanh";
+  out["query_pre_attn_scalar"] = query_pre_attn_scalar(c.resolved_attention_scale());
+  out["attn_logit_softcapping"] = c.attn_softcap > 0 ? json(c.attn_softcap) : json(nullptr);
+  out["final_logit_softcapping"] = c.final_softcap > 0 ? json(c.final_softcap) : json(nullptr);
+  out["sliding_window"] = c.window > 0 ? c.window : c.context;
+  out["attention_bias"] = c.attn_qkv_bias || c.attn_out_bias;
+}
+
 void write_family(const TransformerConfig& c, const std::string& type, const json& kept, json& out) {
   out["vocab_size"] = c.vocab;
   out["hidden_size"] = c.d_model;
@@ -190,7 +280,7 @@ void write_family(const TransformerConfig& c, const std::string& type, const jso
   out["num_attention_heads"] = c.heads;
   out["num_key_value_heads"] = c.resolved_kv_heads();
   out["head_dim"] = c.resolved_head_dim();
-  out["hidden_act"] = "silu";
+  if (type != "gemma2") out["hidden_act"] = "silu";  // Gemma 2 reads hidden_activation
   out["max_position_embeddings"] = c.context;
   out["rms_norm_eps"] = c.norm_eps;
   out["rope_theta"] = c.rope_theta;
@@ -207,6 +297,7 @@ void write_family(const TransformerConfig& c, const std::string& type, const jso
     out["use_sliding_window"] = c.window > 0;
     out["max_window_layers"] = c.window > 0 ? std::size_t(0) : c.layers;
   }
+  if (type == "gemma2") write_gemma2(c, out);
   if (type == "mixtral") {
     out["num_local_experts"] = c.experts;
     out["num_experts_per_tok"] = c.experts_top_k;
@@ -219,10 +310,13 @@ void write_family(const TransformerConfig& c, const std::string& type, const jso
 std::optional<std::string> hf_cannot_express(const TransformerConfig& config,
                                              const std::string& model_type) {
   if (!hf::is_model_type(model_type))
-    return "model_type '" + model_type + "' is not one tapegrad writes (gpt2, llama, mistral, "
-           "mixtral, qwen2)";
+    return "model_type '" + model_type + "' is not one tapegrad writes (" +
+           fmt::format("{}", fmt::join(hf::model_types(), ", ")) + ")";
   if (auto why = cannot_express_any(config)) return why;
-  return model_type == "gpt2" ? cannot_express_gpt2(config) : cannot_express_family(config, model_type);
+  if (auto why = cannot_express_parts(config, model_type)) return why;
+  if (model_type == "gpt2") return cannot_express_gpt2(config);
+  if (model_type == "bloom") return cannot_express_bloom(config);
+  return cannot_express_family(config, model_type);
 }
 
 std::string hf_model_type(const TransformerConfig& config, const std::string& kept_json) {
@@ -246,6 +340,8 @@ std::string hf_config_to_json(const TransformerConfig& config, const std::string
   out["model_type"] = type;
   if (type == "gpt2")
     write_gpt2(config, out);
+  else if (type == "bloom")
+    write_bloom(config, out);
   else
     write_family(config, type, kept, out);
   return out.dump(2) + "\n";

@@ -15,10 +15,12 @@ std::string causal_lm_class(const std::string& type) {
   if (type == "llama") return "LlamaForCausalLM";
   if (type == "mistral") return "MistralForCausalLM";
   if (type == "mixtral") return "MixtralForCausalLM";
+  if (type == "gemma2") return "Gemma2ForCausalLM";
+  if (type == "bloom") return "BloomForCausalLM";
   return "Qwen2ForCausalLM";
 }
 
-bool is_llama_family(const std::string& type) { return type != "gpt2"; }
+bool is_llama_family(const std::string& type) { return type != "gpt2" && type != "bloom"; }
 
 bool is_harmless_common_key(const std::string& key) {
   static const std::set<std::string> keys = {
@@ -49,8 +51,22 @@ bool is_harmless_key_of(const std::string& type, const std::string& key) {
         "reorder_and_upcast_attn"};
     return keys.count(key) > 0;
   }
+  if (type == "bloom") {
+    // the Megatron switches bigscience's files carry; 4.49 reads none of them.
+    // slow_but_exact with pretraining_tp > 1 sums dense's slices: the same products, another
+    // rounding order
+    static const std::set<std::string> keys = {
+        "attention_dropout", "hidden_dropout", "pretraining_tp", "slow_but_exact",
+        "attention_softmax_in_fp32", "bias_dropout_fusion", "masked_softmax_fusion",
+        "offset_alibi", "skip_bias_add", "skip_bias_add_qkv", "unk_token_id", "n_inner"};
+    return keys.count(key) > 0;
+  }
   if (key == "attention_dropout") return true;
   if (type == "llama") return key == "pretraining_tp";
+  // hidden_act is the old name 4.49's Gemma 2 leaves unread (it reads hidden_activation);
+  // sliding_window_size the same for sliding_window
+  if (type == "gemma2")
+    return key == "hidden_act" || key == "cache_implementation" || key == "sliding_window_size";
   if (type == "mixtral") return key == "output_router_logits" || key == "router_jitter_noise";
   return false;
 }

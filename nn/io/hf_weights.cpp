@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -32,14 +33,22 @@ struct MatrixLayout {
   std::size_t rows = 1;
   bool transposed = false, vector = false;
   std::size_t heads = 0, head_dim = 0;  // heads > 0: the interleaved permutation
+  // > 0: the parts interleaved per head instead of side by side (BLOOM's query_key_value):
+  // head h's head_dim columns of part 0, then of part 1, ..., then head h + 1's
+  std::size_t fused_heads = 0;
 };
 
+// For each file column: its part and the part's own column.
 template <class T>
-HfTensor<T> matrix_tensor(const std::string& name, std::vector<Part<T>> parts, MatrixLayout m) {
-  std::size_t C = 0;
-  for (const Part<T>& p : parts) C += p.cols;
-  // for each file column: its part and the part's own column
-  auto column_part = std::make_shared<std::vector<std::pair<std::size_t, std::size_t>>>();
+std::vector<std::pair<std::size_t, std::size_t>> column_map(const std::vector<Part<T>>& parts,
+                                                            const MatrixLayout& m) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  if (m.fused_heads > 0) {
+    const std::size_t P = parts.size(), dh = m.head_dim;
+    for (std::size_t c = 0; c < m.fused_heads * P * dh; ++c)
+      out.emplace_back(c / dh % P, c / (P * dh) * dh + c % dh);
+    return out;
+  }
   for (std::size_t k = 0; k < parts.size(); ++k)
     for (std::size_t c = 0; c < parts[k].cols; ++c) {
       std::size_t src = c;
@@ -47,8 +56,20 @@ HfTensor<T> matrix_tensor(const std::string& name, std::vector<Part<T>> parts, M
         const std::size_t h = c / m.head_dim, j = c % m.head_dim, half = m.head_dim / 2;
         src = h * m.head_dim + (j < half ? 2 * j : 2 * (j - half) + 1);
       }
-      column_part->emplace_back(k, src);
+      out.emplace_back(k, src);
     }
+  return out;
+}
+
+template <class T>
+HfTensor<T> matrix_tensor(const std::string& name, std::vector<Part<T>> parts, MatrixLayout m) {
+  std::size_t C = 0;
+  for (const Part<T>& p : parts) C += p.cols;
+  auto column_part = std::make_shared<const std::vector<std::pair<std::size_t, std::size_t>>>(
+      column_map(parts, m));
+  if (column_part->size() != C)
+    fail_with<CheckpointError>("hf tensor " + name, "{} heads of {} columns do not make {} columns",
+                               m.fused_heads, m.head_dim * parts.size(), C);
   HfTensor<T> t;
   t.name = name;
   t.shape = m.vector ? std::vector<std::size_t>{C}
@@ -85,7 +106,8 @@ HfTensor<T> matrix_tensor(const std::string& name, std::vector<Part<T>> parts, M
     };
     return t;
   }
-  if (!transposed && m.heads == 0) {  // GPT-2's fused c_attn: each row is the parts' rows side by side
+  // GPT-2's fused c_attn: each row is the parts' rows side by side
+  if (!transposed && m.heads == 0 && m.fused_heads == 0) {
     t.load = [=](const T* in) {
       for (std::size_t r = 0; r < rows; ++r) {
         const T* from = in + r * C;
@@ -190,30 +212,76 @@ void add_linear(std::vector<HfTensor<T>>& out, const std::string& name, Tensor<T
   out.push_back(matrix_tensor<T>(name, {{p, p.shape()[1]}}, m));
 }
 
+// One model_type's tensor names, after HfLayout::prefix ("" where it has none); a layer's
+// are under prefix + layers + "<l>.".
+struct HfNames {
+  const char *embed, *positions, *embed_norm, *layers, *final_norm;
+  const char *norm1, *norm1_post, *norm2, *norm2_post;  // tapegrad's block norms
+};
+
+HfNames names_of(const std::string& type) {
+  if (type == "gpt2") return {"wte", "wpe", "", "h.", "ln_f", "ln_1", "", "ln_2", ""};
+  if (type == "bloom")
+    return {"word_embeddings", "", "word_embeddings_layernorm", "h.", "ln_f", "input_layernorm", "",
+            "post_attention_layernorm", ""};
+  // Gemma 2's post_attention_layernorm is the norm on the attention's output (a sandwich)
+  if (type == "gemma2")
+    return {"embed_tokens", "", "", "layers.", "norm", "input_layernorm", "post_attention_layernorm",
+            "pre_feedforward_layernorm", "post_feedforward_layernorm"};
+  return {"embed_tokens", "", "", "layers.", "norm", "input_layernorm", "", "post_attention_layernorm", ""};
+}
+
+// A norm's gain and (LayerNorm) bias, in the same layout.
 template <class T>
-void gpt2_block(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
-                const std::string& at, const std::string& b) {
-  const std::size_t D = c.d_model, F = c.resolved_mlp_hidden();
-  add_same(out, b + "ln_1.weight", ps.need(at + "norm1.weight"));
-  add_same(out, b + "ln_1.bias", ps.need(at + "norm1.bias"));
+void add_norm(std::vector<HfTensor<T>>& out, Params<T>& ps, const std::string& from,
+              const std::string& to) {
+  add_same(out, to + ".weight", ps.need(from + ".weight"));
+  if (Tensor<T> bias = ps.maybe(from + ".bias"); bias.defined()) add_same(out, to + ".bias", bias);
+}
+
+// q, k and v in one tensor with their biases (the file always has them), and the output
+// projection: GPT-2's Conv1D c_attn (d, 3d), columns [q | k | v], or BLOOM's nn.Linear
+// query_key_value (3d, d), rows per head [q (dh) k (dh) v (dh)].
+template <class T>
+void fused_attention(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+                     const std::string& at, const std::string& b, bool conv1d) {
+  const std::size_t D = c.d_model;
+  const std::string qkv = b + (conv1d ? "attn.c_attn" : "self_attention.query_key_value");
+  const std::string o = b + (conv1d ? "attn.c_proj" : "self_attention.dense");
   MatrixLayout fused;
   fused.rows = D;
-  out.push_back(matrix_tensor<T>(b + "attn.c_attn.weight",
+  fused.transposed = !conv1d;
+  fused.fused_heads = conv1d ? 0 : c.heads;
+  fused.head_dim = c.resolved_head_dim();
+  out.push_back(matrix_tensor<T>(qkv + ".weight",
                                  {{ps.need(at + "attn.Wq"), D}, {ps.need(at + "attn.Wk"), D},
                                   {ps.need(at + "attn.Wv"), D}}, fused));
-  MatrixLayout vec;
+  MatrixLayout vec = fused;
+  vec.rows = 1;
   vec.vector = true;
-  out.push_back(matrix_tensor<T>(b + "attn.c_attn.bias",
+  vec.transposed = false;
+  out.push_back(matrix_tensor<T>(qkv + ".bias",
                                  {{ps.maybe(at + "attn.bq"), D}, {ps.maybe(at + "attn.bk"), D},
                                   {ps.maybe(at + "attn.bv"), D}}, vec));
-  add_same(out, b + "attn.c_proj.weight", ps.need(at + "attn.Wo"));
-  add_bias(out, b + "attn.c_proj.bias", ps.maybe(at + "attn.bo"), D);
-  add_same(out, b + "ln_2.weight", ps.need(at + "norm2.weight"));
-  add_same(out, b + "ln_2.bias", ps.need(at + "norm2.bias"));
-  add_same(out, b + "mlp.c_fc.weight", ps.need(at + "mlp.fc.weight"));
-  add_bias(out, b + "mlp.c_fc.bias", ps.maybe(at + "mlp.fc.bias"), F);
-  add_same(out, b + "mlp.c_proj.weight", ps.need(at + "mlp.proj.weight"));
-  add_bias(out, b + "mlp.c_proj.bias", ps.maybe(at + "mlp.proj.bias"), D);
+  if (conv1d) add_same(out, o + ".weight", ps.need(at + "attn.Wo"));
+  else add_linear(out, o + ".weight", ps.need(at + "attn.Wo"));
+  add_bias(out, o + ".bias", ps.maybe(at + "attn.bo"), D);
+}
+
+// GELU's two projections with their biases (the file always has them): GPT-2's Conv1D
+// c_fc / c_proj or BLOOM's nn.Linear dense_h_to_4h / dense_4h_to_h.
+template <class T>
+void gelu_mlp(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+              const std::string& at, const std::string& b, bool conv1d) {
+  const std::size_t D = c.d_model, F = c.resolved_mlp_hidden();
+  for (const auto& [mine, theirs, width] :
+       {std::tuple{"fc", conv1d ? "mlp.c_fc" : "mlp.dense_h_to_4h", F},
+        std::tuple{"proj", conv1d ? "mlp.c_proj" : "mlp.dense_4h_to_h", D}}) {
+    const std::string from = at + "mlp." + mine, to = b + theirs;
+    if (conv1d) add_same(out, to + ".weight", ps.need(from + ".weight"));
+    else add_linear(out, to + ".weight", ps.need(from + ".weight"));
+    add_bias(out, to + ".bias", ps.maybe(from + ".bias"), width);
+  }
 }
 
 // q_proj, k_proj and v_proj with their biases (when the file has them), o_proj.
@@ -235,13 +303,10 @@ void family_attention(std::vector<HfTensor<T>>& out, Params<T>& ps, const Transf
   if (layout.out_bias) add_bias(out, b + "self_attn.o_proj.bias", ps.maybe(at + "attn.bo"), c.d_model);
 }
 
+// Mixtral's experts or the gated feed-forward's gate_proj / up_proj / down_proj.
 template <class T>
-void family_block(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
-                  const HfLayout& layout, std::size_t l) {
-  const std::string at = fmt::format("blocks.{}.", l), b = fmt::format("model.layers.{}.", l);
-  add_same(out, b + "input_layernorm.weight", ps.need(at + "norm1.weight"));
-  family_attention(out, ps, c, layout, at, b);
-  add_same(out, b + "post_attention_layernorm.weight", ps.need(at + "norm2.weight"));
+void family_mlp(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+                const HfLayout& layout, std::size_t l, const std::string& at, const std::string& b) {
   if (c.is_moe_layer(l)) {
     add_linear(out, b + "block_sparse_moe.gate.weight", ps.need(at + "moe.router.weight"));
     for (std::size_t e = 0; e < c.experts; ++e) {
@@ -263,15 +328,34 @@ void family_block(std::vector<HfTensor<T>>& out, Params<T>& ps, const Transforme
   }
 }
 
+template <class T>
+void add_block(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+               const HfLayout& layout, std::size_t l) {
+  const HfNames n = names_of(layout.model_type);
+  const std::string at = fmt::format("blocks.{}.", l);
+  const std::string b = fmt::format("{}{}{}.", layout.prefix, n.layers, l);
+  for (const auto& [mine, theirs] : {std::pair{"norm1", n.norm1}, std::pair{"norm1_post", n.norm1_post},
+                                     std::pair{"norm2", n.norm2}, std::pair{"norm2_post", n.norm2_post}})
+    if (*theirs) add_norm(out, ps, at + mine, b + theirs);
+  const bool gpt2 = layout.model_type == "gpt2";
+  if (gpt2 || layout.model_type == "bloom") {
+    fused_attention(out, ps, c, at, b, gpt2);
+    gelu_mlp(out, ps, c, at, b, gpt2);
+    return;
+  }
+  family_attention(out, ps, c, layout, at, b);
+  family_mlp(out, ps, c, layout, l, at, b);
+}
+
 }  // namespace
 
 HfLayout hf_layout(const TransformerConfig& c, const std::string& model_type) {
   HfLayout l;
   l.model_type = model_type;
-  if (model_type == "gpt2") {
+  l.prefix = model_type == "gpt2" || model_type == "bloom" ? "transformer." : "model.";
+  if (model_type == "gpt2" || model_type == "bloom") {
     l.qkv_bias = l.out_bias = l.mlp_bias = true;
-    l.prefix = "transformer.";
-  } else if (model_type == "llama") {
+  } else if (model_type == "llama" || model_type == "gemma2") {
     l.qkv_bias = l.out_bias = c.attn_qkv_bias || c.attn_out_bias;
     l.mlp_bias = c.mlp_bias;
   } else if (model_type == "qwen2") {
@@ -292,21 +376,20 @@ std::vector<HfTensor<T>> hf_tensors(const Transformer<T>& model, const HfLayout&
   const TransformerConfig& c = model.config();
   Params<T> ps(model);
   std::vector<HfTensor<T>> out;
-  const bool gpt2 = layout.model_type == "gpt2";
+  const HfNames n = names_of(layout.model_type);
   const std::string& p = layout.prefix;
-  add_same(out, gpt2 ? p + "wte.weight" : "model.embed_tokens.weight", ps.need("tok_emb.weight"));
-  if (gpt2) add_same(out, p + "wpe.weight", ps.need("pos_emb.weight"));
-  for (std::size_t l = 0; l < c.layers; ++l) {
-    if (gpt2)
-      gpt2_block(out, ps, c, fmt::format("blocks.{}.", l), fmt::format("{}h.{}.", p, l));
-    else
-      family_block(out, ps, c, layout, l);
-  }
-  add_same(out, gpt2 ? p + "ln_f.weight" : "model.norm.weight", ps.need("norm_f.weight"));
-  if (gpt2) add_same(out, p + "ln_f.bias", ps.need("norm_f.bias"));
+  for (const auto& [mine, theirs] : {std::pair{"tok_emb", n.embed}, std::pair{"pos_emb", n.positions}})
+    if (*theirs) add_same(out, p + theirs + ".weight", ps.need(std::string(mine) + ".weight"));
+  if (*n.embed_norm) add_norm(out, ps, "embed_norm", p + n.embed_norm);
+  for (std::size_t l = 0; l < c.layers; ++l) add_block(out, ps, c, layout, l);
+  add_norm(out, ps, "norm_f", p + n.final_norm);
   if (!c.tie_embeddings) add_linear(out, "lm_head.weight", ps.need("head.weight"));
   ps.check_all_used(layout.model_type);
   return out;
+}
+
+std::string hf_embedding_name(const HfLayout& layout) {
+  return layout.prefix + names_of(layout.model_type).embed + ".weight";
 }
 
 bool hf_dropped_buffer(const std::string& model_type, const std::string& name) {

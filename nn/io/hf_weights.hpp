@@ -3,7 +3,13 @@
 // (docs/INTEROP.md):
 //   - a Linear's weight is (in, out) in tapegrad and (out, in) in nn.Linear: transposed;
 //     GPT-2's Conv1D is (in, out) already;
-//   - GPT-2's c_attn is [q | k | v] along its columns, weight (d, 3d) and bias (3d);
+//   - GPT-2's c_attn is [q | k | v] along its columns, weight (d, 3d) and bias (3d); BLOOM's
+//     query_key_value is an nn.Linear (3d, d) whose rows are per head [q (dh) k (dh) v (dh)],
+//     its bias (3d) in the same order;
+//   - Gemma 2's post_attention_layernorm is the norm on the attention's output
+//     (blocks.L.norm1_post), its pre_/post_feedforward_layernorm norm2 / norm2_post, and its
+//     norms' weight w (gain 1 + w) is tapegrad's gemma norm weight as it is; BLOOM's
+//     word_embeddings_layernorm is embed_norm;
 //   - HF's RoPE rotates halves (pairs i, i + head_dim/2), tapegrad's `half`; a model with
 //     `interleaved` pairs (2i, 2i+1) is written with the rows of q_proj permuted per head
 //     and those of k_proj per K/V head (q's bias too), so that HF's rotation computes the
@@ -29,7 +35,7 @@ class Transformer;
 struct HfLayout {
   std::string model_type;
   bool qkv_bias = false, out_bias = false, mlp_bias = false;  // biases the file holds
-  std::string prefix;  // GPT-2's "transformer." (hub files may have none)
+  std::string prefix;  // "transformer." (GPT-2, BLOOM) or "model.": hub files may have none
 };
 // The layout a file of `model_type` has for a model of `config`.
 HfLayout hf_layout(const TransformerConfig& config, const std::string& model_type);
@@ -54,6 +60,10 @@ struct HfTensor {
 // exactly one of them. The functions write into and read from the model's own storage.
 template <class T>
 std::vector<HfTensor<T>> hf_tensors(const Transformer<T>& model, const HfLayout& layout);
+
+// The token embedding's name in a file of `layout` ("transformer.wte.weight", ...): whether
+// a folder's names carry the prefix.
+std::string hf_embedding_name(const HfLayout& layout);
 
 // Names a folder of `model_type` may hold that carry no weight of the model, dropped on
 // import: GPT-2's causal-mask buffers (attn.bias, attn.masked_bias) and the RoPE

@@ -29,9 +29,12 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
 
 std::string load_op(const std::string& dir) { return "load_pretrained " + dir; }
 
-// GPT-2 files on the hub name their tensors without the `transformer.` prefix.
+// GPT-2 and BLOOM files on the hub name their tensors without the `transformer.` prefix
+// (saved from the base model); so may files saved from LlamaModel and its kin.
 void adapt_prefix(HfLayout& layout, const SafetensorsFolder& folder) {
-  if (layout.model_type == "gpt2" && !folder.find(layout.prefix + "wte.weight") && folder.find("wte.weight"))
+  HfLayout bare = layout;
+  bare.prefix.clear();
+  if (!folder.find(hf_embedding_name(layout)) && folder.find(hf_embedding_name(bare)))
     layout.prefix.clear();
 }
 

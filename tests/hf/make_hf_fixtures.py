@@ -7,22 +7,28 @@ logits with.
 
 Odd sizes throughout; grouped-query attention, tied and untied heads, every RoPE scaling
 transformers and tapegrad share but dynamic (unscaled within the context), biases of both
-kinds, a Mistral window shorter than the test's longest prompt, a Mixtral of five experts;
-one model saved in two shards (max_shard_size), one in BF16. The weights are drawn again
-from N(0, 0.2) (norm gains 1 + N(0, 0.2)): transformers' N(0, 0.02) leaves attention nearly
-uniform, where a wrong RoPE pairing or window would hardly move the logits.
+kinds, a Mistral window shorter than the test's longest prompt, a Mixtral of five experts,
+a Gemma 2 of three layers (windowed, global, windowed; the window shorter than the longest
+prompt, soft-caps small enough to bite, a query_pre_attn_scalar that is not head_dim), a BLOOM
+of six heads (ALiBi's slopes for a head count that is not a power of two); one model saved in
+two shards (max_shard_size), one in BF16. The weights are drawn again from N(0, 0.2) (norm
+gains 1 + N(0, 0.2), Gemma's w, whose gain is 1 + w, N(0, 0.2)): transformers' N(0, 0.02)
+leaves attention nearly uniform, where a wrong RoPE pairing or window would hardly move the
+logits.
 """
 import json
 import os
 import sys
 
 import torch
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+from transformers import (BloomConfig, BloomForCausalLM, Gemma2Config, Gemma2ForCausalLM,
+                          GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
                           MistralConfig, MistralForCausalLM, MixtralConfig, MixtralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM)
 
 CONTEXT = 32  # every fixture takes the test's longest prompt, 30 tokens
 MISTRAL_WINDOW = 5
+GEMMA2_WINDOW = 7
 
 
 def gpt2(tied):
@@ -60,6 +66,21 @@ def qwen2():
         tie_word_embeddings=True)
 
 
+def gemma2():
+    # heads * head_dim = 32 != hidden_size 24; torch 1.13 runs Gemma 2 only without its cache
+    return Gemma2ForCausalLM, Gemma2Config(
+        vocab_size=37, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=CONTEXT,
+        query_pre_attn_scalar=10, sliding_window=GEMMA2_WINDOW, attn_logit_softcapping=4.0,
+        final_logit_softcapping=5.0, rope_theta=1000.0, tie_word_embeddings=True, use_cache=False,
+        attn_implementation="eager")
+
+
+def bloom():
+    return BloomForCausalLM, BloomConfig(vocab_size=59, hidden_size=24, n_layer=2, n_head=6,
+                                         tie_word_embeddings=True)
+
+
 # name -> (model class and config, how it is saved)
 FIXTURES = {
     "gpt2_tied": (gpt2(True), {}),
@@ -79,16 +100,19 @@ FIXTURES = {
     "mistral_window": (mistral(), {}),
     "mixtral": (mixtral(), {}),
     "qwen2_tied": (qwen2(), {}),
+    "gemma2_window_caps": (gemma2(), {}),
+    "bloom_six_heads": (bloom(), {}),
 }
 
 
 def spread(model, seed):
     gen = torch.Generator().manual_seed(seed)
+    offset_gain = model.config.model_type == "gemma2"  # its norms multiply by 1 + w
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * 0.2
             gain = p.dim() == 1 and ("norm" in name or "ln_" in name) and name.endswith("weight")
-            p.copy_(noise + 1.0 if gain else noise)
+            p.copy_(noise + 1.0 if gain and not offset_gain else noise)
 
 
 def make(name, out_dir, seed):
