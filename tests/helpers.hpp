@@ -54,6 +54,21 @@ void spread_attention_biases(const Model<T>& model, std::uint64_t seed) {
   }
 }
 
+// The same parameter names, shapes and values, bit for bit.
+// (Models: any two with named_parameters(), a Module or a Transformer.)
+template <class A, class B>
+bool same_parameters(const A& a, const B& b) {
+  const auto& pa = a.named_parameters();
+  const auto& pb = b.named_parameters();
+  if (pa.size() != pb.size()) return false;
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    if (pa[i].name != pb[i].name || pa[i].tensor.shape() != pb[i].tensor.shape() ||
+        std::memcmp(pa[i].tensor.data(), pb[i].tensor.data(),
+                    pa[i].tensor.size() * sizeof(pa[i].tensor.data()[0])) != 0)
+      return false;
+  return true;
+}
+
 // Row-major values from a flat list, with a shape.
 template <class T>
 Tensor<T> make(const Shape& shape, const std::vector<double>& values, bool requires_grad = false) {

@@ -21,6 +21,7 @@
 
 using namespace tapegrad;
 using test::TempDir;
+using test::same_parameters;
 using test::read_bytes;
 using test::write_bytes;
 namespace fs = std::filesystem;
@@ -39,18 +40,6 @@ TransformerConfig config(std::uint64_t seed = 5) {
   return c;
 }
 
-
-template <class T>
-bool same_parameters(const Module<T>& a, const Module<T>& b) {
-  const auto& pa = a.named_parameters();
-  const auto& pb = b.named_parameters();
-  if (pa.size() != pb.size()) return false;
-  for (std::size_t i = 0; i < pa.size(); ++i)
-    if (pa[i].name != pb[i].name || pa[i].tensor.shape() != pb[i].tensor.shape() ||
-        std::memcmp(pa[i].tensor.data(), pb[i].tensor.data(), pa[i].tensor.size() * sizeof(T)) != 0)
-      return false;
-  return true;
-}
 
 // `call` throws a std::runtime_error whose message contains every one of `parts`.
 void require_error(const std::function<void()>& call, const std::vector<std::string>& parts) {

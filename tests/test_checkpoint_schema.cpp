@@ -330,6 +330,33 @@ TEST_CASE("checkpoint schema: each fixture holds the model its command line desc
   CHECK(m6.parameter_count() == count_parameters(no_biases).total() + 64);
   CHECK(m6.has_parameter("blocks.0.attn.bq"));
   CHECK(m6.has_parameter("blocks.0.attn.bo"));
+  CHECK(v6.norm == NormKind::layer_norm);  // format 7's fields, at their old values
+  CHECK_FALSE(v6.embed_norm);
+  CHECK_FALSE(v6.post_norms);
+  CHECK(v6.window_pattern == 0);
+  CHECK(v6.query_scale == 0.0);
+  const TransformerConfig gemma = read_checkpoint_config((fixtures(7) / "sort_gemma2.npz").string());
+  CHECK(gemma.norm == NormKind::gemma);
+  CHECK(gemma.mlp == MlpKind::geglu);
+  CHECK(gemma.post_norms);
+  CHECK(gemma.embed_scale);
+  CHECK(gemma.window == 8);  // half the sort task's context of 16
+  CHECK(gemma.window_pattern == 2);
+  CHECK(gemma.kv_heads == 1);
+  CHECK(gemma.seed == 19);
+  // by hand: tied 11 x 16; per layer 768 attention (Wk, Wv 16 x 8), GeGLU 3 x 16 x 64,
+  // four norms of 16; the final norm
+  CHECK(count_parameters(gemma).total() == 176 + 2 * (768 + 3072 + 64) + 16);
+  const TransformerConfig bloom = read_checkpoint_config((fixtures(7) / "sort_bloom.npz").string());
+  CHECK(bloom.positions == PositionKind::alibi);
+  CHECK(bloom.embed_norm);
+  CHECK(bloom.attn_qkv_bias);
+  CHECK(bloom.seed == 23);
+  // tied 11 x 16; attention 4 x 256 + 4 x 16 biases; GELU 2 x 1024 + 64 + 16 biases; four
+  // LayerNorms of 32 (two in the block, the final one, the embeddings')
+  const Transformer<float> m7 = load_checkpoint<float>((fixtures(7) / "sort_bloom.npz").string());
+  CHECK(m7.parameter_count() == 176 + 1088 + 2128 + 4 * 32);
+  CHECK(m7.has_parameter("embed_norm.bias"));
 }
 
 #if defined(TAPEGRAD_TRAIN_BIN)
@@ -347,7 +374,8 @@ TEST_CASE("checkpoint schema: every fixture evaluates to the loss its own run re
       {"format4/sort_alibi_softcaps.npz", 1.958663821220398},
       {"format5/sort_mixtral_every2.npz", 1.939475178718567},
       {"format6/sort_gpt2_attention_biases.npz", 2.0291640758514404},
-      {"format7/sort_gemma2.npz", 2.193410634994507},
+      {"format7/sort_gemma2.npz", 2.2235937118530273},
+      {"format7/sort_bloom.npz", 2.0630950927734375},
       {"format7/reverse_bloom.npz", 2.3607447147369385},
   };
   for (const auto& [file, reported] : runs) {

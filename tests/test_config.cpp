@@ -234,6 +234,15 @@ TEST_CASE("config: count_parameters equals the built model for every part", "[co
   n.mlp_bias = false;
   n.attn_out_bias = true;
   configs.push_back(n);
+  for (const char* name : {"gemma2", "bloom"}) {  // post norms; the embeddings' norm
+    TransformerConfig p = sized(preset(name));
+    finish_preset(name, p);
+    configs.push_back(p);
+  }
+  TransformerConfig a = sized(gemma2_preset());  // post norms without a second sub-layer
+  a.mlp = MlpKind::none;
+  a.embed_norm = true;
+  configs.push_back(a);
   for (const TransformerConfig& c : configs) {
     INFO(config_summary(c));
     Transformer<float> model(c);

@@ -49,6 +49,13 @@ TransformerConfig attention_only() {
   return c;
 }
 
+// gemma2 (post norms, window on layer 0) and bloom (the embeddings' norm), as finished
+TransformerConfig small_preset(const std::string& name) {
+  TransformerConfig c = small(preset(name));
+  finish_preset(name, c);
+  return c;
+}
+
 TransformerConfig small_mixtral() {
   TransformerConfig c = small(mixtral_preset());
   c.experts = 3;
@@ -64,6 +71,7 @@ std::map<std::string, Shape> documented_shapes(const TransformerConfig& c, std::
   std::map<std::string, Shape> s{{"embed", {B, T, D}}, {"ln_final.out", {B, T, D}},
                                  {"logits", {B, T, c.vocab}}};
   if (c.positions == PositionKind::learned) s["pos_embed"] = {T, D};
+  if (c.embed_norm) s["ln_embed.out"] = {B, T, D};
   for (std::size_t l = 0; l < c.layers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
     for (const char* name : {"resid_pre", "ln1.out", "attn_out", "resid_mid", "resid_post"})
@@ -74,8 +82,10 @@ std::map<std::string, Shape> documented_shapes(const TransformerConfig& c, std::
     s[p + "attn.z"] = {B, T, H, dh};
     s[p + "attn.scores"] = {B, H, T, T};
     s[p + "attn.pattern"] = {B, H, T, T};
+    if (c.post_norms) s[p + "ln1_post.out"] = {B, T, D};
     if (c.mlp == MlpKind::none) continue;  // attention-only: no second norm, no feed-forward
     s[p + "ln2.out"] = s[p + "mlp_out"] = {B, T, D};
+    if (c.post_norms) s[p + "ln2_post.out"] = {B, T, D};
     if (c.is_moe_layer(l)) {
       s[p + "moe.router_logits"] = {B * T, c.experts};
       s[p + "moe.choices"] = {B * T, c.experts_top_k};
@@ -96,10 +106,14 @@ bool same_bits(const Array<float>& a, const Array<float>& b) {
 
 }  // namespace
 
-TEST_CASE("hooks: every documented point with its shape, on gpt2, llama and mixtral", "[hooks]") {
+TEST_CASE("hooks: every documented point with its shape, on gpt2, llama, mixtral, gemma2 and bloom",
+          "[hooks]") {
+  TransformerConfig gemma_attention_only = small_preset("gemma2");
+  gemma_attention_only.mlp = MlpKind::none;
   const std::vector<std::pair<const char*, TransformerConfig>> presets = {
       {"gpt2", small(gpt2_preset())}, {"llama", small_llama()}, {"mixtral", small_mixtral()},
-      {"attention-only", attention_only()}};
+      {"attention-only", attention_only()}, {"gemma2", small_preset("gemma2")},
+      {"bloom", small_preset("bloom")}, {"gemma2 attention-only", gemma_attention_only}};
   for (const auto& [preset_name, c] : presets) {
     INFO("preset " << preset_name);
     Transformer<float> model(c);
@@ -115,7 +129,8 @@ TEST_CASE("hooks: every documented point with its shape, on gpt2, llama and mixt
 }
 
 TEST_CASE("hooks: a cached run's logits are the plain forward's, bit for bit", "[hooks]") {
-  for (const TransformerConfig& c : {small(gpt2_preset()), small_llama(), small_mixtral()}) {
+  for (const TransformerConfig& c : {small(gpt2_preset()), small_llama(), small_mixtral(),
+                                     small_preset("gemma2"), small_preset("bloom")}) {
     Transformer<float> model(c);
     const Indices tokens = random_tokens(2, 6, c.vocab, 2);
     const Tensor<float> plain = model.forward(tokens);
@@ -134,6 +149,36 @@ TEST_CASE("hooks: a cached run's logits are the plain forward's, bit for bit", "
     }
     // and the model is left without hooks
     CHECK(same_bits(model.forward(tokens).value(), plain.value()));
+  }
+}
+
+TEST_CASE("hooks: gemma2's post norms and bloom's embedding norm are what the stream adds and "
+          "reads", "[hooks]") {
+  // gemma2: embed = tok_emb rows * sqrt(D); resid_mid = resid_pre + ln1_post.out (not
+  // attn_out), resid_post = resid_mid + ln2_post.out (not mlp_out)
+  Transformer<double> gemma(small_preset("gemma2"));
+  const Indices tokens = random_tokens(2, 6, 9, 3);
+  const CachedRun<double> g = run_with_cache(gemma, tokens);
+  const Array<double>& emb = gemma.parameter("tok_emb.weight").value();
+  const double root_d = std::sqrt(8.0);
+  for (std::size_t d = 0; d < 8; ++d)
+    CHECK(g.cache["embed"].value()(1, 2, d) == Approx(emb(tokens(1, 2), d) * root_d).epsilon(1e-15));
+  for (std::size_t l = 0; l < 2; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    const auto at = [&](const char* name) { return Array<double>(g.cache[p + name].value()); };
+    check_close<double>(at("resid_mid"), Array<double>(at("resid_pre") + at("ln1_post.out")), 1e-14);
+    check_close<double>(at("resid_post"), Array<double>(at("resid_mid") + at("ln2_post.out")), 1e-14);
+    CHECK(xt::amax(xt::abs(at("attn_out") - at("ln1_post.out")))() > 1e-3);
+  }
+  // bloom: the first block reads the normalised embeddings, each row of mean 0
+  Transformer<double> bloom(small_preset("bloom"));
+  const CachedRun<double> b = run_with_cache(bloom, tokens);
+  const Array<double>& normed = b.cache["ln_embed.out"].value();
+  check_close<double>(b.cache["blocks.0.resid_pre"].value(), normed, 0.0);
+  for (std::size_t r = 0; r < 12; ++r) {
+    double row_sum = 0;
+    for (std::size_t d = 0; d < 8; ++d) row_sum += normed.data()[r * 8 + d];
+    CHECK(row_sum == Approx(0.0).margin(1e-12));
   }
 }
 

@@ -60,6 +60,13 @@ std::vector<std::pair<std::string, TransformerConfig>> variants() {
   TransformerConfig a = l; a.positions = PositionKind::alibi; add("alibi", a);
   TransformerConfig caps = a; caps.attn_softcap = 0.05; caps.final_softcap = 0.5;
   caps.window = 6; add("alibi, both soft-caps, window 6", caps);
+  // Gemma 2 (window 10 = context/2 on layers 0 and 2, layers 1 and 3 global: rings and full
+  // caches side by side, the rings wrapped past position 10) and BLOOM
+  TransformerConfig gemma2 = small(gemma2_preset()); gemma2.layers = 4;
+  finish_preset("gemma2", gemma2); add("gemma2", gemma2);
+  TransformerConfig gemma3 = gemma2; gemma3.window = 3; gemma3.window_pattern = 4;
+  add("gemma2, window 3 on layers 0-2", gemma3);
+  add("bloom", small(bloom_preset()));
   return out;
 }
 

@@ -1,12 +1,15 @@
 // The bf16 KV cache (KVDtype::bf16): keys and values rounded to nearest even as they are
 // appended, half the bytes, and read back widened. The reference for its decode is a float32
 // cache holding the same rounded numbers (the kernel's arithmetic is the same, so the
-// results must be equal); a model decoding from it must stay close to the float32 cache and
+// results must be equal); a model decoding from it (llama, gemma2 with its ring beside a
+// global layer, bloom) must stay close to the float32 cache and
 // differ from it (the rounding is real); what cannot be stored in bf16 is refused.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "helpers.hpp"
@@ -93,15 +96,10 @@ TEST_CASE("kv cache bf16: decode equals a float32 cache of the rounded keys and 
   }
 }
 
-TEST_CASE("kv cache bf16: a model decodes close to the float32 cache, prefill chunks included", "[kv_cache]") {
-  TransformerConfig c = llama_preset();
-  c.vocab = 11;
-  c.context = 20;
-  c.d_model = 32;
-  c.heads = 4;
-  c.kv_heads = 2;
-  c.layers = 2;
-  c.seed = 5;
+// The worst logit error of decoding c's model through a bf16 cache (7 positions prefilled in
+// chunks of 4 and 3, which read keys() widened, then one at a time), and the largest logit,
+// against the full float32 forward.
+static std::pair<double, double> bf16_decode_error(const TransformerConfig& c) {
   Transformer<float> model(c);
   Generator gen(8);
   std::vector<std::int64_t> ids(c.context);
@@ -111,7 +109,6 @@ TEST_CASE("kv cache bf16: a model decodes close to the float32 cache, prefill ch
   KVCacheSet<float> caches(c, 1, c.context, KVDtype::bf16);
   CHECK(caches.bytes() * 2 == KVCacheSet<float>(c, 1, c.context).bytes());
   double worst = 0, scale = 0;
-  // 7 positions prefilled in chunks of 4 and 3 (they read keys() widened), then decode
   for (std::size_t pos = 0; pos < ids.size();) {
     const std::size_t n = pos < 7 ? std::min<std::size_t>(4, 7 - pos) : 1;
     const Tensor<float> logits = model.forward(as_row(ids, pos, pos + n), caches);
@@ -122,9 +119,27 @@ TEST_CASE("kv cache bf16: a model decodes close to the float32 cache, prefill ch
     }
     pos += n;
   }
-  INFO("worst " << worst << " of " << scale);
-  CHECK(worst <= 2e-2 * scale);  // bf16 keeps 8 significant bits: errors of ~2^-9 relative
-  CHECK(worst > 1e-6 * scale);   // and the keys were rounded: not the float32 cache's result
+  return {worst, scale};
+}
+
+TEST_CASE("kv cache bf16: a model decodes close to the float32 cache, prefill chunks included", "[kv_cache]") {
+  // llama; gemma2 (window 10 on layer 0, a ring, beside a global layer 1); bloom (ALiBi)
+  for (const char* name : {"llama", "gemma2", "bloom"}) {
+    INFO(name);
+    TransformerConfig c = preset(name);
+    c.vocab = 11;
+    c.context = 20;
+    c.d_model = 32;
+    c.heads = 4;
+    c.kv_heads = name == std::string("bloom") ? 0 : 2;
+    c.layers = 2;
+    c.seed = 5;
+    finish_preset(name, c);
+    const auto [worst, scale] = bf16_decode_error(c);
+    INFO("worst " << worst << " of " << scale);
+    CHECK(worst <= 2e-2 * scale);  // bf16 keeps 8 significant bits: errors of ~2^-9 relative
+    CHECK(worst > 1e-6 * scale);   // and the keys were rounded: not the float32 cache's result
+  }
 }
 
 TEST_CASE("kv cache bf16: what cannot be stored so is refused by name", "[kv_cache]") {

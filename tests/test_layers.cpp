@@ -295,3 +295,107 @@ TEST_CASE("Block gradcheck with respect to x and every parameter", "[layers]") {
                               with_parameters(x, block), options);
   }
 }
+
+TEST_CASE("gemma Norm is RMSNorm with gain 1 + w and w starting at 0", "[layers][gemma]") {
+  Norm<double> gemma(NormKind::gemma, 2, 1e-6);
+  CHECK(gemma.named_parameters().size() == 1);
+  CHECK(gemma.parameter("weight").value()(0) == 0.0);
+  // x = [3, 4]: mean of squares 12.5; w = 0 is the plain RMSNorm, w = [1, -0.5] gains 2, 0.5
+  const double q = 1.0 / std::sqrt(12.5 + 1e-6);
+  check_values(gemma(make<double>({2}, {3, 4})), {2}, {3 * q, 4 * q});
+  set(gemma.parameter("weight"), {1, -0.5});
+  check_values(gemma(make<double>({2}, {3, 4})), {2}, {2 * 3 * q, 0.5 * 4 * q});
+  // w = -1: gain 0, whatever x is
+  set(gemma.parameter("weight"), {-1, -1});
+  check_values(gemma(make<double>({2}, {3, 4})), {2}, {0, 0});
+
+  Norm<double> gemma4(NormKind::gemma, 4, 1e-6);
+  set(gemma4.parameter("weight"), {0.5, 1.5, -1.0, 2.0});
+  require_gradcheck<double>([&](const std::vector<Tensor<double>>& in) { return gemma4(in[0]); },
+                            with_parameters(random<double>({2, 3, 4}, 5), gemma4));
+}
+
+TEST_CASE("geglu FeedForward is down(gelu(gate x) * up x)", "[layers][gemma]") {
+  Generator gen(4);
+  FeedForward<double> ff({1, 2, MlpKind::geglu, true, 0.5, 0.5}, gen);
+  const std::vector<std::string> names{"gate.weight", "gate.bias", "up.weight", "up.bias",
+                                       "down.weight", "down.bias"};
+  REQUIRE(ff.named_parameters().size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(ff.named_parameters()[i].name == names[i]);
+  set(ff.parameter("gate.weight"), {1, -1});
+  set(ff.parameter("gate.bias"), {0, 0.5});
+  set(ff.parameter("up.weight"), {2, 3});
+  set(ff.parameter("up.bias"), {0, -1});
+  set(ff.parameter("down.weight"), {1, 0.5});
+  set(ff.parameter("down.bias"), {0.25});
+  // x = 0.5: gate (0.5, 0), up (1, 0.5); swiglu's silu in place of gelu would differ
+  check_values(ff(make<double>({1, 1}, {0.5})), {1, 1},
+               {gelu_tanh(0.5) * 1 + 0.5 * gelu_tanh(0.0) * 0.5 + 0.25});
+
+  FeedForward<double> wide({4, 6, MlpKind::geglu, false, 0.5, 0.5}, gen);
+  require_gradcheck<double>([&](const std::vector<Tensor<double>>& in) { return wide(in[0]); },
+                            with_parameters(random<double>({2, 3, 4}, 6), wide));
+}
+
+TEST_CASE("Block with post_norms normalises each sub-layer's output before the add",
+          "[layers][gemma]") {
+  Generator gen(8);
+  BlockConfig c;
+  c.attention.d_model = 4;
+  c.attention.spec.heads = 2;
+  c.mlp_hidden = 8;
+  c.norm = NormKind::gemma;
+  c.post_norms = true;
+  Block<double> block(c, gen);
+  const std::vector<std::string> names{
+      "norm1.weight", "attn.Wq", "attn.Wk", "attn.Wv", "attn.Wo", "norm1_post.weight",
+      "norm2.weight", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight", "mlp.proj.bias",
+      "norm2_post.weight"};
+  REQUIRE(block.named_parameters().size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(block.named_parameters()[i].name == names[i]);
+  // post-norm gains 1 + (-1) = 0: neither sub-layer adds anything, so block(x) = x exactly
+  // (without the post norms the MLP's output bias alone would be added)
+  set(block.parameter("mlp.proj.bias"), {1, -2, 3, 0.5});
+  set(block.parameter("norm1_post.weight"), std::vector<double>(4, -1.0));
+  set(block.parameter("norm2_post.weight"), std::vector<double>(4, -1.0));
+  const Tensor<double> x = random<double>({2, 3, 4}, 13);
+  check_close<double>(block(x).value(), x.value(), 0.0);
+  // gain 1: the MLP's output, a constant bias row, normalises to bias / rms(bias)
+  set(block.parameter("attn.Wo"), std::vector<double>(16, 0.0));
+  set(block.parameter("mlp.proj.weight"), std::vector<double>(32, 0.0));
+  set(block.parameter("norm2_post.weight"), std::vector<double>(4, 0.0));
+  const double r = std::sqrt((1 + 4 + 9 + 0.25) / 4 + 1e-5);
+  const Tensor<double> y = block(x);
+  const std::vector<double> bias{1, -2, 3, 0.5};
+  for (std::size_t i = 0; i < y.size(); ++i)
+    CHECK(y.value().data()[i] == Approx(x.value().data()[i] + bias[i % 4] / r).epsilon(1e-14));
+}
+
+TEST_CASE("Block with post_norms gradcheck with respect to x and every parameter",
+          "[layers][gemma]") {
+  for (NormKind norm : {NormKind::layer_norm, NormKind::gemma})
+    for (MlpKind mlp : {MlpKind::geglu, MlpKind::none}) {
+      INFO("norm " << int(norm) << " mlp " << int(mlp));
+      Generator gen(9);
+      BlockConfig c;
+      c.attention.d_model = 6;
+      c.attention.spec.heads = 2;
+      c.mlp_hidden = 12;
+      c.mlp = mlp;
+      c.norm = norm;
+      c.post_norms = true;
+      c.std = c.attention.qkv_std = c.attention.out_std = 0.5;
+      Block<double> block(c, gen);
+      // gains away from their starting values, so that w and 1 + w differ in the gradient
+      Generator spread(3);
+      for (const auto& p : block.named_parameters())
+        if (p.name.find("norm") != std::string::npos) {
+          Tensor<double> t = p.tensor;
+          t.value() = Tensor<double>::randn(t.shape(), spread, 0.2, 0.5).value();
+        }
+      GradcheckOptions options;
+      options.max_elements = 12;
+      require_gradcheck<double>([&](const std::vector<Tensor<double>>& in) { return block(in[0]); },
+                                with_parameters(random<double>({2, 4, 6}, 14), block), options);
+    }
+}

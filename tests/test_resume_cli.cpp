@@ -1,8 +1,8 @@
 // train_tiny_transformer --resume of a training checkpoint: a run stopped at step k and
 // resumed ends bit for bit where the uninterrupted run ends (parameters, AdamW's moments
-// and step counts, the batch generator, the loss curve), at 1 and 2 threads; a model-only
-// checkpoint still resumes, as weights only; a checkpoint that does not fit is refused
-// before --out is created.
+// and step counts, the batch generator, the loss curve), at 1 and 2 threads and on the
+// gemma2 and bloom presets; a model-only checkpoint still resumes, as weights only; a
+// checkpoint that does not fit is refused before --out is created.
 #if defined(TAPEGRAD_WITH_EXAMPLES) && defined(TAPEGRAD_TRAIN_BIN)
 #include <catch2/catch.hpp>
 #include <set>
@@ -72,6 +72,35 @@ TEST_CASE("resume: a run stopped at step k and resumed ends bit for bit where th
       CHECK(state_difference(dir / "ref" / ckpt(20), rest / ckpt(20)) == "");
       CHECK(slurp(rest / "loss.csv") == slurp(dir / "ref" / "loss.csv"));
     }
+  }
+}
+
+TEST_CASE("resume: gemma2 and bloom runs stopped and resumed end bit for bit where the straight "
+          "run ends", "[resume][train_cli][gemma2][bloom]") {
+  for (const std::string arch : {"gemma2", "bloom"}) {
+    INFO(arch);
+    const fs::path dir = scratch("preset_" + arch);
+    // two layers: gemma2's window (half the context) on layer 0, layer 1 global
+    const std::string run = "--arch " + arch + " --d-model 16 --heads 2 --layers 2 --batch 8 "
+                            "--eval-size 40 --quiet --skip-gradcheck --seed 3 --steps 12 "
+                            "--warmup 3 --threads 1";
+    const ProgramRun ref = run_trainer(run + " --checkpoint-every 12 --out " + quoted(dir / "ref"), dir);
+    INFO(ref.err);
+    REQUIRE(ref.code == 0);
+    const ProgramRun stop = run_trainer(run + " --stop-at 5 --out " + quoted(dir / "part"), dir);
+    INFO(stop.err);
+    REQUIRE(stop.code == 0);
+    const ProgramRun resumed = run_trainer(
+        "--resume " + quoted(dir / "part" / ckpt(5)) + " --threads 1 --quiet --skip-gradcheck "
+        "--eval-size 40 --checkpoint-every 12 --out " + quoted(dir / "rest"), dir);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(state_difference(dir / "ref" / ckpt(12), dir / "rest" / ckpt(12)) == "");
+    CHECK(slurp(dir / "rest" / "loss.csv") == slurp(dir / "ref" / "loss.csv"));
+    // the run was the preset's model: its own parts in the weights
+    const std::vector<NpzEntry> entries = load_npz((dir / "rest" / ckpt(12)).string());
+    CHECK(find_npz_entry(entries, arch == "gemma2" ? "blocks.1.norm2_post.weight"
+                                                   : "embed_norm.bias") != nullptr);
   }
 }
 

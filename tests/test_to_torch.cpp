@@ -106,7 +106,9 @@ TransformerConfig small(TransformerConfig c) {
 std::vector<std::pair<std::string, TransformerConfig>> switch_configs() {
   std::vector<std::pair<std::string, TransformerConfig>> out;
   auto add = [&](const std::string& name, auto edit) {
-    const std::string preset_name = name.rfind("gpt2", 0) == 0 ? "gpt2" : "llama";
+    // the preset the name starts with ("gemma2_..."), llama for the rest
+    std::string preset_name = name.substr(0, name.find('_'));
+    if (preset_name != "gpt2" && preset_name != "gemma2" && preset_name != "bloom") preset_name = "llama";
     TransformerConfig c = small(preset(preset_name));
     edit(c);
     finish_preset(preset_name, c);
@@ -199,6 +201,31 @@ std::vector<std::pair<std::string, TransformerConfig>> switch_configs() {
     c.head_dim = 4;
     c.attn_softcap = 0.5;
     c.final_softcap = 2.0;
+  });
+  // Gemma 2 (window 6 on layers 0 and 2, GeGLU, gemma norms on both sides, scaled
+  // embeddings, soft-caps) with caps that bend the spread weights' scores, and BLOOM; then
+  // their parts on other models
+  add("gemma2", [](TransformerConfig& c) { c.layers = 4; });
+  add("gemma2_caps_query_scale_mqa", [](TransformerConfig& c) {
+    c.attn_softcap = 1.0;
+    c.final_softcap = 3.0;
+    c.query_scale = 0.125;
+    c.kv_heads = 1;
+    c.window = 3;
+    c.window_pattern = 2;
+  });
+  add("bloom", [](TransformerConfig&) {});
+  add("gpt2_post_norms_embed_norm_geglu", [](TransformerConfig& c) {
+    c.post_norms = true;
+    c.embed_norm = true;
+    c.mlp = MlpKind::geglu;
+  });
+  add("llama_gemma_norm_embed_scale_untied_window_pattern3", [](TransformerConfig& c) {
+    c.norm = NormKind::gemma;
+    c.embed_scale = true;
+    c.layers = 3;
+    c.window = 2;
+    c.window_pattern = 3;
   });
   return out;
 }

@@ -96,6 +96,28 @@ TransformerConfig tiny(TransformerConfig c) {
   return c;
 }
 
+// Gemma 2's and BLOOM's parts, each on its own, and the two presets whole. Norm gains and
+// gemma's w start where a missing part could hide (1 and 0); the gradcheck moves through
+// them anyway, as every parameter is an input.
+template <class Add>
+void add_gemma2_and_bloom_parts(const TransformerConfig& g, const TransformerConfig& l, Add add) {
+  TransformerConfig gn = l; gn.norm = NormKind::gemma; add("gemma norm", gn);
+  TransformerConfig en = g; en.embed_norm = true; add("gpt2 + embed_norm", en);
+  TransformerConfig es = l; es.embed_scale = true; add("embed_scale", es);
+  TransformerConfig est = es; est.tie_embeddings = true; add("embed_scale + tied head", est);
+  TransformerConfig pn = l; pn.post_norms = true; add("post_norms", pn);
+  TransformerConfig pa = g; pa.post_norms = true; pa.mlp = MlpKind::none;
+  add("post_norms attention-only", pa);
+  TransformerConfig gg = g; gg.mlp = MlpKind::geglu; add("gpt2 + geglu (biases)", gg);
+  TransformerConfig wp = l; wp.window = 2; wp.window_pattern = 2; add("window 2 on layer 0 only", wp);
+  TransformerConfig qs = l; qs.query_scale = 0.8; add("query_scale", qs);
+  for (const char* name : {"gemma2", "bloom"}) {
+    TransformerConfig p = tiny(preset(name));
+    finish_preset(name, p);
+    add(std::string(name) + " preset", p);
+  }
+}
+
 // Every switch of the configuration, each on its own over the gpt2 and llama presets.
 std::vector<std::pair<std::string, TransformerConfig>> switches() {
   std::vector<std::pair<std::string, TransformerConfig>> out;
@@ -128,6 +150,7 @@ std::vector<std::pair<std::string, TransformerConfig>> switches() {
   // caps small enough that the tiny model's scores and logits reach the bend of tanh
   TransformerConfig a = l; a.positions = PositionKind::alibi; a.attn_softcap = 0.05;
   a.final_softcap = 0.1; add("alibi + both soft-caps", a);
+  add_gemma2_and_bloom_parts(g, l, add);
   return out;
 }
 

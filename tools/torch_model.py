@@ -5,14 +5,20 @@ Every switch of tapegrad's configuration (nn/config.hpp) is a field of `Config` 
 same name and default (the gpt2 preset's; the list is read from checkpoint_schema.json),
 and means the same thing:
 
-  tokens (B, T) -> tok_emb [+ pos_emb] -> layers x Block -> norm_f -> head -> logits (B, T, V)
+  tokens (B, T) -> tok_emb [* sqrt(d_model): embed_scale] [+ pos_emb] [-> embed_norm]
+          -> layers x Block -> norm_f -> head (tied: tok_emb's unscaled matrix) -> logits (B, T, V)
   Block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))                       (pre-norm)
+          post_norms: x = x + norm1_post(attn(norm1(x))), likewise norm2_post  (Gemma 2)
+  norm:   LayerNorm (layer), RMSNorm with gain w (rms) or 1 + w, w from 0 (gemma)
   attn:   q, k, v = wq(x), wk(x), wv(x)  (biases: attn_qkv_bias; kv_heads K/V heads, each shared by heads/kv_heads
           query heads) -> [RMSNorm per head: qk_norm] -> [RoPE] -> s = scale q.k^T
           -> [attn_softcap c: c tanh(s/c)] -> [alibi: - slope(h) (i - j)]
-          -> softmax(s, causal [, window]) v -> wo (bias: attn_out_bias)
+          -> softmax(s, causal [, window]) v -> wo (bias: attn_out_bias); scale is
+          attention_scale, else query_scale if > 0, else 1/sqrt(head_dim); the window applies
+          to every layer, or (window_pattern n > 0) to all but layers n-1, 2n-1, ...
   logits: [final_softcap c: c tanh(logits/c)]
-  mlp:    fc -> GELU (tanh form) -> proj, or down(silu(gate(x)) * up(x)) (swiglu)
+  mlp:    fc -> GELU (tanh form) -> proj, or down(silu(gate(x)) * up(x)) (swiglu), or
+          down(gelu_tanh(gate(x)) * up(x)) (geglu)
   moe:    (experts > 0, in layers l with (l + 1) % moe_every == 0) p = softmax(router(x)) over
           all experts; each token to its experts_top_k experts by p (ties: the lower index),
           weights p of those [divided by their sum: moe_renorm]; y = sum of weight x expert(x),
@@ -49,6 +55,7 @@ IMPLEMENTED = {
     "rope_style", "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
     "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
+    "embed_norm", "embed_scale", "post_norms", "window_pattern", "query_scale",
     "experts", "experts_top_k", "moe_renorm", "moe_every",
     # applies in tapegrad's training forward only; inference is dropless, as this module is
     "moe_capacity",
@@ -61,6 +68,9 @@ IMPLEMENTED = {
 def typed(field, value):
     """A schema value as its field's Python type (JSON writes the real 10000.0 as 10000)."""
     return float(value) if field["kind"] == "real" else value
+
+
+GATED = ("swiglu", "geglu")  # three matrices: gate, up, down
 
 
 class Derived:
@@ -79,14 +89,21 @@ class Derived:
         if self.mlp_hidden:
             return self.mlp_hidden
         dense = self.mlp_ratio * self.d_model
-        if self.mlp != "swiglu":
+        if self.mlp not in GATED:
             return dense
         m = self.mlp_multiple or 1
         return (2 * dense // 3 + m - 1) // m * m
 
     @property
     def scale(self):
-        return self.attention_scale if self.attention_scale is not None else 1 / math.sqrt(self.dh)
+        if self.attention_scale is not None:
+            return self.attention_scale
+        return self.query_scale if self.query_scale > 0 else 1 / math.sqrt(self.dh)
+
+    def layer_window(self, layer):
+        """window_pattern n > 0: layers n-1, 2n-1, ... are global (no window)."""
+        n = self.window_pattern
+        return 0 if n > 0 and (layer + 1) % n == 0 else self.window
 
 
 Config = dataclasses.make_dataclass(
@@ -96,17 +113,21 @@ Config.__doc__ = "\n".join(f"{f['name']}: {f['doc']}" for f in FIELDS)
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim, eps):
+    """gain: the weight (offset 0), or 1 + the weight starting at 0 (offset 1: Gemma's)."""
+
+    def __init__(self, dim, eps, offset=0.0):
         super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps, self.offset = eps, offset
+        self.weight = nn.Parameter(torch.full((dim,), 1.0 - offset))
 
     def forward(self, x):
-        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * (self.offset + self.weight)
 
 
 def make_norm(c: Config, dim):
-    return RMSNorm(dim, c.norm_eps) if c.norm == "rms" else nn.LayerNorm(dim, eps=c.norm_eps)
+    if c.norm == "layer":
+        return nn.LayerNorm(dim, eps=c.norm_eps)
+    return RMSNorm(dim, c.norm_eps, offset=1.0 if c.norm == "gemma" else 0.0)
 
 
 def rope_frequencies(c: Config):
@@ -178,9 +199,10 @@ def alibi_slopes(heads):
 
 
 class Attention(nn.Module):
-    def __init__(self, c: Config):
+    def __init__(self, c: Config, layer=0):
         super().__init__()
-        self.heads, self.kv, self.dh, self.scale, self.window = c.heads, c.kv, c.dh, c.scale, c.window
+        self.heads, self.kv, self.dh, self.scale = c.heads, c.kv, c.dh, c.scale
+        self.window = c.layer_window(layer)
         self.softcap = c.attn_softcap
         self.alibi = alibi_slopes(c.heads) if c.positions == "alibi" else None
         self.wq = nn.Linear(c.d_model, c.heads * c.dh, bias=c.attn_qkv_bias)
@@ -237,8 +259,13 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+class GeGLU(SwiGLU):
+    def forward(self, x):
+        return self.down(F.gelu(self.gate(x), approximate="tanh") * self.up(x))
+
+
 def make_mlp(c: Config):
-    return SwiGLU(c) if c.mlp == "swiglu" else GeluMLP(c)
+    return {"swiglu": SwiGLU, "geglu": GeGLU}.get(c.mlp, GeluMLP)(c)
 
 
 def top_k_lower_index(p, k):
@@ -276,7 +303,8 @@ class Block(nn.Module):
     def __init__(self, c: Config, layer=0):
         super().__init__()
         self.norm1 = make_norm(c, c.d_model)
-        self.attn = Attention(c)
+        self.attn = Attention(c, layer)
+        self.norm1_post = make_norm(c, c.d_model) if c.post_norms else nn.Identity()
         self.attention_only = c.mlp == "none"
         if not self.attention_only:
             self.norm2 = make_norm(c, c.d_model)
@@ -284,13 +312,14 @@ class Block(nn.Module):
                 self.moe = MoE(c)
             else:
                 self.mlp = make_mlp(c)
+            self.norm2_post = make_norm(c, c.d_model) if c.post_norms else nn.Identity()
 
     def forward(self, x):
-        x = x + self.attn(self.norm1(x))
+        x = x + self.norm1_post(self.attn(self.norm1(x)))
         if self.attention_only:
             return x
         feed_forward = self.moe if hasattr(self, "moe") else self.mlp
-        return x + feed_forward(self.norm2(x))
+        return x + self.norm2_post(feed_forward(self.norm2(x)))
 
 
 class Transformer(nn.Module):
@@ -299,6 +328,7 @@ class Transformer(nn.Module):
         self.config = c
         self.tok_emb = nn.Embedding(c.vocab, c.d_model)
         self.pos_emb = nn.Embedding(c.context, c.d_model) if c.positions == "learned" else None
+        self.embed_norm = make_norm(c, c.d_model) if c.embed_norm else nn.Identity()
         self.blocks = nn.ModuleList(Block(c, layer) for layer in range(c.layers))
         self.norm_f = make_norm(c, c.d_model)
         self.head = None if c.tie_embeddings else nn.Linear(c.d_model, c.vocab, bias=False)
@@ -309,8 +339,11 @@ class Transformer(nn.Module):
         if T > self.config.context:
             raise ValueError(f"Transformer: T={T} exceeds the context of {self.config.context}")
         x = self.tok_emb(tokens)
+        if self.config.embed_scale:  # the factor in the model's dtype, as Gemma's normalizer
+            x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=tokens.device))
+        x = self.embed_norm(x)
         for block in self.blocks:
             x = block(x)
         h = self.norm_f(x)

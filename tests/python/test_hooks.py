@@ -136,3 +136,31 @@ def test_a_metric_that_returns_no_number_is_a_type_error_naming_it():
     # a NumPy number is a number
     grid = tg.patch_heads(model, TOKENS, TOKENS, lambda logits: logits.numpy()[0, -1, 0])
     assert grid.shape == (2, 2)
+
+
+def test_gemma2_and_bloom_points_from_python():
+    """Config.preset('gemma2') and ('bloom') from Python, with their own hook points: the
+    residual stream adds the post norms' outputs, and bloom's first block reads ln_embed.out."""
+    gemma = nn.Transformer(small("gemma2"), dtype="float64")
+    assert gemma.config.norm == "gemma" and gemma.config.window == 3  # context 6 / 2
+    logits, cache = tg.run_with_cache(gemma, TOKENS)
+    assert np.array_equal(logits.numpy(), gemma(TOKENS).numpy())
+    for layer in range(2):
+        p = f"blocks.{layer}."
+        assert cache[p + "ln1_post.out"].shape == cache[p + "ln2_post.out"].shape == (1, 6, 8)
+        np.testing.assert_allclose(cache[p + "resid_mid"],
+                                   cache[p + "resid_pre"] + cache[p + "ln1_post.out"], rtol=1e-14)
+        np.testing.assert_allclose(cache[p + "resid_post"],
+                                   cache[p + "resid_mid"] + cache[p + "ln2_post.out"], rtol=1e-14)
+    assert "ln_embed.out" not in cache
+    bloom = nn.Transformer(small("bloom"), dtype="float64")
+    _, cache = tg.run_with_cache(bloom, TOKENS)
+    assert np.array_equal(cache["blocks.0.resid_pre"], cache["ln_embed.out"])
+    assert "blocks.0.ln1_post.out" not in cache
+    # zeroing the first post norm's output leaves the stream as it entered
+    seen = {}
+    tg.run_with_hooks(gemma, TOKENS, {
+        "blocks.0.ln1_post.out": lambda x, n: np.zeros(x.shape),
+        "blocks.0.resid_mid": lambda x, n: seen.__setitem__("mid", x.numpy()),
+        "blocks.0.resid_pre": lambda x, n: seen.__setitem__("pre", x.numpy())})
+    assert np.array_equal(seen["mid"], seen["pre"])
