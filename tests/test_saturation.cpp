@@ -253,14 +253,21 @@ TEST_CASE("saturation CLI: quick mode writes the report the tables and the plots
   CHECK(second.substr(second.size() - 5) == ",held");
   CHECK(slurp(dir / "sweep_score_std.svg").find("<svg") != std::string::npos);
   // What a quick run can decide of the later parts: every arm's initial score spread (wrong
-  // when QK-norm is silently off or the scale is lost), the temperature arm starting as the
-  // scaled model, the vanished gradient of the saturated arms, and the position checks.
+  // when QK-norm or a soft-cap is silently off or the scale is lost), the temperature arm
+  // starting as the scaled model, the vanished gradient of the saturated arms, the binding
+  // cap's live one, and the position checks.
   for (const char* claim : {"d_head 256, scaled: initial score spread",
                             "d_head 256, unscaled: initial score spread",
                             "d_head 256, unscaled + QK-norm (gain 1): initial score spread",
                             "d_head 256, unscaled + QK-norm (gain 0.25): initial score spread",
                             "d_head 256, scaled + QK-norm (gain 1): initial score spread",
                             "d_head 256, unscaled + learned temperature: initial score spread",
+                            "d_head 256, unscaled + soft-cap 50: initial score spread",
+                            "d_head 256, unscaled + soft-cap 5: initial score spread",
+                            "d_head 256, unscaled + sandwich norms: initial score spread",
+                            "d_head 256, unscaled + ALiBi: initial score spread",
+                            "at initialisation the median gradient at the scores of unscaled + soft-cap",
+                            "unscaled + soft-cap 5: at initialisation the median gradient at the softmax",
                             "unscaled + learned temperature starts with the scaled model",
                             "at initialisation the median gradient at the scores",
                             "without positions, shuffling the tokens", "with RoPE, shifting",
@@ -271,7 +278,7 @@ TEST_CASE("saturation CLI: quick mode writes the report the tables and the plots
     const std::string line = csv.substr(at, csv.find('\n', at) - at);
     CHECK(line.substr(line.size() - 5) == ",held");
   }
-  for (const char* f : {"remedies_spread.svg", "lr_final_loss.svg", "lr_max_logit.svg", "ablation.svg",
+  for (const char* f : {"remedies_spread.svg", "remedies_entropy.svg", "remedies_grad.svg", "lr_final_loss.svg", "lr_max_logit.svg", "ablation.svg",
                         "lr_sweep.csv", "ablation.csv"}) {
     INFO(f);
     CHECK(fs::exists(dir / f));

@@ -44,6 +44,23 @@ TEST_CASE("saturation probe: the gradient at the scores equals autograd's throug
   CHECK(std::abs(std::sqrt(naive) - got) > 0.1 * got);
 }
 
+TEST_CASE("saturation probe: the gradient before a soft-cap equals autograd's through the cap", "[saturation]") {
+  const double cap = 2;
+  Generator gen(5);
+  Tensor<float> logits = Tensor<float>::randn({1, 7}, gen, 0, 3, true);
+  const Tensor<float> G = Tensor<float>::randn({1, 7}, gen);
+  const Tensor<float> capped = softcap(logits, cap);
+  Tensor<float> w = softmax(capped, -1);
+  w.retain_grad();
+  sum(w * G).backward();
+  double expected = 0;
+  for (std::size_t j = 0; j < 7; ++j) expected += double(logits.grad().data()[j]) * logits.grad().data()[j];
+  const double got = capped_row_gradient_norm(w.data(), w.grad().data(), capped.data(), 7, cap);
+  CHECK(got == Approx(std::sqrt(expected)).epsilon(1e-5));
+  // the trap: the gradient at the capped scores misses tanh's slope
+  CHECK(std::abs(softmax_row_gradient_norm(w.data(), w.grad().data(), 7) - got) > 0.1 * got);
+}
+
 namespace {
 
 TrainingOptions remedy_options() {
@@ -69,7 +86,7 @@ AttentionProbe initial_probe(const TransformerConfig& c) {
 TEST_CASE("saturation remedies: each arm's model starts with the score spread its verdict expects", "[saturation]") {
   const TrainingOptions o = remedy_options();
   const std::vector<RunSpec> specs = remedy_specs(o);
-  REQUIRE(specs.size() == 6);
+  REQUIRE(specs.size() == 10);
   CHECK(unit_spread_qk_gain(256) == Approx(0.25));
   const RunSpec unit = specs[3];
   REQUIRE(unit.remedy == Remedy::qk_norm_unit_spread);
@@ -90,29 +107,72 @@ TEST_CASE("saturation remedies: each arm's model starts with the score spread it
   lost.attention_scale = 1.0;
   CHECK(initial_probe(scaled).score_spread < 1.4);
   CHECK(initial_probe(lost).score_spread > 8);
+  // the binding soft-cap holds the spread below the cap, where the unscaled model has ~14
+  const RunSpec binding = specs[7];
+  REQUIRE(binding.remedy == Remedy::softcap_binding);
+  TransformerConfig capped = run_config(o, binding);
+  CHECK(capped.attn_softcap == kBindingSoftcap);
+  const AttentionProbe p = initial_probe(capped);
+  CHECK(p.score_spread > 3);
+  CHECK(p.score_spread < 5);
+  CHECK(p.median_grad_logits < p.median_grad_scores);
+  capped.attn_softcap = 0;
+  CHECK(initial_probe(capped).score_spread > 8);
+}
+
+TEST_CASE("saturation remedies: the architecture arms build the part they name and nothing else", "[saturation]") {
+  const TrainingOptions o = remedy_options();
+  const std::vector<RunSpec> specs = remedy_specs(o);
+  const TransformerConfig plain = run_config(o, specs[1]);
+  REQUIRE(specs[6].remedy == Remedy::softcap);
+  CHECK(run_config(o, specs[6]).attn_softcap == kGemmaSoftcap);
+  REQUIRE(specs[8].remedy == Remedy::post_norms);
+  CHECK(run_config(o, specs[8]).post_norms);
+  REQUIRE(specs[9].remedy == Remedy::alibi);
+  CHECK(run_config(o, specs[9]).positions == PositionKind::alibi);
+  for (std::size_t i = 6; i < 10; ++i) {
+    INFO(arm_label(specs[i]));
+    CHECK_FALSE(specs[i].scaled);
+    CHECK(run_config(o, specs[i]).attention_scale == plain.attention_scale);
+  }
+  CHECK(plain.attn_softcap == 0);
+  CHECK_FALSE(plain.post_norms);
+  CHECK(plain.positions == PositionKind::learned);
 }
 
 namespace {
 
-// A run whose initial probe has this spread and that reaches 0.9 (or not).
-RunResult fake_run(const RunSpec& spec, double spread, bool reaches) {
+// A run whose initial probe and held-out attention are these, and that reaches 0.9 (or not).
+struct FakeArm {
+  double spread, entropy, grad, grad_logits;
+  bool reaches;
+};
+
+RunResult fake_run(const RunSpec& spec, const FakeArm& a) {
   RunResult r;
   r.spec = spec;
   EvalPoint e;
-  e.probe.score_spread = spread;
-  e.probe.median_grad_scores = spread > 4 ? 1e-6 : 1e-4;
+  e.probe.score_spread = a.spread;
+  e.probe.median_grad_scores = a.grad;
+  e.probe.median_grad_logits = a.grad_logits;
+  e.entropy_answer = a.entropy;
   r.evals = {e, e};
-  r.evals.back().accuracy = reaches ? 0.95 : 0.05;
-  if (reaches) r.step_to_90 = 300;
+  r.evals.back().accuracy = a.reaches ? 0.95 : 0.05;
+  if (a.reaches) r.step_to_90 = 300;
   return r;
 }
 
-std::vector<RunResult> fake_runs(double unit_spread, double scaled_spread) {
+// Runs with the numbers every expectation wants; `change` edits the arms first.
+std::vector<RunResult> fake_runs(double unit_spread, double scaled_spread,
+                                 void (*change)(std::vector<FakeArm>&) = nullptr) {
+  const FakeArm learns{scaled_spread, 1.5, 1e-4, 1e-4, true}, saturated{16, 0.3, 1e-6, 1e-6, false};
+  std::vector<FakeArm> arms = {learns, saturated, saturated, {unit_spread, 1.5, 1e-4, 1e-4, true},
+                               {1, 1.5, 1e-4, 1e-4, true}, learns, saturated,
+                               {4.5, 1.8, 1e-4, 1e-6, true}, saturated, saturated};
+  if (change) change(arms);
   std::vector<RunResult> runs;
   const std::vector<RunSpec> specs = remedy_specs(remedy_options());
-  const double spreads[] = {scaled_spread, 16, 16, unit_spread, 1, scaled_spread};
-  const bool reach[] = {true, false, false, true, true, true};
-  for (std::size_t i = 0; i < specs.size(); ++i) runs.push_back(fake_run(specs[i], spreads[i], reach[i]));
+  for (std::size_t i = 0; i < specs.size(); ++i) runs.push_back(fake_run(specs[i], arms[i]));
   return runs;
 }
 
@@ -137,6 +197,19 @@ TEST_CASE("saturation remedies: verdicts follow the numbers", "[saturation]") {
   // a quick run does not decide the steps-to-0.9 rows
   const std::vector<Check> quick = remedy_checks(remedy_findings(good, o, true));
   CHECK(std::count_if(quick.begin(), quick.end(), [](const Check& c) { return c.verdict == Check::not_measured; }) == 6);
+}
+
+TEST_CASE("saturation architectures: verdicts follow the numbers", "[saturation]") {
+  const TrainingOptions o = remedy_options();
+  const std::vector<Check> checks = architecture_checks(remedy_findings(fake_runs(1.0, 1.0), o, false));
+  REQUIRE(checks.size() == 13);
+  CHECK(failed(checks) == 0);
+  // the binding cap silently off: its arm is the unscaled model
+  const auto cap_off = [](std::vector<FakeArm>& a) { a[7] = a[1]; };
+  CHECK(failed(architecture_checks(remedy_findings(fake_runs(1.0, 1.0, cap_off), o, false))) == 4);
+  // a sandwich norm that flattened attention would show in the entropy
+  const auto flat = [](std::vector<FakeArm>& a) { a[8].entropy = 2.4; };
+  CHECK(failed(architecture_checks(remedy_findings(fake_runs(1.0, 1.0, flat), o, false))) == 1);
 }
 
 TEST_CASE("saturation learning rates: the sensitivity number as Wortsman et al. define it", "[saturation]") {

@@ -5,7 +5,8 @@
 //    score spread, softmax saturation and the gradient through the softmax, scaled and not.
 // 2. Transformer trained on a task where attention matters, scaled against unscaled, for several
 //    d_head, seeds and two initialisations.
-// 3. Remedies at one d_head: QK-norm (two gain initialisations), a learned temperature.
+// 3. Remedies at one d_head: QK-norm (two gain initialisations), a learned temperature;
+//    and Gemma 2's and BLOOM's parts without the scale: soft-caps, sandwich norms, ALiBi.
 // 4. Learning-rate sensitivity of a llama-preset model with and without QK-norm.
 // 5. Position checks (permutation, RoPE's distance, the residual stream).
 // 6. Head ablation of a trained model (or, with --ablate FILE, of any checkpoint).

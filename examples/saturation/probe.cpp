@@ -11,14 +11,21 @@
 namespace tapegrad::saturation {
 
 double softmax_row_gradient_norm(const float* w, const float* g, std::size_t n) {
+  return capped_row_gradient_norm(w, g, nullptr, n, 0);
+}
+
+double capped_row_gradient_norm(const float* w, const float* g, const float* s, std::size_t n,
+                                double cap) {
   double wg = 0;
   for (std::size_t j = 0; j < n; ++j) wg += double(w[j]) * double(g[j]);
-  double s = 0;
+  double sum = 0;
   for (std::size_t j = 0; j < n; ++j) {
-    const double d = double(w[j]) * (double(g[j]) - wg);
-    s += d * d;
+    double d = double(w[j]) * (double(g[j]) - wg);
+    // a masked key (-inf, weight 0) adds nothing either way
+    if (cap > 0 && std::isfinite(s[j])) d *= 1 - (double(s[j]) / cap) * (double(s[j]) / cap);
+    sum += d * d;
   }
-  return std::sqrt(s);
+  return std::sqrt(sum);
 }
 
 namespace {
@@ -51,7 +58,7 @@ double median(std::vector<double> v) {
 AttentionProbe probe_statistics(const std::vector<ProbeLayer>& layers, std::size_t first_row) {
   AttentionProbe p;
   p.max_score = -std::numeric_limits<double>::infinity();
-  std::vector<double> grads;
+  std::vector<double> grads, before_cap;
   std::size_t rows = 0;
   for (const ProbeLayer& l : layers)
     for (std::size_t m = 0; m < l.mats; ++m)
@@ -61,7 +68,11 @@ AttentionProbe probe_statistics(const std::vector<ProbeLayer>& layers, std::size
         row_spread(l.scores + at, l.T, spread, p.max_score);
         p.score_spread += spread;
         p.mean_max_weight += *std::max_element(l.weights + at, l.weights + at + l.T);
-        if (l.grad) grads.push_back(softmax_row_gradient_norm(l.weights + at, l.grad + at, l.T));
+        if (l.grad) {
+          grads.push_back(softmax_row_gradient_norm(l.weights + at, l.grad + at, l.T));
+          before_cap.push_back(
+              capped_row_gradient_norm(l.weights + at, l.grad + at, l.scores + at, l.T, l.softcap));
+        }
         ++rows;
       }
   if (rows) {
@@ -69,6 +80,7 @@ AttentionProbe probe_statistics(const std::vector<ProbeLayer>& layers, std::size
     p.mean_max_weight /= double(rows);
   }
   p.median_grad_scores = median(grads);
+  p.median_grad_logits = median(before_cap);
   return p;
 }
 
@@ -87,14 +99,17 @@ AttentionProbe probe_attention(Transformer<float>& model, const tasks::Batch& ba
     NoGradGuard no_grad;
     seen = run_with_cache(model, batch.tokens, scores);
   }
+  const TransformerConfig& c = model.config();
   std::vector<ProbeLayer> layers;
   for (std::size_t l = 0; l < patterns.size(); ++l) {
     const Tensor<float>& w = weights.cache[patterns[l]];
     const Shape s = w.shape();
     layers.push_back({w.data(), seen.cache[scores[l]].data(), weights.cache.grad(patterns[l]).data(),
-                      s[0] * s[1], s[3]});
+                      s[0] * s[1], s[3], c.attn_softcap});
   }
-  const AttentionProbe p = probe_statistics(layers, first_row);
+  AttentionProbe p = probe_statistics(layers, first_row);
+  // the bias is added after the cap: the capped value, and with it tanh's slope, is unseen
+  if (c.attn_softcap > 0 && c.positions == PositionKind::alibi) p.median_grad_logits = std::nan("");
   model.zero_grad();
   return p;
 }

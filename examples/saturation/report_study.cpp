@@ -236,7 +236,9 @@ std::vector<Check> all_checks(const ReportInputs& in) {
     for (const RunResult& r : in.runs)
       if (std::count(in.training.d_heads.begin(), in.training.d_heads.end(), r.spec.d_head)) part2.push_back(r);
     add(training_checks(part2));
-    add(remedy_checks(remedy_findings(in.runs, in.training, in.quick)));
+    const RemedyFindings remedies = remedy_findings(in.runs, in.training, in.quick);
+    add(remedy_checks(remedies));
+    add(architecture_checks(remedies));
   }
   if (!in.lr_runs.empty()) add(lr_checks(lr_findings(in.lr_runs, in.lr, in.quick, in.lr_seconds)));
   if (in.positions) add(position_checks(*in.positions));

@@ -534,7 +534,7 @@ std::string modern_sections(const ReportInputs& in) {
   std::string md;
   if (!in.runs.empty()) {
     const RemedyFindings f = remedy_findings(in.runs, in.training, in.quick);
-    md += remedy_markdown(f, remedy_checks(f));
+    md += remedy_markdown(f, remedy_checks(f), architecture_checks(f));
   }
   if (!in.lr_runs.empty()) {
     const LrFindings f = lr_findings(in.lr_runs, in.lr, in.quick, in.lr_seconds);

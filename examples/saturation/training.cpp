@@ -119,7 +119,9 @@ std::vector<RunSpec> remedy_specs(const TrainingOptions& o) {
   const std::pair<bool, Remedy> arms[] = {
       {true, Remedy::none},     {false, Remedy::none},
       {false, Remedy::qk_norm}, {false, Remedy::qk_norm_unit_spread},
-      {true, Remedy::qk_norm},  {false, Remedy::temperature}};
+      {true, Remedy::qk_norm},  {false, Remedy::temperature},
+      {false, Remedy::softcap}, {false, Remedy::softcap_binding},
+      {false, Remedy::post_norms}, {false, Remedy::alibi}};
   for (std::uint64_t seed : o.seeds)
     for (const auto& [scaled, remedy] : arms)
       specs.push_back({o.remedy_d_head, scaled, AttentionInit::variance_preserving, seed, "", remedy});
@@ -132,6 +134,10 @@ std::string to_string(Remedy r) {
     case Remedy::qk_norm: return "qk_norm";
     case Remedy::qk_norm_unit_spread: return "qk_norm_unit_spread";
     case Remedy::temperature: return "temperature";
+    case Remedy::softcap: return "softcap";
+    case Remedy::softcap_binding: return "softcap_binding";
+    case Remedy::post_norms: return "post_norms";
+    case Remedy::alibi: return "alibi";
   }
   return "?";
 }
@@ -153,6 +159,10 @@ TransformerConfig run_config(const TrainingOptions& o, const RunSpec& spec) {
   config.qk_norm = spec.remedy == Remedy::qk_norm || spec.remedy == Remedy::qk_norm_unit_spread;
   if (spec.remedy == Remedy::qk_norm_unit_spread) config.qk_norm_gain = unit_spread_qk_gain(spec.d_head);
   config.learned_temperature = spec.remedy == Remedy::temperature;
+  if (spec.remedy == Remedy::softcap) config.attn_softcap = kGemmaSoftcap;
+  if (spec.remedy == Remedy::softcap_binding) config.attn_softcap = kBindingSoftcap;
+  config.post_norms = spec.remedy == Remedy::post_norms;
+  if (spec.remedy == Remedy::alibi) config.positions = PositionKind::alibi;
   return config;
 }
 
@@ -319,6 +329,10 @@ std::string arm_label(const RunSpec& s) {
       return a + buf;
     }
     case Remedy::temperature: return a + " + learned temperature";
+    case Remedy::softcap: return a + " + soft-cap " + fmt(kGemmaSoftcap);
+    case Remedy::softcap_binding: return a + " + soft-cap " + fmt(kBindingSoftcap);
+    case Remedy::post_norms: return a + " + sandwich norms";
+    case Remedy::alibi: return a + " + ALiBi";
   }
   return a;
 }
@@ -370,13 +384,14 @@ std::string training_curves_csv(const std::vector<RunResult>& runs, const Traini
 }
 
 std::string training_evals_csv(const std::vector<RunResult>& runs, const TrainingOptions& o) {
-  std::string s = "task,d_head,scaling,init,seed,remedy,step,eval_loss,accuracy,entropy_all,entropy_answer,score_spread,mean_max_weight,max_score,median_grad_scores\n";
+  std::string s = "task,d_head,scaling,init,seed,remedy,step,eval_loss,accuracy,entropy_all,entropy_answer,score_spread,mean_max_weight,max_score,median_grad_scores,median_grad_logits\n";
   for (const RunResult& r : runs)
     for (const EvalPoint& e : r.evals)
       s += spec_fields(r.spec, o) + "," + std::to_string(e.step) + "," + fmt(e.loss) + "," +
            fmt(e.accuracy) + "," + fmt(e.entropy_all) + "," + fmt(e.entropy_answer) + "," +
            fmt(e.probe.score_spread) + "," + fmt(e.probe.mean_max_weight) + "," +
-           fmt(e.probe.max_score) + "," + fmt(e.probe.median_grad_scores) + "\n";
+           fmt(e.probe.max_score) + "," + fmt(e.probe.median_grad_scores) + "," +
+           fmt(e.probe.median_grad_logits) + "\n";
   return s;
 }
 

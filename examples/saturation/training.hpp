@@ -54,6 +54,11 @@ enum class Remedy {
   qk_norm,             // RMSNorm on q and k, gains initialised to 1
   qk_norm_unit_spread, // the same, gains initialised to d_head^(-1/4) (unscaled spread 1)
   temperature,         // a learned scalar per head, initialised to 1/sqrt(d_head)
+  // Parts of Gemma 2 and BLOOM that are said to keep attention in range, each alone:
+  softcap,             // scores capped as c tanh(s / c) at Gemma 2's c = kGemmaSoftcap
+  softcap_binding,     // the same at kBindingSoftcap, a cap below the unscaled spread
+  post_norms,          // Gemma 2's sandwich: a norm on each sub-layer's output
+  alibi,               // BLOOM's ALiBi bias in place of the learned positions
 };
 std::string to_string(Remedy r);
 
@@ -62,6 +67,11 @@ std::string to_string(Remedy r);
 // q and k, so the unscaled scores have std g^2 sqrt(d_head): g = d_head^(-1/4) makes it 1
 // (0.25 at d_head 256).
 double unit_spread_qk_gain(std::size_t d_head);
+
+// Gemma 2's attention soft-cap, and one that binds at d_head 256: unscaled scores start
+// with std ~14 there, so 5 tanh(s / 5) holds most of them near +-5, while 50 tanh(s / 50)
+// leaves them within 10% of themselves.
+inline constexpr double kGemmaSoftcap = 50, kBindingSoftcap = 5;
 
 struct RunSpec {
   std::size_t d_head = 0;
@@ -114,7 +124,8 @@ struct RunResult {
 // remedy arms (remedy_specs) that the list does not hold already.
 std::vector<RunSpec> training_specs(const TrainingOptions& options);
 // At remedy_d_head, variance-preserving init, per seed: scaled; unscaled; unscaled +
-// QK-norm; unscaled + QK-norm at unit spread; scaled + QK-norm; unscaled + temperature.
+// QK-norm; unscaled + QK-norm at unit spread; scaled + QK-norm; unscaled + temperature;
+// unscaled + soft-cap 50; unscaled + soft-cap 5; unscaled + post_norms; unscaled + ALiBi.
 std::vector<RunSpec> remedy_specs(const TrainingOptions& options);
 
 // The model of a spec (Transformer on the task, d_model = heads x d_head, the spec's scale,
