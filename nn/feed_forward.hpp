@@ -17,7 +17,8 @@
 namespace tapegrad {
 
 // gelu:   proj(gelu(fc(x))), GELU in its tanh form (GPT-2);
-// swiglu: down(silu(gate(x)) * up(x)) (Llama, Mixtral's experts).
+// swiglu: down(silu(gate(x)) * up(x)) (Llama, Mixtral's experts);
+// geglu:  down(gelu(gate(x)) * up(x)), GELU in its tanh form (Gemma).
 // (MlpKind::none is a block without a feed-forward: there is no FeedForward of that kind.)
 struct FeedForwardConfig {
   std::size_t d_model = 0, hidden = 0;

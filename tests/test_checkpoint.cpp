@@ -2,6 +2,7 @@
 // to fit: wrong shape, missing or unexpected name, wrong dtype, no config, truncated or
 // corrupted bytes. A failed load leaves the model untouched.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <atomic>
 #include <cstring>
@@ -199,6 +200,28 @@ TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkp
   save_npz(dir.file("giant.npz"), entries);
   require_error([&] { load_checkpoint<float>(dir.file("giant.npz")); },
                 {"giant.npz", "the config describes", "parameters but the file holds"});
+}
+
+// The tensor guard counts from the config what the model will register: a file of the
+// config alone, for models of more than 1024 tensors, names exactly that count.
+TEST_CASE("checkpoint: the tensor guard counts every norm of gemma2 and bloom", "[checkpoint]") {
+  TempDir dir;
+  for (const char* arch : {"gpt2", "gemma2", "bloom"}) {
+    TransformerConfig c = preset(arch);
+    c.vocab = 5;
+    c.context = 8;
+    c.d_model = 4;
+    c.heads = 2;
+    c.layers = 130;
+    finish_preset(arch, c);
+    const std::size_t registered = Transformer<float>(c).named_parameters().size();
+    REQUIRE(registered > 1024);
+    INFO(arch);
+    save_npz(dir.file("config_only.npz"), config_entries(c));
+    require_error([&] { load_checkpoint<float>(dir.file("config_only.npz")); },
+                  {fmt::format("the config describes {} parameter tensors but the file holds 0",
+                               registered)});
+  }
 }
 
 TEST_CASE("checkpoint rejects truncated corrupted and missing files", "[checkpoint]") {

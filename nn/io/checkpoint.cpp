@@ -68,7 +68,7 @@ long double expected_parameters(const TransformerConfig& c) {
 long double expected_tensors(const TransformerConfig& c) {
   const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
   const long double mlp = mlp_matrices(c.mlp) * (c.mlp_bias ? 2 : 1);
-  const long double block_norms = c.mlp == MlpKind::none ? 1 : 2;
+  const long double block_norms = (c.mlp == MlpKind::none ? 1 : 2) * (c.post_norms ? 2 : 1);
   const long double block =
       block_norms * norm + 4 + (c.attn_qkv_bias ? 3 : 0) + (c.attn_out_bias ? 1 : 0) +
       (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
@@ -76,7 +76,7 @@ long double expected_tensors(const TransformerConfig& c) {
   const long double moe_layers = static_cast<long double>(c.moe_layers());
   const long double moe_extra = moe_layers * (1 + (static_cast<long double>(c.experts) - 1) * mlp);
   return 1 + (c.positions == PositionKind::learned) + static_cast<long double>(c.layers) * block +
-         moe_extra + norm + (c.tie_embeddings ? 0 : 1);
+         moe_extra + norm * (c.embed_norm ? 2 : 1) + (c.tie_embeddings ? 0 : 1);
 }
 // A model of at most this many tensors is cheap to build whatever the file holds.
 constexpr long double kAlwaysBuildableTensors = 1024;
