@@ -165,11 +165,11 @@ void show_task_defaults(CLI::App& app, examples::ConfigOptions& model) {
   };
   app.get_option("--batch")->default_str(per_task([](const TaskDefaults& d) { return d.batch; }));
   app.get_option("--steps")->default_str(per_task([](const TaskDefaults& d) { return d.steps; }) +
-                                        " (--arch mixtral on sort 1000)");
+                                        " (--arch mixtral, bloom on sort 1000)");
   app.get_option("--warmup")->default_str(
       per_task([](const TaskDefaults& d) { return d.warmup; }) + ", at most --steps/5");
   app.get_option("--lr")->default_str(per_task([](const TaskDefaults& d) { return d.lr; }) +
-                                      " (--arch llama on sort, reverse 0.004)");
+                                      " (--arch llama on sort, reverse 0.004; --arch bloom on sort 0.006)");
   app.get_option("--min-lr")->default_str(per_task([](const TaskDefaults& d) { return d.min_lr; }));
   app.get_option("--weight-decay")->default_str("0.01 (recall 0)");
   // the recall-only options show recall's defaults, the ones that apply
