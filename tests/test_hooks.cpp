@@ -469,6 +469,27 @@ TEST_CASE("interpret: direct logit attribution of an attention-only RMSNorm mode
   CHECK(std::abs(a.rest) < 1e-12 * total(a));
 }
 
+TEST_CASE("interpret: direct logit attribution reads a gemma gain as 1 + w and starts the "
+          "stream at the embeddings' norm", "[hooks][interpret]") {
+  TransformerConfig c = small_llama();
+  c.mlp = MlpKind::none;
+  c.norm = NormKind::gemma;
+  c.embed_norm = true;
+  c.embed_scale = true;
+  Transformer<double> model(c);
+  randomise_vectors(model);
+  const Indices tokens = random_tokens(2, 6, c.vocab, 31), targets = random_tokens(2, 6, c.vocab, 32);
+  const LogitAttribution a = direct_logit_attribution(model, tokens, targets);
+  CHECK(a.logit == Approx(mean_target_logit(model, tokens, targets)).epsilon(1e-12));
+  CHECK(std::abs(a.rest) < 1e-12 * total(a));
+  CHECK(std::abs(a.embed) > 1e-6);
+
+  c.post_norms = true;  // a norm between each head and the stream: no linear share
+  Transformer<double> sandwich(c);
+  CHECK_THROWS_WITH(direct_logit_attribution(sandwich, tokens, targets),
+                    Catch::Contains("direct_logit_attribution") && Catch::Contains("post_norms"));
+}
+
 TEST_CASE("interpret: under LayerNorm with learned positions the rest of the direct logit "
           "attribution is the final norm's bias", "[hooks][interpret]") {
   const TransformerConfig c = attention_only();  // gpt2: LayerNorm with a bias, learned positions
