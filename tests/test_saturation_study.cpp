@@ -212,6 +212,30 @@ TEST_CASE("saturation architectures: verdicts follow the numbers", "[saturation]
   CHECK(failed(architecture_checks(remedy_findings(fake_runs(1.0, 1.0, flat), o, false))) == 1);
 }
 
+TEST_CASE("saturation architectures: the findings say which part bounded the scores and kept the gradient", "[saturation]") {
+  const TrainingOptions o = remedy_options();
+  const RemedyFindings f = remedy_findings(fake_runs(1.0, 1.0), o, false);
+  const std::string md = remedy_markdown(f, remedy_checks(f), architecture_checks(f));
+  const auto line_of = [&](const std::string& label) {
+    const std::size_t at = md.find("- **" + label + "**");
+    REQUIRE(at != std::string::npos);
+    return md.substr(at, md.find('\n', at) - at);
+  };
+  // the fake binding cap starts and ends at spread 4.5 with a live gradient; the others saturate
+  const std::string binding = line_of("unscaled + soft-cap 5");
+  CHECK_THAT(binding, Catch::Contains("seeds reach 0.9") && Catch::Contains(", held below") &&
+                          Catch::Contains("alive") && !Catch::Contains("**: 0 of"));
+  for (const char* label : {"unscaled + soft-cap 50", "unscaled + sandwich norms", "unscaled + ALiBi"}) {
+    INFO(label);
+    CHECK_THAT(line_of(label), Catch::Contains("**: 0 of") && Catch::Contains("not held") &&
+                                   Catch::Contains("vanished"));
+  }
+  // a quick run has no findings to report
+  const RemedyFindings quick = remedy_findings(fake_runs(1.0, 1.0), o, true);
+  CHECK_THAT(remedy_markdown(quick, remedy_checks(quick), architecture_checks(quick)),
+             !Catch::Contains("Finding 5"));
+}
+
 TEST_CASE("saturation learning rates: the sensitivity number as Wortsman et al. define it", "[saturation]") {
   std::vector<LrRun> runs;
   auto run = [](bool qk, double lr, double initial, double final_loss, bool diverged) {

@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "The saturation study: why attention divides its scores by sqrt(d_k), and what modern\n"
       "attention does about it. A sweep of random queries and keys through the softmax, Transformer\n"
-      "trained scaled against unscaled, the remedies (QK-norm, a learned temperature), the\n"
+      "trained scaled against unscaled, the remedies (QK-norm, a learned temperature) and Gemma 2's\n"
+      "and BLOOM's parts (soft-caps, sandwich norms, ALiBi) without the scale, the\n"
       "learning-rate sensitivity with and without QK-norm, position checks and head ablation;\n"
       "CSV tables, SVG plots and REPORT.md in --out. Exit codes: 0 ok, 1 runtime failure, 2 usage error.",
       kProgram};

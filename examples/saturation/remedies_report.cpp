@@ -262,6 +262,38 @@ std::vector<const RemedyArm*> architecture_arms(const RemedyFindings& f) {
   return out;
 }
 
+std::size_t seeds_reaching_90(const RemedyArm& a) {
+  return std::size_t(std::count_if(a.steps_to_90.begin(), a.steps_to_90.end(),
+                                   [](const auto& step) { return step.has_value(); }));
+}
+
+// What each part did, from the numbers: whether it reached 0.9, whether it held the scores
+// below half the unscaled model's final spread, and whether the gradient at the scores stayed
+// alive (its mean over training above 1/10 of the scaled model's).
+std::string architecture_findings(const RemedyFindings& f) {
+  const RemedyArm *sc = f.arm(true, Remedy::none), *u = f.arm(false, Remedy::none);
+  if (!sc || !u || f.quick) return "";
+  std::string md = "### Finding 5: what they do without the scale\n\n";
+  md += "Unscaled, the score spread grows from " + g(u->initial_spread) + " to " +
+        g(u->final_spread) + ", the answer rows' entropy falls from " + g(u->initial_entropy) +
+        " to " + g(u->final_entropy) + " nats, and the gradient at the scores averages " +
+        g(u->mean_grad) + " over training against the scaled model's " + g(sc->mean_grad) + ".\n\n";
+  for (const Remedy r : {Remedy::softcap, Remedy::softcap_binding, Remedy::post_norms, Remedy::alibi}) {
+    const RemedyArm* a = f.arm(false, r);
+    if (!a) continue;
+    const bool bounded = a->final_spread < 0.5 * u->final_spread;
+    const bool alive = a->mean_grad > 0.1 * sc->mean_grad;
+    md += "- **" + a->label + "**: " + std::to_string(seeds_reaching_90(*a)) + " of " +
+          std::to_string(a->runs.size()) + " seeds reach 0.9; spread " + g(a->initial_spread) +
+          " -> " + g(a->final_spread) + (bounded ? ", held" : ", not held") +
+          " below half the unscaled model's final spread; entropy " + g(a->initial_entropy) +
+          " -> " + g(a->final_entropy) + " nats; gradient at the scores over training " +
+          g(a->mean_grad) + (alive ? ", alive (above" : ", vanished (below") +
+          " 1/10 of the scaled model's).\n";
+  }
+  return md + "\n";
+}
+
 std::string architecture_markdown(const RemedyFindings& f, const std::vector<Check>& checks) {
   std::string md = "### Soft-caps, sandwich norms and ALiBi in place of 1/sqrt(d_k)\n\n";
   md += "Gemma 2 and BLOOM each carry parts that bound or reshape attention: an attention soft-cap "
@@ -280,7 +312,8 @@ std::string architecture_markdown(const RemedyFindings& f, const std::vector<Che
     md += "| " + a->label + " | " + g(a->initial_entropy) + " -> " + g(a->final_entropy) + " | " +
           g(a->initial_grad) + " | " + g(a->initial_grad_logits) + " | " + g(a->mean_grad) + " | " + steps + " |\n";
   }
-  md += "\nExpectations, stated before running, and their verdicts:\n\n" + checks_table(checks);
+  md += "\n" + architecture_findings(f);
+  md += "Expectations, stated before running, and their verdicts:\n\n" + checks_table(checks);
   md += "\n![answer-row attention entropy per arm](remedies_entropy.svg)\n\n"
         "![median gradient at the scores per arm](remedies_grad.svg)\n\n";
   return md;
