@@ -1,16 +1,20 @@
 #pragma once
 // Transformer: a small decoder-only transformer built from one TransformerConfig
-// (nn/config.hpp). The gpt2 preset is GPT-2's shape (no dropout), the llama preset Llama's:
+// (nn/config.hpp). The gpt2 preset is GPT-2's shape (no dropout), the llama preset Llama's,
+// gemma2 and bloom those models':
 //
-//   tokens (B, T) -> tok_emb (B, T, D) [+ pos_emb (T, D) when positions = learned]
-//                 -> layers x Block (pre-norm: x + attn(norm1(x)), x + mlp(norm2(x)))
+//   tokens (B, T) -> tok_emb (B, T, D) [* sqrt(D) when embed_scale]
+//                    [+ pos_emb (T, D) when positions = learned] [-> embed_norm]
+//                 -> layers x Block (pre-norm: x + attn(norm1(x)), x + mlp(norm2(x));
+//                    post_norms: x + norm1_post(attn(norm1(x))), likewise for the mlp)
 //                 -> norm_f -> head -> logits (B, T, vocab)
 //
 // The head has no bias (as GPT-2's lm_head); with tie_embeddings it is tok_emb's matrix,
 // transposed. Parameter names, in registration order: tok_emb.weight, [pos_emb.weight],
-// blocks.<i>.{norm1.weight, [norm1.bias], attn.Wq, [attn.bq], attn.Wk, [attn.bk], attn.Wv,
-// [attn.bv], attn.Wo, [attn.bo], [attn.q_norm.weight, attn.k_norm.weight], norm2.weight, [norm2.bias],
-// mlp.{fc, proj} (gelu) or mlp.{gate, up, down} (swiglu), each .weight [and .bias]},
+// [embed_norm.weight, [embed_norm.bias]], blocks.<i>.{norm1.weight, [norm1.bias], attn.Wq,
+// [attn.bq], attn.Wk, [attn.bk], attn.Wv, [attn.bv], attn.Wo, [attn.bo], [attn.q_norm.weight,
+// attn.k_norm.weight], [norm1_post.*], norm2.weight, [norm2.bias], mlp.{fc, proj} (gelu) or
+// mlp.{gate, up, down} (swiglu, geglu), each .weight [and .bias], [norm2_post.*]},
 // norm_f.weight, [norm_f.bias], [head.weight]. Linear weights are (in, out).
 #include <cstddef>
 #include <cstdint>
