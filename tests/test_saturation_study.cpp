@@ -214,7 +214,8 @@ TEST_CASE("saturation architectures: verdicts follow the numbers", "[saturation]
 
 TEST_CASE("saturation architectures: the findings say which part bounded the scores and kept the gradient", "[saturation]") {
   const TrainingOptions o = remedy_options();
-  const RemedyFindings f = remedy_findings(fake_runs(1.0, 1.0), o, false);
+  const std::vector<RunResult> runs = fake_runs(1.0, 1.0);  // the findings point into them
+  const RemedyFindings f = remedy_findings(runs, o, false);
   const std::string md = remedy_markdown(f, remedy_checks(f), architecture_checks(f));
   const auto line_of = [&](const std::string& label) {
     const std::size_t at = md.find("- **" + label + "**");
@@ -231,7 +232,7 @@ TEST_CASE("saturation architectures: the findings say which part bounded the sco
                                    Catch::Contains("vanished"));
   }
   // a quick run has no findings to report
-  const RemedyFindings quick = remedy_findings(fake_runs(1.0, 1.0), o, true);
+  const RemedyFindings quick = remedy_findings(runs, o, true);
   CHECK_THAT(remedy_markdown(quick, remedy_checks(quick), architecture_checks(quick)),
              !Catch::Contains("Finding 5"));
 }

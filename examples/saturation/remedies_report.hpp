@@ -36,6 +36,7 @@ struct RemedyFindings {
   const RemedyArm* arm(bool scaled, Remedy remedy) const;
 };
 
+// The findings point into `runs`, which must outlive them.
 RemedyFindings remedy_findings(const std::vector<RunResult>& runs, const TrainingOptions& options,
                                bool quick);
 // The expectations of the remedies proper (QK-norm, the temperature) ...
