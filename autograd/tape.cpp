@@ -360,21 +360,28 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
   // A gradient kept from an earlier backward (a retained intermediate's, the root's) must
   // not flow through the graph again: each sweep propagates only its own gradient. Such
   // gradients are set aside and added back afterwards, so .grad accumulates as in PyTorch.
-  // (Every walked output is alive until the walked nodes are released: a later node or
-  // the caller holds it.)
   struct Kept {
-    TensorImpl<T>* tensor;
+    std::shared_ptr<TensorImpl<T>> tensor;
     Array<T> grad;
   };
   std::vector<Kept> kept;
-  auto set_aside = [&kept](TensorImpl<T>& t) {
-    if (!t.has_grad || t.is_leaf) return;
-    kept.push_back({&t, std::move(t.grad)});
-    t.grad = no_elements<T>();
-    t.has_grad = false;
+  auto set_aside = [&kept](const std::shared_ptr<TensorImpl<T>>& t) {
+    if (!t->has_grad || t->is_leaf) return;
+    kept.push_back({t, std::move(t->grad)});
+    t->grad = no_elements<T>();
+    t->has_grad = false;
   };
-  set_aside(*root);
-  for (std::size_t i : walk_) set_aside(*nodes_[i].out);
+  // Without retain_graph each node lets go of what it saved as soon as its backward has
+  // run, and of its output once that output's own node has run (its gradient lives in
+  // it): the activations of the layers already differentiated are freed while the earlier
+  // layers' gradients are made, so a training step's peak is its forward's, not the
+  // forward's plus every parameter's gradient. `held` keeps each walked output alive until
+  // its node has run, when the nodes that consumed it may already have let it go.
+  std::vector<std::shared_ptr<TensorImpl<T>>> held;
+  held.reserve(walk_.size());
+  for (std::size_t i : walk_) held.push_back(nodes_[i].output.lock());  // alive: find_walk
+  set_aside(root);
+  for (const auto& out : held) set_aside(out);
   add_grad(*root, std::move(seed));  // a leaf root has no node: its gradient flows nowhere
   // On every exit, also through an exception mid-sweep (anomaly mode, a value edited in
   // place): the kept gradients come back, and half-used nodes are not left behind.
@@ -388,18 +395,23 @@ void Tape<T>::backward(const std::shared_ptr<TensorImpl<T>>& root, Array<T> seed
     }
   } on_exit{*this, retain_graph, kept};
   kernels::MatmulPrecisionGuard caller_precision(kernels::matmul_precision());
-  for (std::size_t i : walk_) {
-    Node<T>& node = nodes_[i];
-    TensorImpl<T>& out = *node.out;
-    if (!out.has_grad) continue;
-    const bool spent = !out.retains_grad && &out != root.get();
-    BackwardContext<T> ctx(out.grad, spent, out, node);
-    kernels::set_matmul_precision(node.precision);
-    node.backward(ctx);
-    if (spent) {
-      out.grad = no_elements<T>();  // an intermediate's gradient is spent
-      out.has_grad = false;
+  for (std::size_t w = 0; w < walk_.size(); ++w) {
+    Node<T>& node = nodes_[walk_[w]];
+    TensorImpl<T>& out = *held[w];
+    if (out.has_grad) {
+      const bool spent = !out.retains_grad && &out != root.get();
+      BackwardContext<T> ctx(out.grad, spent, out, node);
+      kernels::set_matmul_precision(node.precision);
+      node.backward(ctx);
+      if (spent) {
+        out.grad = no_elements<T>();  // an intermediate's gradient is spent
+        out.has_grad = false;
+      }
     }
+    if (retain_graph) continue;
+    node.inputs.clear();
+    node.backward = nullptr;
+    held[w].reset();
   }
   if (!root->is_leaf && !root->retains_grad) {
     root->grad = no_elements<T>();

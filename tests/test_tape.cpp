@@ -1,9 +1,11 @@
 // The engine: accumulation, one reverse sweep, freeing, NoGradGuard, printing.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "autograd/memory.hpp"
 #include "tapegrad.hpp"
 
 using namespace tapegrad;
@@ -53,6 +55,35 @@ TEST_CASE("after backward the tape is empty and every intermediate is freed", "[
     CHECK(w.has_grad());
   }
   CHECK(live_tensors<double>() == before);
+}
+
+// x * w0 * w1 * ... * w7, each factor a leaf of n doubles: the forward keeps 8 products for
+// the backward, which makes 8 leaf gradients of n doubles. If the sweep held every product
+// until its end, the gradients would come on top of them (growth 8 n doubles and more);
+// freed as soon as the nodes that read them have run, each product makes room for a gradient.
+TEST_CASE("backward frees each saved product once the nodes that read it have run", "[tape][memory]") {
+  constexpr std::size_t n = 1 << 16, layers = 8;
+  const double block = double(n * sizeof(double));
+  for (const bool retain : {false, true}) {
+    Tensor<double> x = Tensor<double>::ones({n});
+    std::vector<Tensor<double>> w;
+    for (std::size_t l = 0; l < layers; ++l) w.push_back(Tensor<double>::full({n}, 2.0, true));
+    Tensor<double> h = x;
+    for (const Tensor<double>& wl : w) h = h * wl;
+    Tensor<double> loss = sum(h);
+    h = Tensor<double>();  // only the tape holds the products now
+    const double before = double(tensor_bytes_in_use());
+    reset_peak_tensor_bytes();
+    loss.backward(retain);
+    const double growth = double(peak_tensor_bytes()) - before;
+    INFO("retain_graph " << retain << ": the backward's peak grew by " << growth / block << " blocks");
+    if (retain)
+      CHECK(growth >= double(layers) * block);  // the products stay: gradients add to them
+    else
+      CHECK(growth <= 4 * block);
+    for (const Tensor<double>& wl : w) CHECK(wl.grad()(n - 1) == Approx(std::pow(2.0, layers - 1)));
+    Tape<double>::active().clear();
+  }
 }
 
 TEST_CASE("retain_graph keeps the tape for a second backward", "[tape]") {
