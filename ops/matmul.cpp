@@ -3,6 +3,7 @@
 #include "autograd/shape.hpp"
 #include "autograd/tape.hpp"
 #include "autograd/tensor_impl.hpp"
+#include "ops/elementwise.hpp"
 #include "ops/kernels/gemm.hpp"
 #include "ops/shape_ops.hpp"
 
@@ -110,65 +111,76 @@ Array<T> zeros_like_shape(const Shape& shape) {
   return z;
 }
 
-// c = a @ op(b), with op(b) = b or b^T. The plain and the transposed form share one
-// forward and one backward; only the flags differ.
+// c = a @ op(b), with op(b) = b or b^T, into a new array of the plan's shape.
+template <class T>
+Array<T> product(const MatmulPlan& p, const T* a, const T* b, bool bt) {
+  const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
+  Array<T> c = Array<T>::from_shape(p.out_shape);
+  if (p.fold) {
+    kernels::gemm<T>(false, bt, p.count * p.M, p.N, p.K, T(1), a, b, T(0), c.data());
+  } else {
+    kernels::gemm_batch<T>(batch_of(p.M, p.N, p.K, false, bt, p.a_index, MK, p.b_index, KN,
+                                    p.c_index, MN),
+                           T(1), a, b, T(0), c.data());
+  }
+  return c;
+}
+
+// The product's part of a backward: da and db from dc (inputs 0 and 1 of the node).
+template <class T>
+void product_backward(BackwardContext<T>& ctx, const MatmulPlan& p, const Shape& as,
+                      const Shape& bs, bool bt) {
+  const T* A = ctx.input(0).data();
+  const T* B = ctx.input(1).data();
+  const T* dC = ctx.grad().data();
+  const std::size_t count = p.count;
+  const bool fold = p.fold;
+  const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
+  if (ctx.wants(0)) {
+    // c = a @ b   -> da = dc @ b^T ;  c = a @ b^T -> da = dc @ b
+    // the folded gemm overwrites dA (beta 0); a batch accumulates (beta 1) because a
+    // broadcast operand receives several products
+    Array<T> dA = fold ? Array<T>::from_shape(as) : zeros_like_shape<T>(as);
+    if (fold) {
+      kernels::gemm<T>(false, !bt, count * p.M, p.K, p.N, T(1), dC, B, T(0), dA.data());
+    } else {
+      kernels::gemm_batch<T>(batch_of(p.M, p.K, p.N, false, !bt, p.c_index, MN, p.b_index, KN,
+                                      p.a_index, MK),
+                             T(1), dC, B, T(1), dA.data());
+    }
+    ctx.accumulate(0, std::move(dA));
+  }
+  if (ctx.wants(1)) {
+    // c = a @ b   -> db = a^T @ dc ;  c = a @ b^T -> db = dc^T @ a
+    Array<T> dB = fold ? Array<T>::from_shape(bs) : zeros_like_shape<T>(bs);
+    if (fold) {
+      if (!bt)
+        kernels::gemm<T>(true, false, p.K, p.N, count * p.M, T(1), A, dC, T(0), dB.data());
+      else
+        kernels::gemm<T>(true, false, p.N, p.K, count * p.M, T(1), dC, A, T(0), dB.data());
+    } else if (!bt) {
+      kernels::gemm_batch<T>(batch_of(p.K, p.N, p.M, true, false, p.a_index, MK, p.c_index, MN,
+                                      p.b_index, KN),
+                             T(1), A, dC, T(1), dB.data());
+    } else {
+      kernels::gemm_batch<T>(batch_of(p.N, p.K, p.M, true, false, p.c_index, MN, p.a_index, MK,
+                                      p.b_index, KN),
+                             T(1), dC, A, T(1), dB.data());
+    }
+    ctx.accumulate(1, std::move(dB));
+  }
+}
+
+// The plain and the transposed form share one forward and one backward; only the flags
+// differ.
 template <class T>
 Tensor<T> matmul_impl(const char* op, const Tensor<T>& a, const Tensor<T>& b, bool bt) {
   Shape as = a.shape(), bs = b.shape();  // moved into the backward below
   MatmulPlan p = plan_matmul(op, as, bs, bt);
-  const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
-  Array<T> c = Array<T>::from_shape(p.out_shape);
-  if (p.fold) {
-    kernels::gemm<T>(false, bt, p.count * p.M, p.N, p.K, T(1), a.data(), b.data(), T(0),
-                     c.data());
-  } else {
-    kernels::gemm_batch<T>(batch_of(p.M, p.N, p.K, false, bt, p.a_index, MK, p.b_index, KN,
-                                    p.c_index, MN),
-                           T(1), a.data(), b.data(), T(0), c.data());
-  }
+  Array<T> c = product(p, a.data(), b.data(), bt);
   return record<T>(op, {a, b}, std::move(c),
                    [p = std::move(p), as = std::move(as), bs = std::move(bs),
-                    bt](BackwardContext<T>& ctx) {
-    const T* A = ctx.input(0).data();
-    const T* B = ctx.input(1).data();
-    const T* dC = ctx.grad().data();
-    const std::size_t count = p.count;
-    const bool fold = p.fold;
-    const std::size_t MK = p.M * p.K, KN = p.K * p.N, MN = p.M * p.N;
-    if (ctx.wants(0)) {
-      // c = a @ b   -> da = dc @ b^T ;  c = a @ b^T -> da = dc @ b
-      // the folded gemm overwrites dA (beta 0); a batch accumulates (beta 1) because a
-      // broadcast operand receives several products
-      Array<T> dA = fold ? Array<T>::from_shape(as) : zeros_like_shape<T>(as);
-      if (fold) {
-        kernels::gemm<T>(false, !bt, count * p.M, p.K, p.N, T(1), dC, B, T(0), dA.data());
-      } else {
-        kernels::gemm_batch<T>(batch_of(p.M, p.K, p.N, false, !bt, p.c_index, MN, p.b_index, KN,
-                                        p.a_index, MK),
-                               T(1), dC, B, T(1), dA.data());
-      }
-      ctx.accumulate(0, std::move(dA));
-    }
-    if (ctx.wants(1)) {
-      // c = a @ b   -> db = a^T @ dc ;  c = a @ b^T -> db = dc^T @ a
-      Array<T> dB = fold ? Array<T>::from_shape(bs) : zeros_like_shape<T>(bs);
-      if (fold) {
-        if (!bt)
-          kernels::gemm<T>(true, false, p.K, p.N, count * p.M, T(1), A, dC, T(0), dB.data());
-        else
-          kernels::gemm<T>(true, false, p.N, p.K, count * p.M, T(1), dC, A, T(0), dB.data());
-      } else if (!bt) {
-        kernels::gemm_batch<T>(batch_of(p.K, p.N, p.M, true, false, p.a_index, MK, p.c_index, MN,
-                                        p.b_index, KN),
-                               T(1), A, dC, T(1), dB.data());
-      } else {
-        kernels::gemm_batch<T>(batch_of(p.N, p.K, p.M, true, false, p.c_index, MN, p.a_index, MK,
-                                        p.b_index, KN),
-                               T(1), dC, A, T(1), dB.data());
-      }
-      ctx.accumulate(1, std::move(dB));
-    }
-  });
+                    bt](BackwardContext<T>& ctx) { product_backward(ctx, p, as, bs, bt); });
 }
 
 }  // namespace
@@ -206,9 +218,37 @@ Tensor<T> matmul_nt(const Tensor<T>& a, const Tensor<T>& b) {
   return matmul_impl<T>("matmul_nt", a, b, true);
 }
 
+// y = x @ weight + bias: x (..., K) of rank >= 2 @ weight (K, N) -> (..., N), + bias (N)
+// in place: each number fl(fl(x @ weight) + bias), as matmul then add.
+// backward: dx = dy @ weight^T, dweight = x^T @ dy (matmul's), dbias = dy summed over every
+// axis but the last (sum_to's order, as add's backward): the same numbers as the two ops.
+template <class T>
+Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias) {
+  if (x.dim() < 2 || weight.dim() != 2) return matmul(x, weight) + bias;
+  Shape xs = x.shape(), ws = weight.shape();
+  MatmulPlan p = plan_matmul("linear", xs, ws, false);
+  if (bias.shape() != Shape{p.N})
+    fail("linear", "bias of shape {} does not fit x {} @ weight {}: expected ({})",
+         bias.shape_string(), shape_str(xs), shape_str(ws), p.N);
+  Array<T> y = product(p, x.data(), weight.data(), false);
+  const T* b = bias.data();
+  T* out = y.data();
+  for (std::size_t row = 0, rows = p.count * p.M; row < rows; ++row, out += p.N) {
+#pragma omp simd
+    for (std::size_t j = 0; j < p.N; ++j) out[j] += b[j];
+  }
+  return record<T>("linear", {x, weight, bias}, std::move(y),
+                   [p = std::move(p), xs = std::move(xs), ws = std::move(ws)](BackwardContext<T>& ctx) {
+    if (ctx.wants(2)) ctx.accumulate(2, summed_to<T>(ctx.grad(), Shape{p.N}));
+    product_backward(ctx, p, xs, ws, false);
+  });
+}
+
 template Tensor<float> matmul(const Tensor<float>&, const Tensor<float>&);
 template Tensor<double> matmul(const Tensor<double>&, const Tensor<double>&);
 template Tensor<float> matmul_nt(const Tensor<float>&, const Tensor<float>&);
 template Tensor<double> matmul_nt(const Tensor<double>&, const Tensor<double>&);
+template Tensor<float> linear(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&);
+template Tensor<double> linear(const Tensor<double>&, const Tensor<double>&, const Tensor<double>&);
 
 }  // namespace tapegrad

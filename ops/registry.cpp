@@ -87,6 +87,10 @@ std::vector<RegisteredOp> matmul_ops() {
                      {"matmul vector", {{4}, {2, 4, 3}}, any, mm}}},
       {"matmul_nt", 2, {{"matmul_nt (q @ k^T)", {{2, 3, 4}, {2, 5, 4}}, any,
                          [](const Inputs& x) { return matmul_nt(x[0], x[1]); }}}},
+      {"linear", 3, {{"linear (B,T,K)@(K,N)+(N)", {{2, 3, 4}, {4, 5}, {5}}, any,
+                      [](const Inputs& x) { return linear(x[0], x[1], x[2]); }},
+                     {"linear (M,K)@(K,N)+(N)", {{3, 4}, {4, 2}, {2}}, any,
+                      [](const Inputs& x) { return linear(x[0], x[1], x[2]); }}}},
   };
 }
 

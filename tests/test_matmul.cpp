@@ -1,6 +1,9 @@
 // ops/matmul: NumPy matmul semantics (2-D, batched, broadcast batch axes, 1-D operands),
-// matmul_nt, gradients by finite differences, errors.
+// matmul_nt, linear (matmul and add as one op), gradients by finite differences, errors.
+#include <cstring>
+
 #include "helpers.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/shape.hpp"
 #include "ops/kernels/gemm.hpp"
 
@@ -249,4 +252,64 @@ TEST_CASE("matmul shape errors name the op and the shapes", "[matmul][errors]") 
                       {"matmul_nt", "(2,3,4)", "(3,5,4)"});
   require_shape_error([&] { matmul_nt(Tensor<float>::ones({4}), Tensor<float>::ones({5, 4})); },
                       {"matmul_nt", "(4)", "(5,4)"});
+}
+
+namespace {
+template <class T>
+bool same_bits(const Array<T>& a, const Array<T>& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+template <class T>
+void check_linear_equals_matmul_add() {
+  Generator g(31);
+  Tensor<T> x = Tensor<T>::randn({3, 5, 7}, g, T(0), T(1), true);
+  Tensor<T> w = Tensor<T>::randn({7, 6}, g, T(0), T(1), true);
+  Tensor<T> b = Tensor<T>::randn({6}, g, T(0), T(1), true);
+  const Tensor<T> upstream = Tensor<T>::randn({3, 5, 6}, g);
+  Tensor<T> y = linear(x, w, b);
+  sum(y * upstream).backward();
+  const Array<T> dx = x.grad(), dw = w.grad(), db = b.grad();
+  x.zero_grad(), w.zero_grad(), b.zero_grad();
+  Tensor<T> reference = matmul(x, w) + b;
+  sum(reference * upstream).backward();
+  CHECK(same_bits(y.value(), reference.value()));
+  CHECK(same_bits(dx, x.grad()));
+  CHECK(same_bits(dw, w.grad()));
+  CHECK(same_bits(db, b.grad()));
+}
+}  // namespace
+
+TEST_CASE("linear equals matmul then add bit for bit, forward and backward", "[matmul][linear]") {
+  check_linear_equals_matmul_add<float>();
+  check_linear_equals_matmul_add<double>();
+}
+
+// matmul then add keeps the product before the bias alive for add's backward (as its
+// input); linear makes no such tensor, so after the forward it holds one (N, out) less.
+TEST_CASE("linear keeps no product before the bias for the backward", "[matmul][linear][memory]") {
+  Generator g(32);
+  Tensor<float> x = Tensor<float>::randn({64, 32}, g, 0, 1, true);
+  Tensor<float> w = Tensor<float>::randn({32, 1024}, g, 0, 1, true);
+  Tensor<float> b = Tensor<float>::randn({1024}, g, 0, 1, true);
+  const double product = 64.0 * 1024 * sizeof(float);
+  auto held_after_forward = [&](bool fused) {
+    const double before = double(tensor_bytes_in_use());
+    Tensor<float> loss = sum(fused ? linear(x, w, b) : matmul(x, w) + b);
+    const double held = double(tensor_bytes_in_use()) - before;
+    loss.backward();
+    return held;
+  };
+  const double fused = held_after_forward(true), separate = held_after_forward(false);
+  INFO("held after the forward: linear " << fused << " bytes, matmul + add " << separate);
+  CHECK(separate - fused >= product);
+  CHECK(fused < 1.1 * product + 4096);
+}
+
+TEST_CASE("linear names the bias that does not fit", "[matmul][linear]") {
+  Tensor<float> x = Tensor<float>::zeros({2, 3}), w = Tensor<float>::zeros({3, 4});
+  CHECK_THROWS_WITH(linear(x, w, Tensor<float>::zeros({3})),
+                    Catch::Contains("linear") && Catch::Contains("(3)") && Catch::Contains("expected (4)"));
+  CHECK_THROWS_WITH(linear(x, Tensor<float>::zeros({2, 4}), Tensor<float>::zeros({4})),
+                    Catch::Contains("linear") && Catch::Contains("inner dimensions"));
 }

@@ -70,6 +70,16 @@ void bind_shapes_and_reductions(py::module_& m) {
   m.def("matmul_nt", [](const PyTensor& a, const PyTensor& b) {
     return binary("matmul_nt", a, b, [](const auto& x, const auto& y) { return matmul_nt(x, y); });
   }, py::arg("a"), py::arg("b"), "a @ swapaxes(b, -1, -2) without forming the transpose");
+  m.def("linear", [](const PyTensor& x, const PyTensor& weight, const PyTensor& bias) {
+    check_same_dtype("linear", x, weight);
+    check_same_dtype("linear", x, bias);
+    return unary(x, [&](const auto& X) {
+      using T = element_t<decltype(X)>;
+      return linear(X, weight.get<T>(), bias.get<T>());
+    });
+  }, py::arg("x"), py::arg("weight"), py::arg("bias"),
+  "x @ weight + bias as one op (weight (in, out)): the numbers of matmul then add, without "
+  "keeping the product before the bias for the backward");
   m.def("reshape", [](const PyTensor& a, const Shape& shape) {
     return unary(a, TAPEGRAD_CALL(reshape(x, shape)));
   }, py::arg("a"), py::arg("shape"));
