@@ -1,6 +1,7 @@
 #include "ops/linear_cross_entropy.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "autograd/shape.hpp"
@@ -45,6 +46,91 @@ void run_head(const HeadShape& s, const T* h, const T* w, std::size_t r0, std::s
   kernels::binary(kernels::Binary::mul, chunk, e, &inv, kernels::kScalarShape, chunk, e);
   kernels::unary(kernels::Unary::tanh, chunk, chunk, n);
   kernels::binary(kernels::Binary::mul, chunk, e, &cap, kernels::kScalarShape, chunk, e);
+}
+
+// The gradient of one chunk of rows r0 .. r0 + m from its logits z (m, V) and the rows' lse:
+//   dz[n, :] = scale * (softmax(z[n, :]) - onehot(t_n)) on kept rows, 0 on ignored
+//   with a soft-cap: dlogits = dz * (1 - (z / c)^2), the softcap op's backward
+//   dh[chunk] = dlogits (m, V) @ W^T (V, d)            (tied: dlogits @ E)
+//   dW += h[chunk]^T (d, m) @ dlogits (m, V)            (tied: dE += dlogits^T @ h[chunk])
+// the first chunk writes dW (beta 0), the others add to it (beta 1): each a part of the
+// whole product's sum over the rows. dz is z itself without a soft-cap (whose backward
+// reads z); z is spent either way.
+template <class T>
+struct HeadGradients {
+  Array<T> dh, dw;  // h's and W's shapes; either may be empty when not wanted
+  bool has_h = false, has_w = false;
+};
+
+template <class T>
+void add_chunk_gradient(const HeadShape& s, const std::vector<std::int64_t>& kept,
+                        const std::vector<T>& lse, T scale, const T* h, const T* w,
+                        std::size_t r0, std::size_t m, T* z, T* dz_own, HeadGradients<T>& g) {
+  const std::size_t V = s.V, d = s.d;
+  T* dz = s.softcap > 0 ? dz_own : z;
+  for (std::size_t n = r0; n < r0 + m; ++n) {
+    T* dr = dz + (n - r0) * V;
+    if (kept[n] < 0) {
+      std::fill(dr, dr + V, T(0));
+      continue;
+    }
+    kernels::softmax_row_from_lse(z + (n - r0) * V, V, lse[n], scale, dr);
+    dr[kept[n]] -= scale;
+  }
+  if (s.softcap > 0) kernels::softcap_backward_inplace(z, dz, m * V, T(s.softcap));
+  if (g.has_h) kernels::gemm<T>(false, !s.transposed, m, d, V, T(1), dz, w, T(0), g.dh.data() + r0 * d);
+  if (g.has_w) {
+    const T beta = r0 == 0 ? T(0) : T(1);
+    if (s.transposed)
+      kernels::gemm<T>(true, false, V, d, m, T(1), dz, h + r0 * d, beta, g.dw.data());
+    else
+      kernels::gemm<T>(true, false, d, V, m, T(1), h + r0 * d, dz, beta, g.dw.data());
+  }
+}
+
+// Room for the gradients asked for; all zeros when no row is kept (nothing writes them).
+template <class T>
+HeadGradients<T> head_gradients(const Shape& h_shape, const Shape& w_shape, bool want_h,
+                                bool want_w, std::size_t count) {
+  HeadGradients<T> g;
+  g.has_h = want_h, g.has_w = want_w;
+  auto make = [count](const Shape& shape) {
+    return count > 0 ? Array<T>::from_shape(shape) : zeros_array<T>(shape);
+  };
+  if (want_h) g.dh = make(h_shape);
+  if (want_w) g.dw = make(w_shape);
+  return g;
+}
+
+// The rows' chunks again, their logits computed a second time, for the gradients times
+// `upstream`: what the backward runs when the forward's gradients are gone (a second
+// backward through a retained graph) or were not made for an input that now wants one.
+template <class T>
+HeadGradients<T> recompute_gradients(const HeadShape& s, const std::vector<std::int64_t>& kept,
+                                     const std::vector<T>& lse, std::size_t count, T upstream,
+                                     const Array<T>& h, const Array<T>& w, bool want_h, bool want_w) {
+  HeadGradients<T> g = head_gradients<T>(shape_of(h), shape_of(w), want_h, want_w, count);
+  if (count == 0) return g;
+  const std::size_t rows = std::min(s.rows, s.N);
+  Array<T> z = Array<T>::from_shape({rows, s.V});
+  Array<T> dz_own = s.softcap > 0 ? Array<T>::from_shape({rows, s.V}) : Array<T>();
+  const T scale = upstream / static_cast<T>(count);
+  for (std::size_t r0 = 0; r0 < s.N; r0 += s.rows) {
+    const std::size_t m = std::min(s.rows, s.N - r0);
+    run_head(s, h.data(), w.data(), r0, m, z.data());
+    add_chunk_gradient(s, kept, lse, scale, h.data(), w.data(), r0, m, z.data(), dz_own.data(), g);
+  }
+  return g;
+}
+
+// a *= factor, with + 0 turning a -0 (an ignored row's +0 times a negative factor) into the
+// +0 that the products give when the factor is folded into dz before them
+template <class T>
+void scale_in_place(Array<T>& a, T factor) {
+  T* p = a.data();
+  const std::size_t n = a.size();
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) p[i] = p[i] * factor + T(0);
 }
 
 }  // namespace
@@ -105,8 +191,17 @@ Tensor<T> linear_cross_entropy(const Tensor<T>& h, const Tensor<T>& weight, cons
   }
   std::vector<T> lse(s.N, T(0));
   double total = 0.0;  // in row order, in double, as cross_entropy sums
+  // When the loss will be differentiated, each chunk's gradient for an upstream gradient of
+  // 1 is taken while its logits are at hand, so the backward never computes them again
+  // (the head's products cost 3 times the forward's, not 4)
+  const bool record_grad = will_record<T>({h, weight});
+  auto made = std::make_shared<HeadGradients<T>>();
+  if (record_grad)
+    *made = head_gradients<T>(hs, ws, h.requires_grad(), weight.requires_grad(), count);
   if (count > 0) {
-    Array<T> chunk = Array<T>::from_shape({std::min(s.rows, s.N), V});
+    const std::size_t rows = std::min(s.rows, s.N);
+    Array<T> chunk = Array<T>::from_shape({rows, V});
+    Array<T> dz_own = record_grad && s.softcap > 0 ? Array<T>::from_shape({rows, V}) : Array<T>();
     for (std::size_t r0 = 0; r0 < s.N; r0 += s.rows) {
       const std::size_t m = std::min(s.rows, s.N - r0);
       run_head(s, h.data(), weight.data(), r0, m, chunk.data());
@@ -116,62 +211,34 @@ Tensor<T> linear_cross_entropy(const Tensor<T>& h, const Tensor<T>& weight, cons
         lse[n] = kernels::logsumexp_row(zr, V);
         total += static_cast<double>(lse[n]) - static_cast<double>(zr[kept[n]]);
       }
+      if (record_grad)
+        add_chunk_gradient(s, kept, lse, T(1) / static_cast<T>(count), h.data(), weight.data(), r0,
+                           m, chunk.data(), dz_own.data(), *made);
     }
   }
   Array<T> loss = Array<T>::from_shape(Shape{});
   loss() = count == 0 ? T(0) : static_cast<T>(total / static_cast<double>(count));
-  // backward, a chunk of rows at a time, with z's chunk computed again:
-  //   dz[n, :] = dloss * (softmax(z[n, :]) - onehot(t_n)) / count on kept rows, 0 on ignored
-  //   with a soft-cap: dlogits = dz * (1 - (z / c)^2), the softcap op's backward
-  //   dh[chunk] = dlogits (m, V) @ W^T (V, d)            (tied: dlogits @ E)
-  //   dW += h[chunk]^T (d, m) @ dlogits (m, V)            (tied: dE += dlogits^T @ h[chunk])
-  // the first chunk writes dW (beta 0), the others add to it (beta 1): each a part of the
-  // whole product's sum over the rows
+  // backward: the forward's gradients times the upstream gradient g (bit for bit the
+  // gradients for g folded into dz when g is 1 or a power of two, else to rounding); a
+  // second backward, or an input that asks only now, takes the chunks again
   return record<T>(
       "linear_cross_entropy", {h, weight}, std::move(loss),
-      [s, kept = std::move(kept), lse = std::move(lse), count](BackwardContext<T>& c) {
+      [s, kept = std::move(kept), lse = std::move(lse), count, made](BackwardContext<T>& c) {
         const bool want_h = c.wants(0), want_w = c.wants(1);
-        // every row of dh and all of dw are written below unless nothing is kept
-        Array<T> dh = count > 0 ? Array<T>::from_shape(c.input(0).shape())
-                                : zeros_array<T>(shape_of(c.input(0)));
-        Array<T> dw = count > 0 ? Array<T>::from_shape(c.input(1).shape())
-                                : zeros_array<T>(shape_of(c.input(1)));
-        if (count > 0) {
-          const T scale = c.grad().data()[0] / static_cast<T>(count);
-          const T* h = c.input(0).data();
-          const T* w = c.input(1).data();
-          const std::size_t V = s.V, d = s.d;
-          const std::size_t rows = std::min(s.rows, s.N);
-          Array<T> z = Array<T>::from_shape({rows, V});
-          // with a soft-cap its backward reads z, so dz needs an array of its own
-          Array<T> dz_own = s.softcap > 0 ? Array<T>::from_shape({rows, V}) : Array<T>();
-          for (std::size_t r0 = 0; r0 < s.N; r0 += s.rows) {
-            const std::size_t m = std::min(s.rows, s.N - r0);
-            run_head(s, h, w, r0, m, z.data());
-            T* dz = s.softcap > 0 ? dz_own.data() : z.data();
-            for (std::size_t n = r0; n < r0 + m; ++n) {
-              T* dr = dz + (n - r0) * V;
-              if (kept[n] < 0) {
-                std::fill(dr, dr + V, T(0));
-                continue;
-              }
-              kernels::softmax_row_from_lse(z.data() + (n - r0) * V, V, lse[n], scale, dr);
-              dr[kept[n]] -= scale;
-            }
-            if (s.softcap > 0) kernels::softcap_backward_inplace(z.data(), dz, m * V, T(s.softcap));
-            if (want_h)
-              kernels::gemm<T>(false, !s.transposed, m, d, V, T(1), dz, w, T(0), dh.data() + r0 * d);
-            if (want_w) {
-              const T beta = r0 == 0 ? T(0) : T(1);
-              if (s.transposed)
-                kernels::gemm<T>(true, false, V, d, m, T(1), dz, h + r0 * d, beta, dw.data());
-              else
-                kernels::gemm<T>(true, false, d, V, m, T(1), h + r0 * d, dz, beta, dw.data());
-            }
+        const T upstream = c.grad().data()[0];
+        HeadGradients<T> g;
+        if ((made->has_h || !want_h) && (made->has_w || !want_w)) {
+          g = std::move(*made);
+          *made = HeadGradients<T>();
+          if (upstream != T(1) && count > 0) {
+            if (g.has_h) scale_in_place(g.dh, upstream);
+            if (g.has_w) scale_in_place(g.dw, upstream);
           }
+        } else {
+          g = recompute_gradients(s, kept, lse, count, upstream, c.input(0), c.input(1), want_h, want_w);
         }
-        if (want_h) c.accumulate(0, std::move(dh));
-        if (want_w) c.accumulate(1, std::move(dw));
+        if (want_h) c.accumulate(0, std::move(g.dh));
+        if (want_w) c.accumulate(1, std::move(g.dw));
       });
 }
 

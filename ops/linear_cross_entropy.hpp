@@ -28,9 +28,14 @@ struct LinearCrossEntropyOptions {
 // row kernels, the loss summed over the rows in order; each chunk's products are parts of
 // the whole products, so under kernels::ReferenceProductsGuard (a product's numbers
 // independent of its shape) loss and gradients equal the unchunked ops' bit for bit, and
-// with BLAS to its rounding. Holds for its backward only h, weight, the targets and one
-// log-sum-exp per row; the backward computes each chunk's logits again (the head's products
-// cost 4 instead of 3 times the forward's), and never more than chunk_rows x V of them.
+// with BLAS to its rounding. Never more than chunk_rows x V logits exist at once.
+// When the loss will be differentiated (grad mode on, h or weight requiring grad), the
+// forward also takes each chunk's gradient while its logits are at hand (the head's products
+// then cost 3 times the forward's, as unchunked, not 4) and keeps dh and dW, the size of h
+// and weight, for the backward, which multiplies them by the loss's gradient g: bit for bit
+// the unchunked ops' when g is 1 or a power of two, to rounding otherwise. A second
+// backward through a retained graph computes the chunks' logits again. Evaluate under a
+// NoGradGuard: a loss that is never differentiated then costs the forward's products only.
 // ShapeError for shapes that do not fit, a target outside [0, V) that is not ignore_index,
 // or a softcap outside [kMinSoftcap, kMaxSoftcap].
 template <class T>
