@@ -77,6 +77,8 @@ inline ToyGptShape gpt2_small(std::size_t batch, std::size_t seq) {
   return g;
 }
 inline constexpr std::pair<std::size_t, std::size_t> kGpt2Shapes[] = {{4, 64}, {1, 1024}, {4, 1024}};
+// tapegrad and PyTorch eager: the B4T1024 step with every block checkpointed, for its peak RSS
+inline constexpr const char* kGpt2CheckpointedStep = "gpt2_124M_step_B4T1024_ckpt";
 inline std::string gpt2_name(std::size_t batch, std::size_t seq) {
   return "gpt2_124M_step_B" + std::to_string(batch) + "T" + std::to_string(seq);
 }
@@ -126,7 +128,7 @@ constexpr std::size_t kGemmPeakN = 1024;  // the "one large gemm" ceiling
 
 // Every workload name, identical in both programs:
 //   mha_{fwd,fwdbwd}_{f32,f64}_S{1..4}, gqa_fwdbwd_f32_S3, toygpt_step, llama_step,
-//   gpt2_124M_step_B{4T64,1T1024,4T1024},
+//   gpt2_124M_step_B{4T64,1T1024,4T1024}, gpt2_124M_step_B4T1024_ckpt,
 //   decode_ctx{256,1024}, flash_fwdbwd_f32_T{2048,8192,32768},
 //   chain1000, bmm_S{1..4}, gemm_peak_{f32,f64}.
 // The workloads that also run with every float32 matrix product in bf16 (W_bf16).
@@ -145,6 +147,7 @@ inline std::vector<std::string> workload_names() {
   w.push_back("llama_step");
   w.push_back("moe_step");  // llama_step's model with 4 experts of half its hidden size, top 2
   for (const auto& [B, T] : kGpt2Shapes) w.push_back(gpt2_name(B, T));
+  w.push_back(kGpt2CheckpointedStep);
   // tapegrad only: the same steps with every matrix product in bf16 (float32 elsewhere)
   for (const char* step : kBf16Workloads) w.push_back(std::string(step) + "_bf16");
   for (const char* ctx : {"256", "1024"}) w.push_back(std::string("decode_ctx") + ctx);  // llama_reference.hpp

@@ -40,6 +40,9 @@ enum class Modifier { none, alibi, softcap };
 Modifier g_modifier = Modifier::none;
 // decode_ctx1024_kvbf16: the decode workload with its KV cache stored in bf16
 KVDtype g_kv_dtype = KVDtype::model;
+// gpt2_124M_step_B4T1024_ckpt: the step with every block checkpointed (its input kept, the
+// block recomputed in the backward); bitwise the same gradients, so the start-up check holds
+bool g_checkpoint_blocks = false;
 constexpr double kBenchSoftcap = 50;  // Gemma 2's attention cap
 
 void apply_modifier(AttentionSpec& spec) {
@@ -213,6 +216,7 @@ TransformerConfig toygpt_config(const bench::ToyGptShape& g) {
   c.mlp_ratio = g.mlp_ratio;
   c.norm = NormKind::layer_norm;
   if (g.hf_gpt2) c.attn_qkv_bias = c.attn_out_bias = c.tie_embeddings = true;
+  c.checkpoint_activations = g_checkpoint_blocks;
   c.seed = 1;
   return c;
 }
@@ -880,6 +884,10 @@ int main(int argc, char** argv) {
   if (a.workload == "decode_ctx1024_kvbf16") {
     a.workload = "decode_ctx1024";
     g_kv_dtype = KVDtype::bf16;
+  }
+  if (a.workload == bench::kGpt2CheckpointedStep) {
+    a.workload.resize(a.workload.size() - std::string("_ckpt").size());
+    g_checkpoint_blocks = true;
   }
   if (g_modifier != Modifier::none) a.skip_check = true;
   std::optional<MatmulPrecisionGuard> bf16;

@@ -62,6 +62,8 @@ def builder(table, w, who):
     for a bf16 step, which only PyTorch's CPU autocast runs)."""
     if w.get("bf16") and who != "torch":
         raise NotWritten(f"{who} has no bf16 program (PyTorch's autocast runs the _bf16 steps)")
+    if w.get("ckpt") and who != "torch":
+        raise NotWritten(f"{who} has no checkpointed program (PyTorch's torch.utils.checkpoint runs it)")
     if w["kind"] not in table:
         raise NotWritten(f"{who} has no {w['kind']} program (it runs {', '.join(table)})")
     return table[w["kind"]]
@@ -73,6 +75,8 @@ def workload(name):
     if name.endswith("_bf16") and (name[:-5] in ("toygpt_step", "llama_step", "moe_step")
                                    or name[:-5] in ("gpt2_124M_step_B4T64", "gpt2_124M_step_B1T1024")):
         return dict(workload(name[:-5]), name=name, bf16=True)
+    if name == "gpt2_124M_step_B4T1024_ckpt":  # bench::kGpt2CheckpointedStep
+        return dict(workload(name[:-5]), name=name, ckpt=True)
     m = re.fullmatch(r"gpt2_124M_step_B(\d+)T(\d+)", name)
     if m and (int(m.group(1)), int(m.group(2))) in GPT2_SHAPES:
         return dict(GPT2, kind="gpt2", name=name, batch=int(m.group(1)), seq=int(m.group(2)))

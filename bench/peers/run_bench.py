@@ -51,7 +51,7 @@ WORKLOADS = ([f"mha_{p}_{d}_S{i}" for p in ("fwd", "fwdbwd") for d in ("f32", "f
              + [f"flash_fwdbwd_f32_T{t}" for t in (2048, 8192, 32768)]
              + [f"decode_ctx{c}" for c in (256, 1024)] + ["gemm_peak_f32"]
              + [f"gpt2_124M_step_{s}{b}" for s in ("B4T64", "B1T1024") for b in ("", "_bf16")]
-             + ["gpt2_124M_step_B4T1024"])
+             + ["gpt2_124M_step_B4T1024", "gpt2_124M_step_B4T1024_ckpt"])
 # A step of minutes: checked at T 2048 and 8192 (the same kernels), timed once here.
 UNCHECKED = {"flash_fwdbwd_f32_T32768"}
 NATIVE_ONLY = {"gemm_peak_f32"}  # the ceiling the GFLOP/s are read against: no peer runs it
@@ -113,9 +113,14 @@ def command(fw, workload, threads, warmup, repeats, check):
     return cmd + ([] if check else ["--skip-check"])
 
 
+def base_step(workload):
+    """A _bf16 or _ckpt step's float32 step: the same model and batch."""
+    return workload.removesuffix("_bf16").removesuffix("_ckpt")
+
+
 def ref_path(workload):
-    """A _bf16 step reads its float32 step's reference (the same model and batch)."""
-    return os.path.join(REFS, workload.removesuffix("_bf16") + ".npz")
+    """A _bf16 or _ckpt step reads its float32 step's reference."""
+    return os.path.join(REFS, base_step(workload) + ".npz")
 
 
 def run_one(fw, workload, threads, warmup, repeats, check, timeout):
@@ -141,7 +146,7 @@ def plan(w):
     """(warmup, repeats, rounds): the long rows get fewer samples."""
     if w == "flash_fwdbwd_f32_T32768":
         return 0, 1, 1
-    if w == "gpt2_124M_step_B4T1024":  # 25 GFLOP a step at 1 thread: for its peak RSS
+    if w.startswith("gpt2_124M_step_B4T1024"):  # 25 GFLOP a step at 1 thread: for its peak RSS
         return 0, 2, 1
     if w.startswith("gpt2_124M_step_"):  # seconds a step; 5 losses, enough to see them fall
         return 1, 4, 1
@@ -215,9 +220,9 @@ def measure(a):
         out["rows"] = old.get("rows", [])
     for w in names:
         if w not in NATIVE_ONLY and not os.path.exists(ref_path(w)):
-            # a _bf16 step's reference is its float32 step's: dumped under that name
+            # a _bf16 or _ckpt step's reference is its float32 step's: dumped under that name
             subprocess.run([os.path.join(BUILD, "bench", "tapegrad_bench"), "--workload",
-                            w.removesuffix("_bf16"), "--dump", ref_path(w)], check=True)
+                            base_step(w), "--dump", ref_path(w)], check=True)
         warmup, repeats, rounds = plan(w)
         rounds = a.rounds or rounds
         for thr in [int(t) for t in a.threads.split(",")]:

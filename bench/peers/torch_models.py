@@ -8,6 +8,7 @@ import re
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import common
 
@@ -208,8 +209,11 @@ class GPT2LMHeadModel(torch.nn.Module):
     def forward(self, tokens, targets):
         position_ids = torch.arange(tokens.shape[1]).unsqueeze(0)
         hidden_states = self.wte(tokens) + self.wpe(position_ids)
-        for block in self.h:
-            hidden_states = block(hidden_states)
+        for block in self.h:  # _ckpt: each block's input kept, the block recomputed in the backward
+            if self.w.get("ckpt"):
+                hidden_states = torch.utils.checkpoint.checkpoint(block, hidden_states, use_reentrant=False)
+            else:
+                hidden_states = block(hidden_states)
         hidden_states = self.ln_f(hidden_states)
         logits = self.lm_head(hidden_states)
         return F.cross_entropy(logits.float().view(-1, self.w["vocab"]), targets.view(-1))
