@@ -54,6 +54,7 @@ CASES = [
     ("matmul", lambda a, b: a @ b, np.matmul, [M1, M2]),
     ("matmul broadcast", tg.matmul, np.matmul, [M1, M2[0]]),
     ("matmul_nt", tg.matmul_nt, lambda a, b: a @ np.swapaxes(b, -1, -2), [M1, np.swapaxes(M2, -1, -2)]),
+    ("linear", tg.linear, lambda x, w, b: x @ w + b, [M1, M2[0], M2[0, 0]]),
     ("reshape", lambda a: tg.reshape(a, [6, 4]), lambda a: a.reshape(6, 4), [A]),
     ("transpose", lambda a: tg.transpose(a, axes=[2, 0, 1]), lambda a: a.transpose(2, 0, 1), [A]),
     ("transpose default", tg.transpose, np.transpose, [A]),
