@@ -886,7 +886,7 @@ int main(int argc, char** argv) {
     g_kv_dtype = KVDtype::bf16;
   }
   if (a.workload == bench::kGpt2CheckpointedStep) {
-    a.workload.resize(a.workload.size() - std::string("_ckpt").size());
+    a.workload = bench::gpt2_name(4, 1024);
     g_checkpoint_blocks = true;
   }
   if (g_modifier != Modifier::none) a.skip_check = true;

@@ -14,12 +14,6 @@ namespace tapegrad {
 
 namespace {
 
-// x @ W [+ b]: one op either way, so nothing holds the product before its bias
-template <class T>
-Tensor<T> project(const Tensor<T>& x, const Tensor<T>& W, const Tensor<T>& b) {
-  return b.defined() ? linear(x, W, b) : matmul(x, W);
-}
-
 AttentionConfig gpt2_attention(std::size_t d_model, std::size_t heads, double qkv_std,
                                double out_std, std::optional<double> scale) {
   AttentionConfig c;
@@ -118,7 +112,7 @@ void MultiHeadAttention<T>::set_head_mask(const std::vector<bool>& keep) {
 // -> (B, T, D); bo is no head's, so an ablation keeps it
 template <class T>
 Tensor<T> MultiHeadAttention<T>::output(const Tensor<T>& merged) const {
-  return project(head_mask_.defined() ? merged * head_mask_ : merged, Wo_, bo_);
+  return linear(head_mask_.defined() ? merged * head_mask_ : merged, Wo_, bo_);
 }
 
 // q (B, T, heads*dh), k and v (B, T, kv_heads*dh) -> the heads' outputs merged (B, T,
@@ -179,7 +173,7 @@ Tensor<T> MultiHeadAttention<T>::forward(const Tensor<T>& x, KVCache<T>* cache) 
   if (x.dim() != 3 || x.shape()[2] != d_model_)
     fail("MultiHeadAttention", "x must be (B, T, D) with D={}, got {}", d_model_, x.shape_string());
   const std::size_t dh = spec_.head_dim, start = cache ? cache->length() : 0;
-  Tensor<T> q = project(x, Wq_, bq_), k = project(x, Wk_, bk_), v = project(x, Wv_, bv_);
+  Tensor<T> q = linear(x, Wq_, bq_), k = linear(x, Wk_, bk_), v = linear(x, Wv_, bv_);
   if (q_norm_) {
     q = per_head(*q_norm_, q, spec_.heads, dh);
     k = per_head(*k_norm_, k, spec_.kv_heads, dh);

@@ -22,7 +22,7 @@ Tensor<T> Linear<T>::forward(const Tensor<T>& x) const {
   if (x.dim() == 0 || x.shape().back() != in_)
     fail("Linear", "x of shape {} must end in in_features={} (weight is {})", x.shape_string(),
          in_, weight_.shape_string());
-  return bias_.defined() ? linear(x, weight_, bias_) : matmul(x, weight_);
+  return linear(x, weight_, bias_);
 }
 
 template <class T>

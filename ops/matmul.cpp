@@ -219,11 +219,13 @@ Tensor<T> matmul_nt(const Tensor<T>& a, const Tensor<T>& b) {
 }
 
 // y = x @ weight + bias: x (..., K) of rank >= 2 @ weight (K, N) -> (..., N), + bias (N)
-// in place: each number fl(fl(x @ weight) + bias), as matmul then add.
+// in place: each number fl(fl(x @ weight) + bias), as matmul then add. No bias (an
+// undefined tensor): matmul.
 // backward: dx = dy @ weight^T, dweight = x^T @ dy (matmul's), dbias = dy summed over every
 // axis but the last (sum_to's order, as add's backward): the same numbers as the two ops.
 template <class T>
 Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias) {
+  if (!bias.defined()) return matmul(x, weight);
   if (x.dim() < 2 || weight.dim() != 2) return matmul(x, weight) + bias;
   Shape xs = x.shape(), ws = weight.shape();
   MatmulPlan p = plan_matmul("linear", xs, ws, false);

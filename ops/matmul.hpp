@@ -18,7 +18,7 @@ Tensor<T> matmul_nt(const Tensor<T>& a, const Tensor<T>& b);
 // (..., N). The numbers of matmul(x, weight) + bias bit for bit, forward and backward, but
 // the product before the bias is never a tensor of its own: add would keep it, as its
 // input, until the backward (a layer's output again per Linear, 4 x d_model wide in an MLP).
-// A 1-D x or a batched weight takes matmul and add.
+// A 1-D x or a batched weight takes matmul and add; an undefined bias, matmul alone.
 template <class T>
 Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias);
 
