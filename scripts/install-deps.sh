@@ -20,7 +20,7 @@ test_packages=(
   libopenmpi-dev openmpi-bin          # tests: the trainer's --data-parallel under mpirun
   clang libclang-rt-14-dev llvm       # fuzz/: libFuzzer + sanitizer runtimes, llvm-symbolizer
   pybind11-dev python3-dev            # python/: the extension module
-  python3-pytest python3-venv python3-matplotlib  # tests/python, pip install . into a venv
+  python3-pytest python3-pytest-xdist python3-venv python3-matplotlib  # tests/python (one worker a core), pip install . into a venv
   bible-kjv                           # tests and the tokenizer bench: the KJV as a corpus
 )
 for arg in "$@"; do

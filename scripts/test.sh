@@ -4,9 +4,10 @@
 #      then the Python bindings' pytest suite against build/python; then install to a
 #      temporary prefix and build tests/consumer against it (find_package(tapegrad), as a
 #      user's project);
-#   1b. `pip install .` into a fresh venv, then transformers==4.49.0 (the Hugging Face
-#      references: tests/python/test_hf_parity.py and the tokenizer and safetensors tests),
-#      and the same pytest suite against that install, those references required;
+#   1b. `pip install .` into a fresh venv that holds transformers==4.49.0 (the Hugging Face
+#      references: tests/python/test_hf_parity.py and the tokenizer and safetensors tests;
+#      downloaded while stage 1 builds), and the same pytest suite against that install,
+#      those references required; both pytest runs use one worker per core (pytest-xdist);
 #   1c. a Debug build of the library alone (build-debug/), unoptimised with AVX-512 code
 #      generation whatever this machine is, so the plain Debug build keeps compiling;
 #   2. build the whole tree again for the baseline x86-64 (TAPEGRAD_NATIVE=OFF: library,
@@ -33,6 +34,8 @@ end_stage() {
 print_stage_times() {
   local status=$?
   end_stage
+  if [[ -n "${venv_pid:-}" ]]; then kill "$venv_pid" 2>/dev/null || true; fi
+  if [[ -n "${venv:-}" ]]; then rm -rf "$venv" "$venv_log"; fi
   printf '\n== test.sh: time per stage (%s)\n' "$([[ $status == 0 ]] && echo passed || echo "failed, exit $status")"
   for i in "${!stage_names[@]}"; do
     printf '%6d s  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]}"
@@ -55,15 +58,41 @@ step() {
 
 step "Release build and tests"
 "$root/scripts/install-deps.sh" --test
+# The interpreter python/CMakeLists.txt builds the module for: Debian's, where
+# python3-numpy/-pytest live (checked against CMake's choice after the build).
+py=/usr/bin/python3
+[[ -x "$py" ]] || py=$(command -v python3)
+# A venv for stage 1b with the Hugging Face references: transformers==4.49.0, the release
+# the tests were measured against (newer ones refuse Debian's torch 1.13), which brings
+# tokenizers and safetensors. Made in the background while the library builds (pip waits on
+# the network, the compiler on the cores); stage 1b waits for $venv_pid.
+venv="" venv_log="" venv_pid=""
+start_venv() {
+  [[ "${TAPEGRAD_TEST_QUICK:-0}" != 1 ]] || return 0
+  venv=$(mktemp -d) venv_log=$(mktemp)
+  ( "$py" -m venv --system-site-packages "$venv" &&
+    "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.49.0 ) >"$venv_log" 2>&1 &
+  venv_pid=$!
+}
+start_venv
 "$root/scripts/build.sh"
 (cd "$root/build" && ctest --output-on-failure -j "$jobs")
 
 step "Python bindings: pytest against the build tree"
 # The interpreter CMake built the module for (Debian's, where python3-numpy/-pytest live).
 # (FindPython keeps it as the internal _Python_EXECUTABLE.)
-py=$(sed -n 's/^_\{0,1\}Python_EXECUTABLE:[A-Z]*=//p' "$root/build/CMakeCache.txt" | head -n 1)
-py=${py:-python3}
-PYTHONPATH="$root/build/python" "$py" -m pytest -q -p no:cacheprovider "$root/tests/python"
+cmake_py=$(sed -n 's/^_\{0,1\}Python_EXECUTABLE:[A-Z]*=//p' "$root/build/CMakeCache.txt" | head -n 1)
+if [[ -n "$cmake_py" && "$(readlink -f "$cmake_py")" != "$(readlink -f "$py")" ]]; then
+  # The module was built for another interpreter (-DPython_EXECUTABLE=...): the venv is
+  # made again for that one at stage 1b.
+  [[ -z "$venv_pid" ]] || wait "$venv_pid" || true
+  rm -rf "$venv" "$venv_log"
+  py=$cmake_py
+  start_venv
+fi
+# -n: pytest-xdist, one worker per core; most tests wait on the interpreter, not on BLAS.
+pytest=(-m pytest -q -p no:cacheprovider -n "$jobs")
+PYTHONPATH="$root/build/python" "$py" "${pytest[@]}" "$root/tests/python"
 
 step "installed package: a consumer project built with find_package(tapegrad)"
 "$root/tests/consumer/run.sh" "$root/build"
@@ -76,15 +105,15 @@ step "Python bindings: pip install . into a fresh venv, pytest against it"
 # --system-site-packages: numpy and pytest from Debian; pip fetches scikit-build-core from
 # PyPI and builds with the same CMake in build-pip/, where ccache serves the library's
 # objects from the Release build above: only the module's own files compile again.
-venv=$(mktemp -d)
-"$py" -m venv --system-site-packages "$venv"
+if ! wait "$venv_pid"; then
+  cat "$venv_log" >&2
+  echo "test.sh: making the venv with transformers==4.49.0 failed (above)" >&2
+  exit 1
+fi
 CMAKE_BUILD_PARALLEL_LEVEL="$jobs" "$venv/bin/pip" install -q --disable-pip-version-check "$root"
-# the release the Hugging Face tests were measured against (newer ones refuse Debian's
-# torch 1.13); it brings tokenizers and safetensors. TAPEGRAD_REQUIRE_HF=1: a reference
-# that is missing fails its tests instead of skipping them.
-"$venv/bin/pip" install -q --disable-pip-version-check transformers==4.49.0
-(cd "$venv" && TAPEGRAD_REQUIRE_HF=1 TAPEGRAD_BUILD_DIR="$root/build" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python")
-rm -rf "$venv"
+# TAPEGRAD_REQUIRE_HF=1: a reference that is missing fails its tests instead of skipping them.
+(cd "$venv" && TAPEGRAD_REQUIRE_HF=1 TAPEGRAD_BUILD_DIR="$root/build" "$venv/bin/python" "${pytest[@]}" "$root/tests/python")
+rm -rf "$venv" "$venv_log"
 
 step "Debug build of the library (-O0, AVX-512 code)"
 # Compiled only, never run, so -march=x86-64-v4 works on any x86 machine: GCC 12 broke the
