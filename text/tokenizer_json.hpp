@@ -26,6 +26,14 @@ std::string tokenizer_json(const BpeTokenizer& tokenizer);
 // Written atomically (nothing is left at `path` on an error).
 void write_tokenizer_json(const BpeTokenizer& tokenizer, const std::string& path);
 
+// How a tokenizer is kept beside a model and inside a checkpoint: minbpe's text form
+// (tokenizer.bpe, which the tokenizer program also reads) when it has one, else tokenizer.json.
+struct SavedTokenizer {
+  std::string file_name;
+  std::string contents;
+};
+SavedTokenizer saved_tokenizer(const BpeTokenizer& tokenizer);
+
 // A tokenizer_config.json that lets transformers' AutoTokenizer load the folder.
 std::string tokenizer_config_json();
 
