@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gpt2_ordered_tokenizer.hpp"
+#include "json_file.hpp"
 #include "nn/io/pretrained.hpp"
 #include "nn/transformer.hpp"
 #include "run_program.hpp"
@@ -96,6 +97,10 @@ TEST_CASE("finetune tokenizer cli: a folder with GPT-2-ordered ids fine-tunes, e
   check_encodes_like_foreign(dir / "run" / "tokenizer.json");
   check_encodes_like_foreign(dir / "hf" / "tokenizer.json");
   CHECK(fs::exists(dir / "hf" / "model.safetensors"));
+  // what transformers' AutoTokenizer reads: the model's context as model_max_length
+  const nlohmann::json config = tapegrad::test::read_json(dir / "hf" / "tokenizer_config.json");
+  CHECK(tapegrad::test::field(config, "model_max_length") == 32);
+  CHECK(tapegrad::test::field(config, "add_prefix_space") == false);
 
   // resumed, with and without the same tokenizer given again, and exported once more
   for (const std::string& again : {std::string(), " --tokenizer " + q(dir / "run" / "tokenizer.json")}) {

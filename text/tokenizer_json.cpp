@@ -465,13 +465,4 @@ void write_tokenizer_json(const BpeTokenizer& tokenizer, const std::string& path
   detail::write_file_atomically(path, tokenizer_json(tokenizer), "write_tokenizer_json: '" + path + "'");
 }
 
-SavedTokenizer saved_tokenizer(const BpeTokenizer& tokenizer) {
-  if (tokenizer.is_minbpe()) return {"tokenizer.bpe", tokenizer.to_text()};
-  return {"tokenizer.json", tokenizer_json(tokenizer)};
-}
-
-std::string tokenizer_config_json() {
-  return OrderedJson{{"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2) + "\n";
-}
-
 }  // namespace tapegrad::text

@@ -6,7 +6,6 @@
 #include <filesystem>
 
 #include "bindings.hpp"
-#include "nn/io/file_io.hpp"
 #include "py_errors.hpp"
 #include "text/bpe_tokenizer.hpp"
 #include "text/tokenizer_json.hpp"
@@ -56,19 +55,6 @@ text::BpeTokenizer from_pretrained(const std::string& path) {
   return text::read_tokenizer_json(std::filesystem::is_directory(given) ? (given / "tokenizer.json").string() : path);
 }
 
-// tokenizer.json and tokenizer_config.json into `dir`, created if missing; the JSON is made
-// first, so a tokenizer with no tokenizer.json form leaves nothing behind.
-void save_pretrained(const text::BpeTokenizer& t, const std::string& dir) {
-  const std::string json = text::tokenizer_json(t);
-  const std::filesystem::path folder(dir);
-  std::filesystem::create_directories(folder);
-  detail::write_file_atomically((folder / "tokenizer.json").string(), json,
-                                "Tokenizer.save_pretrained: '" + dir + "'");
-  detail::write_file_atomically((folder / "tokenizer_config.json").string(),
-                                text::tokenizer_config_json(),
-                                "Tokenizer.save_pretrained: '" + dir + "'");
-}
-
 std::string decode_text(const text::BpeTokenizer& t, std::vector<std::int32_t> ids,
                         bool skip_special_tokens) {
   if (skip_special_tokens) {
@@ -100,8 +86,13 @@ void bind_text(py::module_& m) {
       .def("save", &BpeTokenizer::save, py::arg("path"), "the tapegrad-bpe text form (minbpe ids only)")
       .def_static("from_pretrained", &from_pretrained, py::arg("path"),
                   "a Hugging Face byte-level BPE: a folder's tokenizer.json, or that file")
-      .def("save_pretrained", &save_pretrained, py::arg("dir"),
-           "writes dir/tokenizer.json and dir/tokenizer_config.json (dir created if missing)")
+      .def("save_pretrained", [](const BpeTokenizer& t, const std::string& dir,
+                                 std::optional<std::size_t> model_max_length) {
+        text::write_tokenizer_folder(t, dir, model_max_length);
+      }, py::arg("dir"), py::kw_only(), py::arg("model_max_length") = py::none(),
+         "writes dir/tokenizer.json and dir/tokenizer_config.json (dir created if missing), "
+         "which transformers' AutoTokenizer reads back as this tokenizer; model_max_length: "
+         "the model's context, if known")
       .def_property_readonly("merges", [](const BpeTokenizer& t) {
         std::vector<std::pair<std::pair<int, int>, int>> merges;
         for (const text::BpeMerge& merge : t.merges())
