@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "bindings.hpp"
@@ -13,10 +14,32 @@
 namespace tapegrad::python {
 namespace {
 
+// A lone surrogate has no UTF-8 form: a ValueError naming the first one's index.
+[[noreturn]] void refuse_surrogate(const py::str& text, const char* where) {
+  PyErr_Clear();
+  const Py_ssize_t length = PyUnicode_GetLength(text.ptr());
+  for (Py_ssize_t i = 0; i < length; ++i) {
+    const Py_UCS4 c = PyUnicode_ReadChar(text.ptr(), i);
+    if (c >= 0xD800 && c <= 0xDFFF) {
+      char code[8];
+      std::snprintf(code, sizeof code, "%04X", unsigned(c));
+      throw py::value_error(std::string(where) + ": text[" + std::to_string(i) + "] is U+" + code +
+                            ", a lone surrogate, which has no UTF-8 form: remove it, or pass "
+                            "bytes (e.g. text.encode('utf-8', 'replace'))");
+    }
+  }
+  throw py::value_error(std::string(where) + ": text has no UTF-8 form");
+}
+
 // A str as its UTF-8 bytes, or bytes as they are: the tokenizer works on bytes.
 std::string text_bytes(const py::object& text, const char* where) {
   if (py::isinstance<py::bytes>(text)) return std::string(text.cast<py::bytes>());
-  if (py::isinstance<py::str>(text)) return text.cast<std::string>();
+  if (py::isinstance<py::str>(text)) {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+    if (utf8 == nullptr) refuse_surrogate(text.cast<py::str>(), where);
+    return std::string(utf8, std::size_t(size));
+  }
   throw py::type_error(std::string(where) + ": text must be str or bytes, not " +
                        std::string(py::str(py::type::of(text).attr("__name__"))));
 }
