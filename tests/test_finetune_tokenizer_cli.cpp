@@ -77,6 +77,15 @@ void check_encodes_like_foreign(const fs::path& file) {
   CHECK(written.encode("!")[0] == 0);  // GPT-2's order, not minbpe's (where '!' is 33)
 }
 
+// A run that finished: its outputs and the exported folder's tokenizer as the one given.
+void check_run(const ProgramRun& r, const fs::path& out, const fs::path& exported) {
+  INFO(r.out + r.err);
+  REQUIRE(r.code == 0);
+  check_outputs(out);
+  check_encodes_like_foreign(out / "tokenizer.json");
+  check_encodes_like_foreign(exported / "tokenizer.json");
+}
+
 const std::string kRun = " --context 16 --batch 4 --eval-size 4 --warmup 1 --skip-gradcheck "
                          "--threads 1 --quiet --sample 20";
 const std::string kTinyModel = " --d-model 16 --heads 2 --layers 1";
@@ -91,11 +100,7 @@ TEST_CASE("finetune tokenizer cli: a folder with GPT-2-ordered ids fine-tunes, e
   const fs::path text = write_text(dir);
   const ProgramRun r = train("--init-from " + q(dir / "in") + " --text " + q(text) + kRun +
                              " --steps 3 --out " + q(dir / "run") + " --export-hf " + q(dir / "hf"), dir);
-  INFO(r.out + r.err);
-  REQUIRE(r.code == 0);
-  check_outputs(dir / "run");
-  check_encodes_like_foreign(dir / "run" / "tokenizer.json");
-  check_encodes_like_foreign(dir / "hf" / "tokenizer.json");
+  check_run(r, dir / "run", dir / "hf");
   CHECK(fs::exists(dir / "hf" / "model.safetensors"));
   // what transformers' AutoTokenizer reads: the model's context as model_max_length
   const nlohmann::json config = tapegrad::test::read_json(dir / "hf" / "tokenizer_config.json");
@@ -110,11 +115,7 @@ TEST_CASE("finetune tokenizer cli: a folder with GPT-2-ordered ids fine-tunes, e
                                      again + " --steps 2 --skip-gradcheck --threads 1 --quiet --sample 20 "
                                      "--out " + q(dir / "rest") + " --export-hf " + q(dir / "hf2"), dir);
     INFO(again);
-    INFO(resumed.out + resumed.err);
-    REQUIRE(resumed.code == 0);
-    check_outputs(dir / "rest");
-    check_encodes_like_foreign(dir / "rest" / "tokenizer.json");
-    check_encodes_like_foreign(dir / "hf2" / "tokenizer.json");
+    check_run(resumed, dir / "rest", dir / "hf2");
   }
   // another tokenizer.json on resume is refused: exit 2, one line, nothing written
   text::write_tokenizer_json(tapegrad::test::gpt2_ordered_tokenizer(kText, 39),
@@ -140,11 +141,7 @@ TEST_CASE("finetune tokenizer cli: --tokenizer FILE.json or DIR with GPT-2-order
     fs::remove_all(dir / "hf");
     const ProgramRun r = train("--text " + q(text) + " --tokenizer " + q(given) + kRun + kTinyModel +
                                " --steps 2 --out " + q(dir / "run") + " --export-hf " + q(dir / "hf"), dir);
-    INFO(r.out + r.err);
-    REQUIRE(r.code == 0);
-    check_outputs(dir / "run");
-    check_encodes_like_foreign(dir / "run" / "tokenizer.json");
-    check_encodes_like_foreign(dir / "hf" / "tokenizer.json");
+    check_run(r, dir / "run", dir / "hf");
   }
 }
 
