@@ -24,8 +24,7 @@ std::string task_from_entries(const std::vector<NpzEntry>& entries) {
 std::vector<NpzEntry> text_coder_entries(const TextCoder& coder) {
   std::vector<std::int64_t> values;
   if (const text::BpeTokenizer* bpe = coder.tokenizer()) {
-    // a tokenizer read from a tokenizer.json has no minbpe form: it is stored as that file
-    const std::string file = bpe->is_minbpe() ? bpe->to_text() : text::tokenizer_json(*bpe);
+    const std::string file = text::saved_tokenizer(*bpe).contents;
     for (char c : file) values.push_back(static_cast<unsigned char>(c));
   } else {
     values.assign(coder.characters().begin(), coder.characters().end());

@@ -1,5 +1,6 @@
 // The tokenizer program end to end: train on a small text, encode, decode back to the same
-// bytes (a special token included), stats; and misuse: exit 2, one line, no file written.
+// bytes (a special token included), stats, also with a tokenizer.json (a file or its
+// folder); and misuse: exit 2, one line, no file written.
 #include <catch2/catch.hpp>
 #include <utility>
 
@@ -9,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "gpt2_ordered_tokenizer.hpp"
 #include "run_program.hpp"
+#include "text/tokenizer_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad::test;
@@ -67,6 +70,46 @@ TEST_CASE("tokenizer cli: train, encode and decode give back the same bytes", "[
   r = tokenizer("stats " + quoted(dir / "text.txt") + " --tokenizer " + quoted(dir / "tok.txt"), dir);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("the") != std::string::npos);
+}
+
+TEST_CASE("tokenizer cli: encode, decode and stats take a tokenizer.json or its folder", "[tokenizer_cli]") {
+  const fs::path dir = scratch_dir("tokenizer_cli", "tokenizer_json");
+  const std::string text = corpus();
+  write(dir / "text.txt", text);
+  // GPT-2's byte order: ids that minbpe's text form cannot hold
+  const tapegrad::text::BpeTokenizer tok = gpt2_ordered_tokenizer(text, 30);
+  REQUIRE_FALSE(tok.is_minbpe());
+  tapegrad::text::write_tokenizer_json(tok, (dir / "tokenizer.json").string());
+  for (const fs::path& given : {dir / "tokenizer.json", dir}) {
+    INFO(given.string());
+    ProgramRun r = tokenizer("encode " + quoted(dir / "text.txt") + " --tokenizer " + quoted(given) +
+                                 " --out " + quoted(dir / "ids.txt"), dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    std::vector<std::int32_t> ids;
+    std::istringstream listed(slurp(dir / "ids.txt"));
+    for (std::int32_t id; listed >> id;) ids.push_back(id);
+    CHECK(ids == tok.encode(text));
+
+    r = tokenizer("decode " + quoted(dir / "ids.txt") + " --tokenizer " + quoted(given) + " --bytes", dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out == text);
+
+    r = tokenizer("stats " + quoted(dir / "text.txt") + " --tokenizer " + quoted(given), dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("(vocab 287: 30 merges, 1 special)") != std::string::npos);
+    fs::remove(dir / "ids.txt");
+  }
+  // a folder without one is a usage error naming it
+  fs::create_directories(dir / "empty");
+  const ProgramRun r = tokenizer("encode " + quoted(dir / "text.txt") + " --tokenizer " +
+                                 quoted(dir / "empty") + " --out " + quoted(dir / "ids.txt"), dir);
+  CHECK(r.code == 2);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err.find("empty holds no tokenizer.json") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "ids.txt"));
 }
 
 TEST_CASE("tokenizer cli: a bad value is exit 2 naming the option or the input", "[tokenizer_cli]") {

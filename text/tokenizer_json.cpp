@@ -352,8 +352,13 @@ BpeTokenizer read_tokenizer_json(const std::string& path) {
 
 BpeTokenizer read_tokenizer_file(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return read_tokenizer_json((std::filesystem::path(path) / "tokenizer.json").string());
+  if (std::filesystem::is_directory(path, ec)) {
+    const std::filesystem::path file = std::filesystem::path(path) / "tokenizer.json";
+    if (!std::filesystem::exists(file, ec))
+      throw std::invalid_argument("tokenizer folder " + path + " holds no tokenizer.json: give "
+                                  "a folder with one, a tokenizer.json or a tokenizer program's file");
+    return read_tokenizer_json(file.string());
+  }
   const std::string text = read_text_file(path, "tokenizer file " + path);
   if (!text.empty() && text[0] == '{') return tokenizer_from_json(text, path);
   return BpeTokenizer::from_text(text, path);
@@ -458,10 +463,6 @@ std::string tokenizer_json(const BpeTokenizer& t) {
 
 void write_tokenizer_json(const BpeTokenizer& tokenizer, const std::string& path) {
   detail::write_file_atomically(path, tokenizer_json(tokenizer), "write_tokenizer_json: '" + path + "'");
-}
-
-std::string tokenizer_config_json() {
-  return OrderedJson{{"tokenizer_class", "PreTrainedTokenizerFast"}}.dump(2) + "\n";
 }
 
 }  // namespace tapegrad::text

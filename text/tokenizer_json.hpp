@@ -4,6 +4,8 @@
 // written as a file `tokenizers` loads and encodes the same way. docs/TOKENIZER.md lists
 // what is read and what is refused.
 #pragma once
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,7 +28,25 @@ std::string tokenizer_json(const BpeTokenizer& tokenizer);
 // Written atomically (nothing is left at `path` on an error).
 void write_tokenizer_json(const BpeTokenizer& tokenizer, const std::string& path);
 
-// A tokenizer_config.json that lets transformers' AutoTokenizer load the folder.
-std::string tokenizer_config_json();
+// text/tokenizer_folder.cpp: the files a tokenizer is saved as.
+
+// How a tokenizer is kept beside a model and inside a checkpoint: minbpe's text form
+// (tokenizer.bpe, which the tokenizer program also reads) when it has one, else tokenizer.json.
+struct SavedTokenizer {
+  std::string file_name;
+  std::string contents;
+};
+SavedTokenizer saved_tokenizer(const BpeTokenizer& tokenizer);
+
+// The tokenizer_config.json with which transformers' AutoTokenizer encodes and decodes the
+// folder's tokenizer.json as `tokenizer` does: the class, add_prefix_space (transformers
+// resets a ByteLevel pre-tokenizer's to this field, false when missing), the added tokens,
+// the BOS and EOS a template adds, and model_max_length when given.
+std::string tokenizer_config_json(const BpeTokenizer& tokenizer,
+                                  std::optional<std::size_t> model_max_length);
+// tokenizer.json and tokenizer_config.json into `dir` (created if missing). Both texts are
+// made first, so a tokenizer with no tokenizer.json form leaves nothing behind.
+void write_tokenizer_folder(const BpeTokenizer& tokenizer, const std::string& dir,
+                            std::optional<std::size_t> model_max_length = std::nullopt);
 
 }  // namespace tapegrad::text

@@ -66,9 +66,7 @@ std::string save_model(const Transformer<float>& model, const std::string& task,
     return coder ? "a character-level vocabulary has no tokenizer.json form: the folder holds "
                    "the model only"
                  : "";
-  text::write_tokenizer_json(*coder->tokenizer(), (fs::path(path) / "tokenizer.json").string());
-  detail::write_file_atomically((fs::path(path) / "tokenizer_config.json").string(),
-                                text::tokenizer_config_json(), path);
+  text::write_tokenizer_folder(*coder->tokenizer(), path, model.config().context);
   return "";
 }
 

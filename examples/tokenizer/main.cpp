@@ -3,6 +3,7 @@
 //   tokenizer encode --tokenizer kjv.bpe text.txt > ids.txt
 //   tokenizer decode --tokenizer kjv.bpe ids.txt
 //   tokenizer stats --tokenizer kjv.bpe text.txt
+// --tokenizer also takes a Hugging Face tokenizer.json, or the folder holding one.
 // Exit codes: 0 ok, 1 a file could not be read or written, 2 usage error or bad input (an
 // input that is no regular file or is over the size limit, an id outside the vocabulary,
 // out of memory): one line, nothing written.
@@ -14,6 +15,7 @@
 
 #include "examples/common/cli.hpp"
 #include "examples/tokenizer/commands.hpp"
+#include "text/tokenizer_json.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::examples::tokenizer;
@@ -45,7 +47,7 @@ int run(CLI::App& app, const Options& options) {
                  tokenizer.merges().size(), tokenizer.special_tokens().size(), options.out.c_str());
     return 0;
   }
-  text::BpeTokenizer tokenizer = text::BpeTokenizer::load(options.tokenizer_path);
+  text::BpeTokenizer tokenizer = text::read_tokenizer_file(options.tokenizer_path);
   std::string input = read_input(options.input, "input");
   if (app.got_subcommand("encode")) {
     auto specials = options.no_specials ? text::SpecialTokens::as_text : text::SpecialTokens::allowed;
@@ -85,8 +87,9 @@ int main(int argc, char** argv) {
     CLI::App* command = app.add_subcommand(name, std::string(name) == "encode"   ? "text file -> token ids"
                                                  : std::string(name) == "decode" ? "token ids file -> text"
                                                                                  : "compression and frequent merges");
-    command->add_option("--tokenizer", options.tokenizer_path, "a file from train")
-        ->required()->check(CLI::ExistingFile);
+    command->add_option("--tokenizer", options.tokenizer_path, "a file from train, a "
+                        "tokenizer.json or a folder holding one")
+        ->required()->check(CLI::ExistingPath);
     command->add_option("input", options.input, "the input file")->required()->check(CLI::ExistingFile);
     if (std::string(name) != "stats") command->add_option("--out", options.out, "write here, not stdout");
   }

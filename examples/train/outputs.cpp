@@ -12,6 +12,7 @@
 #include "nn/io/checkpoint.hpp"
 #include "ops/precision.hpp"
 #include "ops/threads.hpp"
+#include "text/tokenizer_json.hpp"
 
 namespace fs = std::filesystem;
 
@@ -138,8 +139,12 @@ void write_outputs(const RunSummary& run, std::FILE* log) {
                           loss_csv(losses, text_data ? std::optional(text->train_bytes_per_token())
                                                      : std::nullopt));
   // the tokenizer beside the model, to reuse with --tokenizer FILE or the tokenizer program
-  if (text && text->coder().is_bpe())
-    plot::write_file_atomic((out / "tokenizer.bpe").string(), text->coder().tokenizer()->to_text());
+  std::string tokenizer_name;
+  if (text && text->coder().is_bpe()) {
+    const text::SavedTokenizer saved = text::saved_tokenizer(*text->coder().tokenizer());
+    plot::write_file_atomic((out / saved.file_name).string(), saved.contents);
+    tokenizer_name = ", " + saved.file_name;
+  }
   plot::write_file_atomic((out / "loss.svg").string(),
                           loss_svg(losses, "Transformer on " + run.task.name + ": training loss"));
   if (!run.report.sample_text.empty())
@@ -148,7 +153,7 @@ void write_outputs(const RunSummary& run, std::FILE* log) {
   std::fprintf(log, "train_seconds %.2f (cpu %.2f)  tokens/s %.0f  wrote %s/{model.npz, metrics.json, "
                "loss.csv, loss.svg%s%s}\n", p.train_seconds, p.train_cpu_seconds,
                p.train_seconds > 0 ? double(p.tokens_seen) / p.train_seconds : 0.0,
-               run.settings.out.c_str(), text && text->coder().is_bpe() ? ", tokenizer.bpe" : "",
+               run.settings.out.c_str(), tokenizer_name.c_str(),
                run.report.sample_text.empty() ? "" : ", sample.txt");
 }
 

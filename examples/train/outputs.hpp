@@ -1,7 +1,8 @@
 #pragma once
 // What a finished run leaves in --out: model.npz (parameters, configuration, task and a
-// text model's vocabulary), metrics.json, loss.csv, loss.svg and, for a text model with
-// --sample, sample.txt. Every file is written atomically.
+// text model's vocabulary), metrics.json, loss.csv, loss.svg, a BPE model's tokenizer
+// (tokenizer.bpe, or tokenizer.json when its ids are not minbpe's) and, for a text model
+// with --sample, sample.txt. Every file is written atomically.
 #include <cstdio>
 #include <limits>
 #include <string>

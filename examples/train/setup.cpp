@@ -53,16 +53,13 @@ void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
     throw examples::disagreement("--tokenizer", s.tokenizer, std::string("the checkpoint's ") +
                                  resume.coder->kind() + " tokens");
   if (s.tokenizer == "char" || s.tokenizer == "bpe") return;
-  if (!resume.coder->tokenizer()->is_minbpe())
-    throw UsageError("--tokenizer " + s.tokenizer + ": the checkpoint's tokenizer came from a "
-                     "tokenizer.json, which --resume keeps");
   std::string given;
   try {
-    given = text::read_tokenizer_file(s.tokenizer).to_text();
+    given = text::saved_tokenizer(text::read_tokenizer_file(s.tokenizer)).contents;
   } catch (const std::exception& e) {
     throw UsageError(one_line(e.what()));
   }
-  if (given != resume.coder->tokenizer()->to_text())
+  if (given != text::saved_tokenizer(*resume.coder->tokenizer()).contents)
     throw examples::disagreement("--tokenizer", s.tokenizer, "the checkpoint's tokenizer");
 }
 

@@ -3,10 +3,10 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "bindings.hpp"
-#include "nn/io/file_io.hpp"
 #include "py_errors.hpp"
 #include "text/bpe_tokenizer.hpp"
 #include "text/tokenizer_json.hpp"
@@ -14,10 +14,32 @@
 namespace tapegrad::python {
 namespace {
 
+// A lone surrogate has no UTF-8 form: a ValueError naming the first one's index.
+[[noreturn]] void refuse_surrogate(const py::str& text, const char* where) {
+  PyErr_Clear();
+  const Py_ssize_t length = PyUnicode_GetLength(text.ptr());
+  for (Py_ssize_t i = 0; i < length; ++i) {
+    const Py_UCS4 c = PyUnicode_ReadChar(text.ptr(), i);
+    if (c >= 0xD800 && c <= 0xDFFF) {
+      char code[8];
+      std::snprintf(code, sizeof code, "%04X", unsigned(c));
+      throw py::value_error(std::string(where) + ": text[" + std::to_string(i) + "] is U+" + code +
+                            ", a lone surrogate, which has no UTF-8 form: remove it, or pass "
+                            "bytes (e.g. text.encode('utf-8', 'replace'))");
+    }
+  }
+  throw py::value_error(std::string(where) + ": text has no UTF-8 form");
+}
+
 // A str as its UTF-8 bytes, or bytes as they are: the tokenizer works on bytes.
 std::string text_bytes(const py::object& text, const char* where) {
   if (py::isinstance<py::bytes>(text)) return std::string(text.cast<py::bytes>());
-  if (py::isinstance<py::str>(text)) return text.cast<std::string>();
+  if (py::isinstance<py::str>(text)) {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+    if (utf8 == nullptr) refuse_surrogate(text.cast<py::str>(), where);
+    return std::string(utf8, std::size_t(size));
+  }
   throw py::type_error(std::string(where) + ": text must be str or bytes, not " +
                        std::string(py::str(py::type::of(text).attr("__name__"))));
 }
@@ -56,19 +78,6 @@ text::BpeTokenizer from_pretrained(const std::string& path) {
   return text::read_tokenizer_json(std::filesystem::is_directory(given) ? (given / "tokenizer.json").string() : path);
 }
 
-// tokenizer.json and tokenizer_config.json into `dir`, created if missing; the JSON is made
-// first, so a tokenizer with no tokenizer.json form leaves nothing behind.
-void save_pretrained(const text::BpeTokenizer& t, const std::string& dir) {
-  const std::string json = text::tokenizer_json(t);
-  const std::filesystem::path folder(dir);
-  std::filesystem::create_directories(folder);
-  detail::write_file_atomically((folder / "tokenizer.json").string(), json,
-                                "Tokenizer.save_pretrained: '" + dir + "'");
-  detail::write_file_atomically((folder / "tokenizer_config.json").string(),
-                                text::tokenizer_config_json(),
-                                "Tokenizer.save_pretrained: '" + dir + "'");
-}
-
 std::string decode_text(const text::BpeTokenizer& t, std::vector<std::int32_t> ids,
                         bool skip_special_tokens) {
   if (skip_special_tokens) {
@@ -100,8 +109,13 @@ void bind_text(py::module_& m) {
       .def("save", &BpeTokenizer::save, py::arg("path"), "the tapegrad-bpe text form (minbpe ids only)")
       .def_static("from_pretrained", &from_pretrained, py::arg("path"),
                   "a Hugging Face byte-level BPE: a folder's tokenizer.json, or that file")
-      .def("save_pretrained", &save_pretrained, py::arg("dir"),
-           "writes dir/tokenizer.json and dir/tokenizer_config.json (dir created if missing)")
+      .def("save_pretrained", [](const BpeTokenizer& t, const std::string& dir,
+                                 std::optional<std::size_t> model_max_length) {
+        text::write_tokenizer_folder(t, dir, model_max_length);
+      }, py::arg("dir"), py::kw_only(), py::arg("model_max_length") = py::none(),
+         "writes dir/tokenizer.json and dir/tokenizer_config.json (dir created if missing), "
+         "which transformers' AutoTokenizer reads back as this tokenizer; model_max_length: "
+         "the model's context, if known")
       .def_property_readonly("merges", [](const BpeTokenizer& t) {
         std::vector<std::pair<std::pair<int, int>, int>> merges;
         for (const text::BpeMerge& merge : t.merges())

@@ -48,6 +48,15 @@ def test_bad_input_is_an_error(tmp_path):
         tg.Tokenizer.load(str(path))
 
 
+def test_a_lone_surrogate_is_a_value_error_naming_its_position():
+    tok = tg.Tokenizer.train("the cat the hat", 260)
+    with pytest.raises(ValueError, match=r"Tokenizer.encode: text\[3\] is U\+D800, a lone surrogate"):
+        tok.encode("abc\ud800def")
+    with pytest.raises(ValueError, match=r"Tokenizer.train: text\[0\] is U\+DFFF, a lone surrogate"):
+        tg.Tokenizer.train("\udfff" * 3, 260)
+    assert tok.encode("\U0001F44D") == list("\U0001F44D".encode())  # a pair-free astral character is fine
+
+
 def test_missing_file_and_wrong_ids_name_the_problem(tmp_path):
     missing = tmp_path / "missing.bpe"
     with pytest.raises(FileNotFoundError, match="missing.bpe"):

@@ -204,3 +204,39 @@ def test_add_prefix_space_before_each_piece_between_added_tokens(hf, tmp_path):
     ours = tg.Tokenizer.from_pretrained(str(tmp_path))
     for text in ["ab c", " ab", "ab<s>ab", "<s>", "", "ab<s> ab", "the cat<s>the", stress_text(["<s>"], pieces=500)]:
         assert_same_ids(tok.encode(text).ids, ours.encode(text), text)
+
+
+PREFIX_SPACE_TEXTS = ["Hello world", " Hello world", "  two spaces", "\tTab first", "\nnewline first",
+                      "", " ", "café naïve 中文 \U0001F44D", " émigré", "<s>Hello</s>", "Hi<s> there",
+                      "the cat sat", "123 456", "line one\nline two", "ends with space "]
+
+
+@pytest.mark.parametrize("add_prefix_space", [True, False])
+def test_autotokenizer_reads_a_saved_folder_back_as_saved(hf, tmp_path, monkeypatch, add_prefix_space):
+    """tokenizer_config.json carries what transformers reads back: AutoTokenizer encodes and
+    decodes as tapegrad and `tokenizers` do, and knows the BOS/EOS the template adds and the
+    model_max_length given."""
+    transformers = require_module("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tok = hf.Tokenizer(hf.models.BPE())
+    tok.pre_tokenizer = hf.pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
+    tok.decoder = hf.decoders.ByteLevel()
+    trainer = hf.trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"], show_progress=False,
+                                     initial_alphabet=hf.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["Hello world, the cat sat on the mat. café naïve"] * 20, trainer)
+    bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    tok.post_processor = hf.processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", bos), ("</s>", eos)])
+    (tmp_path / "in").mkdir()
+    saved(tok, tmp_path / "in" / "tokenizer.json")
+    ours = tg.Tokenizer.from_pretrained(str(tmp_path / "in"))
+    ours.save_pretrained(str(tmp_path / "out"), model_max_length=64)
+    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"), local_files_only=True)
+    for text in PREFIX_SPACE_TEXTS:
+        ids = ours.encode(text)
+        assert_same_ids(tok.encode(text).ids, ids, text)
+        assert_same_ids(auto(text)["input_ids"], ids, text)
+        assert auto.decode(ids) == ours.decode(ids), text
+        assert auto.decode(ids, skip_special_tokens=True) == ours.decode(ids, skip_special_tokens=True), text
+    assert (auto.bos_token, auto.eos_token) == ("<s>", "</s>")
+    assert auto.model_max_length == 64
