@@ -42,7 +42,11 @@ double training_activation_bytes(const TransformerConfig& c, double positions, d
   const std::size_t chunk =
       positions < 0x1p60 ? automatic_head_chunk_rows(std::size_t(positions), c.vocab, std::size_t(kFloat)) : 0;
   const double head = chunk > 0 ? 2 * double(chunk) * V : positions * 2 * V;
-  return (positions * (blocks + 4 * D) + head) * kFloat;
+  // The backward ends at the embedding, whose lookup's gradient (vocab x d_model) is made
+  // beside the gradient the head gave it and what is left of the first block's: at a small
+  // batch that is the step's peak.
+  const double embedding = V * D + positions * (a + 4 * D);
+  return std::max(positions * (blocks + 4 * D) + head, embedding) * kFloat;
 }
 
 // A forward without gradients frees each block's values as the next block starts: at its
