@@ -40,7 +40,9 @@ double training_activation_bytes(const TransformerConfig& c, double positions, d
   const double D = double(c.d_model), V = double(c.vocab);
   const double blocks = c.checkpoint_activations ? L * D + 2 * a : (L + 1) * a;
   const std::size_t chunk =
-      positions < 0x1p60 ? automatic_head_chunk_rows(std::size_t(positions), c.vocab, std::size_t(kFloat)) : 0;
+      positions < 0x1p60
+          ? automatic_head_chunk_rows(std::size_t(positions), c.vocab, std::size_t(kFloat))
+          : 0;
   const double head = chunk > 0 ? 2 * double(chunk) * V : positions * 2 * V;
   // The backward ends at the embedding, whose lookup's gradient (vocab x d_model) is made
   // beside the gradient the head gave it and what is left of the first block's: at a small

@@ -280,7 +280,8 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
     if (!s.given("--grad-accum")) s.grad_accum = std::size_t(v);
     else if (s.grad_accum != std::size_t(v)) notice_override("--grad-accum", std::size_t(v), s.grad_accum, notices);
   }
-  if (const auto eval_size = data_setting(s, st, {"--eval-size", &Settings::eval_size, 0, 100000000})) s.eval_size = *eval_size;
+  if (const auto eval_size = data_setting(s, st, {"--eval-size", &Settings::eval_size, 0, 100000000}))
+    s.eval_size = *eval_size;
   const std::string& precision = matmul_precision_name(st.precision);
   if (!s.given("--precision")) s.precision = precision;
   else if (s.precision != precision) notices.push_back(override_notice("--precision", precision, s.precision));

@@ -168,7 +168,8 @@ examples::MemoryNeed run_memory(const TransformerConfig& config, const TaskSetup
   // sized for one
   const bool checkpoints = s.checkpoint_every > 0 || s.stop_at > 0;
   examples::MemoryNeed need = examples::training_memory(
-      config, std::max<std::size_t>(1, s.batch / s.grad_accum), task.context, eval_batch, checkpoints);
+      config, std::max<std::size_t>(1, s.batch / s.grad_accum), task.context, eval_batch,
+      checkpoints);
   const double held_out = double(s.eval_size) * double(task.context) * 2 * sizeof(std::int64_t);
   need.add("held-out data", held_out);
   return need;
