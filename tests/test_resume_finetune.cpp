@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "json_file.hpp"
 #include "nn/io/pretrained.hpp"
 #include "nn/io/training_state.hpp"
@@ -130,6 +132,36 @@ TEST_CASE("resume: a text checkpoint written before the windows were recorded re
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(state_difference(dir / "ref" / "ckpt-00000008.npz", dir / "rest" / "ckpt-00000008.npz") == "");
+}
+
+TEST_CASE("resume: a run on a tokenizer.json takes that file again, and refuses another",
+          "[resume][train_cli]") {
+  const fs::path dir = scratch("tokenizer_json");
+  write_inputs(dir);
+  // ids a minbpe file cannot say (ignore_merges): the tokenizer.json is the only form
+  auto write_json = [&](const fs::path& path, int vocab) {
+    nlohmann::json json = nlohmann::json::parse(
+        text::tokenizer_json(text::BpeTokenizer::train(kVerse, vocab, text::BpeMode::regex)));
+    json["model"]["ignore_merges"] = true;
+    std::ofstream(path) << json.dump();
+  };
+  write_json(dir / "tok.json", 280);
+  write_json(dir / "other.json", 270);
+  const std::string text = " --text " + quoted(dir / "text.txt");
+  // stopped before the end both times: the outputs are not what this test is about
+  REQUIRE(run_trainer(std::string(kResumeTiny) + text + " --tokenizer " + quoted(dir / "tok.json") +
+                      " --context 12 --steps 8 --warmup 2 --stop-at 4 --out " + quoted(dir / "part"), dir).code == 0);
+  const std::string resume = "--resume " + quoted(dir / "part") + text + " --stop-at 6 --quiet --skip-gradcheck";
+  const ProgramRun same = run_trainer(resume + " --tokenizer " + quoted(dir / "tok.json") + " --out " +
+                                      quoted(dir / "same"), dir);
+  INFO(same.err);
+  CHECK(same.code == 0);
+  const ProgramRun other = run_trainer(resume + " --tokenizer " + quoted(dir / "other.json") + " --out " +
+                                       quoted(dir / "never"), dir);
+  CHECK(other.code == 2);
+  CHECK(count_lines(other.err) == 1);
+  CHECK(other.err.find("disagrees with the checkpoint's tokenizer") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "never"));
 }
 
 #endif

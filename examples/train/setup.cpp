@@ -53,16 +53,18 @@ void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
     throw examples::disagreement("--tokenizer", s.tokenizer, std::string("the checkpoint's ") +
                                  resume.coder->kind() + " tokens");
   if (s.tokenizer == "char" || s.tokenizer == "bpe") return;
-  if (!resume.coder->tokenizer()->is_minbpe())
-    throw UsageError("--tokenizer " + s.tokenizer + ": the checkpoint's tokenizer came from a "
-                     "tokenizer.json, which --resume keeps");
-  std::string given;
+  // compared in a form both have: minbpe's text, or else the tokenizer.json text
+  const auto canonical = [](const text::BpeTokenizer& t) {
+    return t.is_minbpe() ? t.to_text() : text::tokenizer_json(t);
+  };
+  std::string given, saved;
   try {
-    given = text::read_tokenizer_file(s.tokenizer).to_text();
+    given = canonical(text::read_tokenizer_file(s.tokenizer));
+    saved = canonical(*resume.coder->tokenizer());
   } catch (const std::exception& e) {
     throw UsageError(one_line(e.what()));
   }
-  if (given != resume.coder->tokenizer()->to_text())
+  if (given != saved)
     throw examples::disagreement("--tokenizer", s.tokenizer, "the checkpoint's tokenizer");
 }
 
