@@ -193,6 +193,15 @@ TEST_CASE("training state: the precision reads back, and a state written before 
   CHECK(training_state_from_entries<float>(old, saved.model, "mem").precision == MatmulPrecision::f32);
 }
 
+TEST_CASE("training state: the format a file was written in reads back, for the caller's rules",
+          "[resume]") {
+  Saved saved;
+  CHECK(training_state_from_entries<float>(saved.entries, saved.model, "mem").format == kTrainingFormat);
+  saved.entry("format").as<std::int64_t>().data()[0] = kDataSettingsSince - 1;
+  CHECK(training_state_from_entries<float>(saved.entries, saved.model, "mem").format ==
+        kDataSettingsSince - 1);
+}
+
 TEST_CASE("training state: the fuzz seeds of a training checkpoint load with their state", "[resume][fuzz_corpus]") {
   // fuzz/corpus/checkpoint/training* (fuzz/make_corpus.cpp): the fuzzer starts from these,
   // so they must reach the training-state reader and pass it.

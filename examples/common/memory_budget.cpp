@@ -7,6 +7,7 @@
 
 #include "examples/common/run_options.hpp"
 #include "nn/transformer.hpp"  // automatic_head_chunk_rows
+#include "tasks/evaluate.hpp"    // kEvalLogitsBytes
 
 namespace tapegrad::examples {
 
@@ -14,36 +15,61 @@ namespace {
 
 constexpr double kFloat = 4;  // every program here runs its models in float32
 
-// Values one position of one block holds in a forward pass: the norms' outputs and the
-// residual stream (8 x d_model), q, k, v and their rotated copies, the heads' output, the
-// scores and their softmax against every key (2 x heads x keys), the feed-forward's hidden
-// values (3 x hidden: up, gate or activation, product). Measured, a forward without
-// gradients keeps about this much for every block until it ends, as training does.
+// Values one block keeps per position for its backward pass (the training forward's, as
+// tests/test_memory_estimate.cpp measures them): the residual stream, the norms' inputs and
+// outputs, attention's output and its projection (7 x d_model), q, k, v and their rotated
+// copies, the attention probabilities against every key (heads x keys), and the
+// feed-forward's hidden values (3 x hidden: up, activation or gate, product). Linear's
+// bias is added in place, so no product is kept twice.
 double block_values_per_position(const TransformerConfig& c, double keys) {
   const double D = double(c.d_model), H = double(c.heads), KV = double(c.resolved_kv_heads());
   const double dh = double(c.resolved_head_dim()), F = double(c.resolved_mlp_hidden());
-  return 8 * D + 3 * (H + 2 * KV) * dh + H * dh + 2 * H * keys + 3 * F;
+  return 7 * D + 2 * (H + 2 * KV) * dh + H * keys + 3 * F;
 }
 
-// The activations of `positions` positions of `keys` keys through the whole model; doubled
-// for the backward pass (the gradients and temporaries beside the saved values). With
-// checkpoint_activations a training step keeps each block's input only (d_model values)
-// and computes one block again at a time, doubled for its gradients. The ends: the
-// embeddings and the final norm (4 d_model), and the logits, their softmax and gradient
-// (3 vocab), unless the training loss takes the head in chunks of rows (nn/transformer.hpp's
-// automatic_head_chunk_rows): then two chunks' worth of logits (the chunk and its gradient).
-double activation_bytes(const TransformerConfig& c, double positions, double keys, bool backward) {
+// A training step's tensors beyond the parameters and their gradients, for `positions`
+// positions of `keys` keys. The forward keeps every block's values, and the backward frees
+// each block's once its gradients are made, so the peak is the forward's plus one block's
+// gradients beside it; with checkpoint_activations the forward keeps each block's input
+// (d_model values) and the backward runs one block again, with its gradients. The head:
+// the final norm and its input (4 d_model), and the logits and their gradient (2 vocab),
+// unless the loss takes the head in chunks of rows (nn/transformer.hpp's
+// automatic_head_chunk_rows): then one chunk's logits and their gradient.
+double training_activation_bytes(const TransformerConfig& c, double positions, double keys) {
   const double a = block_values_per_position(c, keys), L = double(c.layers);
   const double D = double(c.d_model), V = double(c.vocab);
-  const double blocks = !backward                   ? L * a
-                        : c.checkpoint_activations ? L * D + 2 * a
-                                                   : 2 * L * a;
+  const double blocks = c.checkpoint_activations ? L * D + 2 * a : (L + 1) * a;
   const std::size_t chunk =
-      backward && positions < 0x1p60
+      positions < 0x1p60
           ? automatic_head_chunk_rows(std::size_t(positions), c.vocab, std::size_t(kFloat))
           : 0;
-  const double head = chunk > 0 ? 2 * double(chunk) * V : positions * 3 * V;
-  return (positions * (blocks + 4 * D) + head) * kFloat;
+  const double head = chunk > 0 ? 2 * double(chunk) * V : positions * 2 * V;
+  // The backward ends at the embedding, whose lookup's gradient (vocab x d_model) is made
+  // beside the gradient the head gave it and what is left of the first block's: at a small
+  // batch that is the step's peak.
+  const double embedding = V * D + positions * (a + 4 * D);
+  return std::max(positions * (blocks + 4 * D) + head, embedding) * kFloat;
+}
+
+// A forward without gradients frees each block's values as the next block starts: at its
+// peak it holds the residual stream and a norm's output (2 d_model) beside the largest of
+// attention's q, k, v and scores against `keys` keys with their softmax, a feed-forward's
+// hidden values (3 x hidden; a gated kind's 4: gate, up, activation, product) and the
+// logits (vocab), whose loss reads them row by row.
+double forward_activation_bytes(const TransformerConfig& c, double positions, double keys) {
+  const double H = double(c.heads), KV = double(c.resolved_kv_heads());
+  const double attention = (H + 2 * KV) * double(c.resolved_head_dim()) + 2 * H * keys;
+  const double hidden = (c.mlp == MlpKind::gelu ? 3 : 4) * double(c.resolved_mlp_hidden());
+  const double widest = std::max({attention, hidden, double(c.vocab)});
+  return positions * (widest + 2 * double(c.d_model)) * kFloat;
+}
+
+// The sequences of one evaluation forward: the batch, split as tasks::evaluate splits it
+// so that its logits fit in tasks::kEvalLogitsBytes (one sequence at least).
+double evaluated_sequences(const TransformerConfig& c, std::size_t eval_batch, double tokens) {
+  const double per_sequence = std::max(tokens * double(c.vocab) * kFloat, 1.0);
+  const double fit = std::max(1.0, std::floor(double(tasks::kEvalLogitsBytes) / per_sequence));
+  return std::min(double(eval_batch), fit);
 }
 
 }  // namespace
@@ -88,16 +114,21 @@ double parameter_count(const TransformerConfig& c) {
 }
 
 MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
-                           std::size_t eval_batch) {
+                           std::size_t eval_batch, bool training_checkpoints) {
   const double P = parameter_count(c) * kFloat;
   MemoryNeed need;
   need.add("parameters", P);
   need.add("gradients", P);
   need.add("AdamW moments", 2 * P);
-  need.add("checkpoint copies", 3 * P);
   const double T = double(tokens);
-  need.add("activations", std::max(activation_bytes(c, double(batch) * T, T, true),
-                                   activation_bytes(c, double(eval_batch) * T, T, false)));
+  const double activations =
+      std::max(training_activation_bytes(c, double(batch) * T, T),
+               forward_activation_bytes(c, evaluated_sequences(c, eval_batch, T) * T, T));
+  need.add("activations", activations);
+  // Files are written between steps, when no activations are alive: only what a write
+  // needs beyond them counts.
+  const double writes = (training_checkpoints ? kCheckpointWriteCopies : kModelWriteCopies) * P;
+  need.add("file writes", std::max(0.0, writes - activations));
   need.add("program", kProgramBytes);
   return need;
 }
@@ -111,7 +142,7 @@ MemoryNeed inference_memory(const TransformerConfig& c, std::size_t batch, std::
   if (cached_positions > 0)
     need.add("KV cache", double(batch) * double(cached_positions) *
                              double(kv_cache_bytes_per_token(c, cache_value_bytes)));
-  need.add("activations", activation_bytes(c, positions, keys, false));
+  need.add("activations", forward_activation_bytes(c, positions, keys));
   need.add("program", kProgramBytes);
   return need;
 }

@@ -6,10 +6,10 @@
 // A configuration whose estimate exceeds the limit is a usage error (exit 2) naming the
 // sizes, instead of a process that grows until the kernel kills it.
 //
-// The estimate is coarse by design and errs high: float32 values, the tape's saved
-// activations of a whole step at once, the attention scores stored (the fused and flash
+// The estimate errs high: float32 values, the attention scores stored (the fused and flash
 // paths store fewer), and a fixed allowance for the program itself. docs/TRAINING.md gives
-// the formula and how it compares with the measured peak.
+// the formula and how it compares with the measured peak; tests/test_memory_estimate.cpp
+// holds its tensor parts within 1.5 times the tensors a run holds at its peak.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,13 +43,23 @@ inline constexpr double kProgramBytes = 96.0 * 1024 * 1024;
 // in 64 bits (double: no overflow for any sizes the fields accept).
 double parameter_count(const TransformerConfig& c);
 
+// What writing a file costs, in copies of the parameters' bytes: nn/io builds a file whole
+// in memory before writing it (the values copied, their .npy bytes, the archive as it
+// grows). A model file (model.npz): the parameters; a training checkpoint: the parameters
+// and AdamW's two moments, of which the trainer makes two copies more on the way (the
+// training state and its entries). Measured at GPT-2 small's size (docs/TRAINING.md,
+// "Memory"): about 13 copies at a checkpoint write.
+inline constexpr double kModelWriteCopies = 4;
+inline constexpr double kCheckpointWriteCopies = 14;
+
 // Training `c` in float32 with AdamW on batches of `batch` sequences of `tokens` positions
 // (with gradient accumulation: a micro-batch's), evaluated in batches of `eval_batch`:
-// parameters, gradients, the two moments, the copies a checkpoint write makes, and the
-// larger of a step's activations (kept for its backward pass; fewer with
-// c.checkpoint_activations and with a head in chunks) and an evaluation batch's.
+// parameters, gradients, the two moments, the larger of a step's activations (kept for
+// its backward pass; fewer with c.checkpoint_activations and with a head in chunks) and an
+// evaluation batch's, and what writing the model file, or the training checkpoints when
+// `training_checkpoints`, needs beyond those activations.
 MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
-                           std::size_t eval_batch);
+                           std::size_t eval_batch, bool training_checkpoints = false);
 
 // Running `c` forward without gradients on `batch` sequences of `tokens` positions, with a
 // KV cache of `cached_positions` (0: none) of `cache_value_bytes` each (2: bf16): parameters,

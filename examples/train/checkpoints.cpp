@@ -90,6 +90,23 @@ auto need_setting(const Map& map, const std::string& name) {
   return it->second;
 }
 
+// A setting that shapes the data the run continues on (the windows, the held-out set): the
+// checkpoint's value, within [lo, hi]; none from a file written before it was recorded. An
+// option given with another value is refused: the run could not go on as it was.
+std::optional<std::size_t> data_setting(const Settings& s, const TrainingState<float>& st,
+                                        const SizeSetting& setting) {
+  const auto& [option, field, lo, hi] = setting;
+  if (st.format < kDataSettingsSince) return std::nullopt;
+  const std::int64_t v = need_setting(st.integer_settings, setting_name(option));
+  if (v < std::int64_t(lo) || v > std::int64_t(hi))
+    throw UsageError(fmt::format("--resume: the checkpoint's {} {} is outside [{}, {}]", option, v, lo, hi));
+  const std::size_t value = std::size_t(v);
+  if (s.given(option) && s.*field != value)
+    throw examples::disagreement(option, std::to_string(s.*field),
+                                 fmt::format("the checkpoint's {} {}", option, value));
+  return value;
+}
+
 TrainingState<float> capture(const TrainerState& t) {
   const Settings& s = t.settings;
   TrainingState<float> st;
@@ -110,6 +127,8 @@ TrainingState<float> capture(const TrainerState& t) {
   st.integer_settings["grad_accum"] = std::int64_t(s.grad_accum);
   st.integer_settings["recall_dense_loss"] = s.recall_dense_loss;
   st.integer_settings["text_hash"] = t.task.text_hash;
+  st.integer_settings["context"] = std::int64_t(t.task.context);  // the windows, not the model's
+  st.integer_settings["eval_size"] = std::int64_t(s.eval_size);
   st.integer_settings["tokens_seen"] = std::int64_t(t.progress.tokens_seen);
   st.real_settings["train_seconds"] = t.progress.train_seconds;
   st.real_settings["train_cpu_seconds"] = t.progress.train_cpu_seconds;
@@ -261,6 +280,8 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
     if (!s.given("--grad-accum")) s.grad_accum = std::size_t(v);
     else if (s.grad_accum != std::size_t(v)) notice_override("--grad-accum", std::size_t(v), s.grad_accum, notices);
   }
+  if (const auto eval_size = data_setting(s, st, {"--eval-size", &Settings::eval_size, 0, 100000000}))
+    s.eval_size = *eval_size;
   const std::string& precision = matmul_precision_name(st.precision);
   if (!s.given("--precision")) s.precision = precision;
   else if (s.precision != precision) notices.push_back(override_notice("--precision", precision, s.precision));
@@ -269,6 +290,11 @@ void apply_checkpoint_settings(Settings& s, const TrainingState<float>& st,
     throw UsageError(fmt::format("--resume: the checkpoint is at step {}, past --steps {}",
                                  st.step, s.steps));
   if (s.steps != st.total_steps) notice_override("--steps", st.total_steps, s.steps, notices);
+}
+
+std::optional<std::size_t> checkpoint_windows(const Settings& s, const TrainingState<float>& st,
+                                              const TransformerConfig& model) {
+  return data_setting(s, st, {"--context", &Settings::context, 1, model.context});
 }
 
 void restore_training(const TrainingState<float>& st, const TaskSetup& task,

@@ -58,10 +58,16 @@ std::string override_notice(const std::string& option, const std::string& file_v
 // The checkpoint's settings (the checkpoint interval and the precision included) for every
 // option the user did not give; a one-line notice in `notices` for each one given with
 // another value (the caller prints them once every check has passed). UsageError when the checkpoint is past
-// --steps, its settings are out of the options' ranges, or --seed disagrees with it (the
-// seed drew the weights and the data the run continues: another one changes nothing).
+// --steps, its settings are out of the options' ranges, or --seed or --eval-size disagrees
+// with it (the seed drew the weights and the data the run continues, the held-out set is
+// what the run's evaluations are measured on).
 void apply_checkpoint_settings(Settings& s, const TrainingState<float>& state,
                                std::vector<std::string>& notices);
+// The windows the checkpoint's run trained on (a fine-tune's may be shorter than the model's
+// context); none from a checkpoint written before they were recorded. UsageError when
+// --context is given with another value, or the value does not fit the model.
+std::optional<std::size_t> checkpoint_windows(const Settings& s, const TrainingState<float>& state,
+                                              const TransformerConfig& model);
 // Puts the optimisers, the batch generator and the progress where the checkpoint left them.
 void restore_training(const TrainingState<float>& state, const TaskSetup& task,
                       const Transformer<float>& model, Optimizers& optimizers, Generator& data,

@@ -145,13 +145,15 @@ std::optional<int> train_with_checkpoints(TrainingRun& run, TrainingProgress& pr
 
 // A --resume checkpoint, read and checked whole before anything is written: its model and,
 // unless only evaluating, its training state, whose settings then fill the options not given.
-void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
+void read_resumed_checkpoint(Settings& s, ResumeSource& resume,
                              std::optional<Transformer<float>>& model,
                              std::optional<TrainingState<float>>& state,
                              std::vector<std::string>& notices) {
   if (!resume.active()) return;
   model.emplace(load_resumed_model(s, resume));
   state = read_training_state(resume, *model);
+  // evaluating only (below) is on the windows the run trained on too
+  if (state) resume.windows = checkpoint_windows(s, *state, model->config());
   if (s.given("--steps") && s.steps == 0) state.reset();  // evaluate only
   if (state) apply_checkpoint_settings(s, *state, notices);
 }
@@ -162,8 +164,12 @@ void read_resumed_checkpoint(Settings& s, const ResumeSource& resume,
 examples::MemoryNeed run_memory(const TransformerConfig& config, const TaskSetup& task,
                                 const Settings& s) {
   const std::size_t eval_batch = std::min(eval_batch_size(task), s.eval_size);
+  // SIGINT writes a checkpoint too, but then the run ends: an interrupted run is not
+  // sized for one
+  const bool checkpoints = s.checkpoint_every > 0 || s.stop_at > 0;
   examples::MemoryNeed need = examples::training_memory(
-      config, std::max<std::size_t>(1, s.batch / s.grad_accum), task.context, eval_batch);
+      config, std::max<std::size_t>(1, s.batch / s.grad_accum), task.context, eval_batch,
+      checkpoints);
   const double held_out = double(s.eval_size) * double(task.context) * 2 * sizeof(std::int64_t);
   need.add("held-out data", held_out);
   return need;
@@ -219,7 +225,7 @@ int run(Settings s, const examples::ConfigOptions& model_options, DataParallel* 
   check_sampling_options(s);
   silence_other_ranks(s, ranks, log);
   const bool root = !ranks || ranks->is_root();
-  const ResumeSource resume = read_resume_source(s);
+  ResumeSource resume = read_resume_source(s);
   const std::string task_name = s.text_mode() || s.task == "text" ? "text" : s.task;
   const auto model_defaults = apply_task_defaults(s, task_name, model_options.arch());
   std::optional<Transformer<float>> model_holder;

@@ -64,7 +64,7 @@ void check_tokenizer_options(const Settings& s, const ResumeSource& resume) {
 }
 
 TextTask build_text_task(const Settings& s, const ResumeSource& resume, std::int64_t& hash) {
-  std::size_t ctx = resume.active() ? resume.config->context : s.context;
+  std::size_t ctx = resume.active() ? resume.windows.value_or(resume.config->context) : s.context;
   if (resume.folder()) {  // fine-tuning may train on windows shorter than the model's context
     if (s.given("--context") && s.context > ctx)
       throw UsageError("--context " + std::to_string(s.context) + " exceeds " + resume.label() +
@@ -327,9 +327,11 @@ TransformerConfig build_config(const Settings& s, const TaskSetup& task, const R
   if (resume.active()) {
     TransformerConfig c = *resume.config;
     model_options.check_agrees_with(c, "the checkpoint's");
-    // a folder's vocab_size may pad its tokenizer's, and fine-tuning may use shorter windows
-    const bool fits = resume.folder() ? task.vocab <= c.vocab && task.context <= c.context
-                                      : task.vocab == c.vocab && task.context == c.context;
+    // a folder's vocab_size may pad its tokenizer's, and fine-tuning (and its checkpoints)
+    // may use shorter windows
+    const bool fits = (resume.folder() ? task.vocab <= c.vocab : task.vocab == c.vocab) &&
+                      (resume.folder() || resume.windows ? task.context <= c.context
+                                                         : task.context == c.context);
     if (!fits) {
       throw UsageError(resume.label() + ": the model has vocab " +
                        std::to_string(c.vocab) + " and context " + std::to_string(c.context) +

@@ -31,6 +31,9 @@ struct ResumeSource {
   std::optional<TransformerConfig> config;
   std::string task;
   std::optional<tasks::TextCoder> coder;  // a text model's tokens
+  // The windows a training checkpoint's run trained on (checkpoint_windows); none: the
+  // model's context
+  std::optional<std::size_t> windows;
   bool active() const { return config.has_value(); }
 };
 

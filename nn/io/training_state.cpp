@@ -283,6 +283,7 @@ TrainingState<T> training_state_from_entries(const std::vector<NpzEntry>& entrie
   for (const NamedParameter<T>& p : model.named_parameters()) parameters.insert(p.name);
   check_families(found, parameters, label);
   TrainingState<T> s;
+  s.format = format;
   s.total_steps = std::size_t(need_count(found, "total_steps", 1, kMaxSteps, label));
   s.step = std::size_t(need_count(found, "step", 0, std::int64_t(s.total_steps), label));
   s.losses = need_series(found, "loss", s.step, label);

@@ -1,7 +1,9 @@
 #pragma once
 // A training checkpoint: a model checkpoint (nn/io/checkpoint) plus what a run needs to go on
 // exactly where it stopped, under the reserved prefix `__train__.`:
-//   format            int64 ()            2 (1: written before the precision was recorded)
+//   format            int64 ()            3 (1: written before the precision was recorded;
+//                                         2: before the caller's settings recorded
+//                                         everything that shapes its data)
 //   step              int64 ()            optimiser steps done
 //   total_steps       int64 ()            the run's length (the schedule ends there)
 //   m.<parameter>     T (parameter shape) AdamW's first moment, for every parameter
@@ -28,12 +30,16 @@
 
 namespace tapegrad {
 
-// The training state's format, and the format that first recorded the precision.
-inline constexpr std::int64_t kTrainingFormat = 2;
+// The training state's format, the format that first recorded the precision, and the one
+// from which a caller's settings hold everything that shapes its data (a caller requires
+// those settings of a file of that format and stands in for them in an older one).
+inline constexpr std::int64_t kTrainingFormat = 3;
 inline constexpr std::int64_t kPrecisionSince = 2;
+inline constexpr std::int64_t kDataSettingsSince = 3;
 
 template <class T>
 struct TrainingState {
+  std::int64_t format = kTrainingFormat;  // the format the file was written in
   std::size_t step = 0;
   std::size_t total_steps = 0;
   // AdamW's state of every parameter, by the parameter's name.
