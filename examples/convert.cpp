@@ -48,17 +48,29 @@ examples::LoadedModel load(const std::string& path) {
   }
 }
 
+// OUT names a folder or a checkpoint by its extension; something else already there is a
+// usage error, said before the model is read.
+void check_out(const std::string& out, bool to_folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;
+  if (to_folder && !fs::is_directory(out, ec))
+    throw UsageError("OUT " + out + " is a file: a Hugging Face folder goes into a folder "
+                     "(OUT ending in .npz writes a checkpoint)");
+  if (!to_folder && fs::is_directory(out, ec))
+    throw UsageError("OUT " + out + " is a folder: a checkpoint is a file (OUT without .npz "
+                     "writes a Hugging Face folder)");
+}
+
 int run(const Settings& s) {
   if (same_place(s.in, s.out)) throw UsageError("OUT " + s.out + " is IN: write elsewhere");
+  const bool to_folder = std::filesystem::path(s.out).extension() != ".npz";
+  check_out(s.out, to_folder);
   examples::LoadedModel m = load(s.in);
   examples::require_finite_parameters(m.model, s.in, s.allow_nonfinite);
-  const bool to_folder = std::filesystem::path(s.out).extension() != ".npz";
-  if (to_folder) {
-    try {  // refused before anything is written: a model no model_type expresses
-      hf_config_to_json(m.model.config(), m.kept_json);
-    } catch (const std::exception& e) {
-      throw UsageError(s.in + " has no Hugging Face form: " + examples::one_line(e.what()));
-    }
+  if (to_folder) {  // refused before anything is written: a model no model_type expresses
+    const std::string why = examples::hf_export_refusal(m.model.config(), m.kept_json);
+    if (!why.empty()) throw UsageError(s.in + " has no Hugging Face form: " + why);
   }
   const std::string note = examples::save_model(m.model, m.task, m.coder ? &*m.coder : nullptr,
                                                 s.out, m.kept_json);

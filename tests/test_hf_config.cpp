@@ -585,16 +585,29 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
   const std::vector<std::pair<TransformerConfig, std::string>> cases = {
       {edit(l, [](auto& c) { c.qk_norm = true; }), "qk_norm=true"},
       {edit(l, [](auto& c) { c.learned_temperature = true; }), "learned_temperature=true"},
-      {edit(l, [](auto& c) { c.attn_softcap = 50; }), "embed_scale=false: gemma2 has embeddings scaled"},
+      // a part only one model_type has, in a model that lacks another of that type's parts:
+      // the model's own field is named first, then what the type would also need
+      {edit(l, [](auto& c) { c.attn_softcap = 50; }),
+       "attn_softcap=50 (soft-capped attention scores): of the supported model_types only gemma2 "
+       "has it, and gemma2 also has embeddings scaled by sqrt(hidden_size), which this model has "
+       "not (embed_scale=false)"},
+      {edit(l, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30 (soft-capped logits): of"},
+      {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; }),
+       "window_pattern=2 (windows that differ by layer): of the supported model_types only gemma2"},
       {edit(g, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30: gpt2 has no soft-caps (gemma2 has)"},
-      {edit(l, [](auto& c) { c.positions = PositionKind::alibi; }), "embed_norm=false: bloom has word_embeddings_layernorm"},
+      {edit(l, [](auto& c) { c.positions = PositionKind::alibi; }),
+       "positions=alibi (ALiBi): of the supported model_types only bloom has it, and bloom also "
+       "has word_embeddings_layernorm, which this model has not (embed_norm=false)"},
+      {edit(g, [](auto& c) { c.positions = PositionKind::alibi; }), "positions=alibi (ALiBi): of"},
       {edit(l, [](auto& c) { c.embed_norm = true; }), "embed_norm=true: llama has no word_embeddings_layernorm (bloom has)"},
       {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; c.mlp = MlpKind::geglu; }),
-       "embed_scale=false: gemma2 has embeddings scaled"},
+       "mlp=geglu (GeGLU): of the supported model_types only gemma2 has it, and gemma2 also has "
+       "embeddings scaled"},
       {edit(gm, [](auto& c) { c.window = 3; c.window_pattern = 3; }),
        "window_pattern=3: gemma2 windows layers 0, 2, 4"},
       {edit(gm, [](auto& c) { c.post_norms = false; }),
-       "post_norms=false: gemma2 has post-attention and post-feed-forward norms"},
+       "only gemma2 has it, and gemma2 also has post-attention and post-feed-forward norms, "
+       "which this model has not (post_norms=false)"},
       {edit(gm, [](auto& c) { c.mlp_bias = true; }),
        "mlp_bias=true: gemma2's feed-forward has no biases"},
       {edit(b, [](auto& c) { c.mlp_hidden = 32; }),

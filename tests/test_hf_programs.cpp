@@ -8,6 +8,7 @@
     defined(TAPEGRAD_GENERATE_BIN) && defined(TAPEGRAD_TRAIN_BIN) && defined(TAPEGRAD_INDUCTION_BIN)
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "autograd/tape.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/pretrained.hpp"
+#include "nn/io/safetensors.hpp"
 #include "run_program.hpp"
 #include "tasks/text_coder.hpp"
 #include "text/bpe_tokenizer.hpp"
@@ -141,6 +143,83 @@ TEST_CASE("hf programs: convert misuse exits 2 with one line and writes nothing"
     CHECK(files_in(dir) == before);
     CHECK_FALSE(fs::exists(dir / "odd_out"));
   }
+}
+
+// Sets one value of a folder's tensor (rewritten as F64).
+void poison(const fs::path& dir, const std::string& tensor, std::size_t element, double value) {
+  const std::string file = (dir / "model.safetensors").string();
+  std::vector<std::vector<double>> values;
+  std::vector<SafetensorsSource<double>> sources;
+  {
+    const SafetensorsFile held(file);
+    for (const SafetensorsTensor& t : held.tensors()) {
+      values.emplace_back(t.elements());
+      held.read(t.name, values.back().data());
+      if (t.name == tensor) values.back().at(element) = value;
+    }
+    std::size_t i = 0;
+    for (const SafetensorsTensor& t : held.tensors())
+      sources.emplace_back(t.name, t.shape, values[i++].data());
+  }
+  save_safetensors<double>(file, sources);
+}
+
+TEST_CASE("hf programs: each refusal names the file or option and the way out", "[cli][hf]") {
+  const fs::path dir = scratch("refusals");
+  write_folder(dir / "in");
+  fs::create_directories(dir / "no_config");
+  std::ofstream(dir / "no_config" / "model.safetensors") << "x";
+  write_folder(dir / "pickled");
+  fs::rename(dir / "pickled" / "model.safetensors", dir / "pickled" / "pytorch_model.bin");
+  write_folder(dir / "nan");
+  poison(dir / "nan", "model.layers.0.mlp.down_proj.weight", 3, std::nan(""));
+  TransformerConfig c = folder_config(300);
+  c.qk_norm = true;
+  save_checkpoint((dir / "qk.npz").string(), Transformer<float>(c));
+  std::ofstream(dir / "a_file") << "x";
+  {
+    std::ofstream text(dir / "text.txt");
+    for (int i = 0; i < 20; ++i) text << kText;
+  }
+  const std::string train = std::string(TAPEGRAD_TRAIN_BIN);
+  struct Case {
+    std::string program, args, says;
+  };
+  const std::vector<Case> cases = {
+      {TAPEGRAD_CONVERT_BIN, quoted(dir / "no_config") + " " + quoted(dir / "x.npz"),
+       "a folder without config.json"},
+      {TAPEGRAD_CONVERT_BIN, quoted(dir / "pickled") + " " + quoted(dir / "x.npz"),
+       "pickled weights are not read"},
+      {TAPEGRAD_CONVERT_BIN, quoted(dir / "qk.npz") + " " + quoted(dir / "qk_out"),
+       "qk_norm=true: no supported model_type has QK-norm; train with --no-qk-norm"},
+      {TAPEGRAD_CONVERT_BIN, quoted(dir / "qk.npz") + " " + quoted(dir / "a_file"),
+       "OUT " + (dir / "a_file").string() + " is a file"},
+      {TAPEGRAD_CONVERT_BIN, quoted(dir / "nan") + " " + quoted(dir / "x.npz"),
+       "parameter 'blocks.0.mlp.down.weight' (64,24) holds nan at element 72 (--allow-nonfinite"},
+      {TAPEGRAD_GENERATE_BIN, "--model " + quoted(dir / "nan") + " --prompt And",
+       "holds nan at element 72 (--allow-nonfinite loads it anyway)"},
+      {train, "--init-from " + quoted(dir / "nan") + " --text " + quoted(dir / "text.txt") +
+                  " --steps 1 --quiet --out " + quoted(dir / "run"),
+       "holds nan at element 72 (--allow-nonfinite loads it anyway)"},
+      {train, "--arch llama --task sort --steps 1 --quiet --out " + quoted(dir / "run") +
+                  " --export-hf " + quoted(dir / "run_hf"),
+       "--export-hf " + (dir / "run_hf").string() + ": hf_config_to_json: qk_norm=true: no "
+       "supported model_type has QK-norm; train with --no-qk-norm"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.args);
+    const std::size_t before = files_in(dir);
+    const ProgramRun r = tapegrad::test::run_program(k.program, k.args, dir);
+    CHECK(r.code == 2);
+    CHECK(tapegrad::test::count_lines(r.err) == 1);
+    CHECK_THAT(r.err, Catch::Contains(k.says));
+    CHECK(files_in(dir) == before);
+  }
+  // the opt-in loads it, as it does a checkpoint
+  const ProgramRun r = tapegrad::test::run_program(
+      TAPEGRAD_CONVERT_BIN, quoted(dir / "nan") + " " + quoted(dir / "x.npz") + " --allow-nonfinite", dir);
+  INFO(r.err);
+  CHECK(r.code == 0);
 }
 
 TEST_CASE("hf programs: generate reads a folder and prints the full forward's greedy text", "[cli][hf]") {

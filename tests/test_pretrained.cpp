@@ -394,3 +394,58 @@ TEST_CASE("pretrained: bloom's query_key_value is per head and loads without its
   CHECK(from_hub.model_type == "bloom");
   check_same_parameters(model, from_hub.model);
 }
+
+TEST_CASE("pretrained: a NaN or Inf weight is refused naming the tensor and the element", "[pretrained]") {
+  TempDir dir;
+  Transformer<double> model(configs()[2].second);  // llama, untied
+  save_pretrained(model, dir.file("m"));
+  const std::string file = dir.file("m/model.safetensors");
+  std::map<std::string, Held> all = read_all(file);
+  all["model.layers.1.mlp.up_proj.weight"].values[5] = std::nan("");
+  write_all(file, all);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("load_pretrained " + dir.file("m")) && Catch::Contains(file) &&
+                 Catch::Contains("tensor 'model.layers.1.mlp.up_proj.weight' (20, 12) holds nan "
+                                 "at element 5 (allow_nonfinite loads it anyway)"));
+  const PretrainedModel<float> loaded = load_pretrained<float>(dir.file("m"), /*allow_nonfinite=*/true);
+  CHECK(loaded.model_type == "llama");
+
+  all["model.layers.1.mlp.up_proj.weight"].values[5] = 0;
+  all["model.embed_tokens.weight"].values[0] = -HUGE_VAL;  // a tensor read straight into the model
+  write_all(file, all);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("tensor 'model.embed_tokens.weight' (13, 12) holds -inf at element 0"));
+}
+
+TEST_CASE("pretrained: a tied folder's stored head is taken when it is the embedding", "[pretrained]") {
+  TempDir dir;
+  TransformerConfig c = configs()[3].second;  // llama, tied
+  Transformer<double> model(c);
+  spread(model, 5);
+  save_pretrained(model, dir.file("m"));
+  const std::string file = dir.file("m/model.safetensors");
+  std::map<std::string, Held> all = read_all(file);
+  REQUIRE(all.count("lm_head.weight") == 0);
+  all["lm_head.weight"] = all.at("model.embed_tokens.weight");  // as transformers may save it
+  write_all(file, all);
+  PretrainedModel<double> loaded = load_pretrained<double>(dir.file("m"));
+  CHECK(same_bits(logits_of(loaded.model), logits_of(model)));
+
+  all["lm_head.weight"].values[7] += 1e-9;
+  write_all(file, all);
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("tensor 'lm_head.weight' differs from the embedding "
+                             "'model.embed_tokens.weight' at element 7") &&
+                 Catch::Contains("tie_word_embeddings is true") &&
+                 Catch::Contains("set tie_word_embeddings to false"));
+}
+
+TEST_CASE("pretrained: a folder with pickled weights only says how to re-save them", "[pretrained]") {
+  TempDir dir;
+  save_pretrained(Transformer<float>(configs()[0].second), dir.file("m"));
+  fs::rename(dir.file("m/model.safetensors"), dir.file("m/pytorch_model.bin"));
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("holds pytorch_model.bin but no model.safetensors") &&
+                 Catch::Contains("pickled weights are not read") &&
+                 Catch::Contains("save_pretrained(dir, safe_serialization=True)"));
+}

@@ -64,9 +64,8 @@ ConfigOptions::ConfigOptions(CLI::App& app, const std::set<std::string>& skip,
   // program's column width.
   use_help_formatter(app, app.get_formatter()->get_column_width());
   std::vector<std::string> presets = preset_names();
-  app.add_option("--arch", arch_, "model preset the other model options change: gpt2 "
-                 "(learned positions, LayerNorm, GELU, MHA), llama (RoPE, RMSNorm, SwiGLU, "
-                 "GQA, no biases) or mixtral (llama with 8 experts, top 2)")
+  app.add_option("--arch", arch_, "model preset the other model options change (docs/TRAINING.md "
+                 "describes each)")
       ->check(CLI::IsMember(presets))->group(group);
   for (const FieldInfo& f : config_fields()) {
     if (skip.count(f.name)) continue;

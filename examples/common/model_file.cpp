@@ -1,10 +1,9 @@
 #include "examples/common/model_file.hpp"
 
-#include <cmath>
-
 #include <fmt/format.h>
 
 #include "examples/common/run_options.hpp"
+#include "nn/io/checkpoint.hpp"  // nonfinite_value
 
 namespace tapegrad::examples {
 
@@ -17,12 +16,10 @@ void add_allow_nonfinite_option(CLI::App& app, bool& allow, const std::string& g
 void require_finite_parameters(const Module<float>& model, const std::string& label, bool allow) {
   if (allow) return;
   for (const NamedParameter<float>& p : model.named_parameters()) {
-    const float* x = p.tensor.value().data();
-    for (std::size_t i = 0; i < p.tensor.size(); ++i)
-      if (!std::isfinite(x[i]))
-        throw UsageError(fmt::format("{}: parameter '{}' {} holds {} at element {} "
-                                     "(--allow-nonfinite loads it anyway)", label, p.name,
-                                     p.tensor.shape_string(), x[i], i));
+    const std::string why = nonfinite_value(p.name, p.tensor.shape_string(),
+                                            p.tensor.value().data(), p.tensor.size());
+    if (!why.empty())
+      throw UsageError(fmt::format("{}: parameter {} (--allow-nonfinite loads it anyway)", label, why));
   }
 }
 

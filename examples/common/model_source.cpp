@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "examples/common/cli.hpp"  // one_line
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/file_io.hpp"
 #include "nn/io/npz.hpp"
@@ -15,7 +16,21 @@ namespace tapegrad::examples {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// A folder is taken for a Hugging Face model; one without config.json would otherwise be
+// reported as a checkpoint that is "not a regular file".
+void require_config_json(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && !is_pretrained_folder(path))
+    throw CheckpointError("a folder without config.json: a Hugging Face model folder holds "
+                          "config.json and model.safetensors (a checkpoint is a .npz file)");
+}
+
+}  // namespace
+
 TransformerConfig read_model_config(const std::string& path) {
+  require_config_json(path);
   if (!is_pretrained_folder(path)) return read_checkpoint_config(path);
   const std::string file = (fs::path(path) / "config.json").string();
   return hf_config_from_json(read_text_file(file, file), file).config;
@@ -29,8 +44,10 @@ std::optional<tasks::TextCoder> folder_text_coder(const std::string& dir) {
 }
 
 LoadedModel load_model(const std::string& path) {
+  require_config_json(path);
   if (is_pretrained_folder(path)) {
-    PretrainedModel<float> p = load_pretrained<float>(path);
+    // every program checks the weights itself, naming its own --allow-nonfinite
+    PretrainedModel<float> p = load_pretrained<float>(path, /*allow_nonfinite=*/true);
     std::optional<tasks::TextCoder> coder = folder_text_coder(path);
     if (coder && coder->vocab_size() > p.model.config().vocab)
       throw CheckpointError(path + ": tokenizer.json has " + std::to_string(coder->vocab_size()) +
@@ -52,6 +69,19 @@ std::vector<NpzEntry> checkpoint_extras(const TransformerConfig& config, const s
   if (coder)
     for (NpzEntry& e : tasks::text_coder_entries(*coder)) extra.push_back(std::move(e));
   return extra;
+}
+
+std::string hf_export_refusal(const TransformerConfig& config, const std::string& kept_json) {
+  try {
+    hf_config_to_json(config, kept_json);
+    return "";
+  } catch (const std::exception& e) {
+    std::string why = one_line(e.what());
+    if (config.qk_norm)
+      why += "; train with --no-qk-norm (train_tiny_transformer's --arch llama recipe turns "
+             "QK-norm on for --task sort and reverse unless --no-qk-norm is given)";
+    return why;
+  }
 }
 
 std::string save_model(const Transformer<float>& model, const std::string& task,

@@ -25,8 +25,10 @@ struct LoadedModel {
 
 // The configuration alone (no weights read), for memory estimates before loading.
 TransformerConfig read_model_config(const std::string& path);
-// The model and what the file records beside it. Throws the format's own error (naming the
-// file and the entry or tensor) for anything that does not load.
+// The model and what the file records beside it, its weights as they are (the caller checks
+// them: require_finite_parameters). Throws the format's own error (naming the file and the
+// entry or tensor) for anything that does not load, CheckpointError for a folder without
+// config.json (the caller names the path).
 LoadedModel load_model(const std::string& path);
 // The folder's tokenizer.json as a text coder, if it has one.
 std::optional<tasks::TextCoder> folder_text_coder(const std::string& dir);
@@ -35,6 +37,11 @@ std::optional<tasks::TextCoder> folder_text_coder(const std::string& dir);
 // model's characters or tokenizer.
 std::vector<NpzEntry> checkpoint_extras(const TransformerConfig& config, const std::string& task,
                                         const tasks::TextCoder* coder);
+// Why `config` has no Hugging Face form, with the way out; empty when it has one. QK-norm,
+// which no model_type has, is named with --no-qk-norm: the trainer's --arch llama recipe
+// for --task sort and reverse turns it on without being asked.
+std::string hf_export_refusal(const TransformerConfig& config, const std::string& kept_json);
+
 // `path` ending in .npz: a checkpoint; anything else: a Hugging Face folder (config.json,
 // generation_config.json, model.safetensors and, for a BPE model, tokenizer.json and
 // tokenizer_config.json). A character-level model has no tokenizer.json form: its folder

@@ -217,7 +217,7 @@ Transformer<float> load_resumed_model(const Settings& s, const ResumeSource& res
   std::optional<Transformer<float>> model;
   try {
     if (resume.folder())
-      model.emplace(std::move(load_pretrained<float>(resume.path).model));
+      model.emplace(std::move(load_pretrained<float>(resume.path, /*allow_nonfinite=*/true).model));
     else
       model.emplace(checkpoint_model<float>(resume.entries, resume.path));  // read once
   } catch (const std::exception& e) {

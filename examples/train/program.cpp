@@ -195,11 +195,8 @@ void check_export(const Settings& s, const TransformerConfig& config, const Resu
   const std::filesystem::path dir(s.export_hf);
   if (dir.extension() == ".npz" || (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)))
     throw UsageError("--export-hf " + s.export_hf + ": a folder, not a file (--out gets model.npz)");
-  try {
-    hf_config_to_json(config, resume.kept_json);
-  } catch (const std::exception& e) {
-    throw UsageError("--export-hf " + s.export_hf + ": " + one_line(e.what()));
-  }
+  const std::string why = examples::hf_export_refusal(config, resume.kept_json);
+  if (!why.empty()) throw UsageError("--export-hf " + s.export_hf + ": " + why);
 }
 
 void export_folder(const Settings& s, const TaskSetup& task, const Transformer<float>& model,

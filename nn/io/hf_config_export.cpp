@@ -35,14 +35,33 @@ std::optional<std::string> cannot_express_any(const TransformerConfig& c) {
   return std::nullopt;
 }
 
+// The first part of the model that of the supported model_types only `type` has: what
+// made the model that type. Named when the type then lacks another part of the model, so
+// that the refusal names the field the user chose, not the type's field they did not.
+std::optional<std::string> only_type_has(const TransformerConfig& c, const std::string& type) {
+  if (type == "bloom" && c.positions == PositionKind::alibi) return value_of(c, "positions") + " (ALiBi)";
+  if (type != "gemma2") return std::nullopt;
+  if (c.norm == NormKind::gemma) return value_of(c, "norm") + " (RMSNorm with gain 1 + w)";
+  if (c.mlp == MlpKind::geglu) return value_of(c, "mlp") + " (GeGLU)";
+  if (c.attn_softcap > 0) return value_of(c, "attn_softcap") + " (soft-capped attention scores)";
+  if (c.final_softcap > 0) return value_of(c, "final_softcap") + " (soft-capped logits)";
+  if (!c.uniform_window()) return value_of(c, "window_pattern") + " (windows that differ by layer)";
+  if (c.post_norms) return value_of(c, "post_norms") + " (post-sub-layer norms)";
+  if (c.embed_scale) return value_of(c, "embed_scale") + " (scaled embeddings)";
+  return std::nullopt;
+}
+
 // The parts only one model_type has: BLOOM's norm on the embeddings, Gemma 2's scaled
 // embeddings, sandwich norms and soft-caps. Each is there exactly when the type has it
 // (Gemma 2's caps may be null).
 std::optional<std::string> cannot_express_parts(const TransformerConfig& c, const std::string& type) {
   const bool bloom = type == "bloom", gemma2 = type == "gemma2";
   const auto says = [&](const char* field, bool has, const char* who, const char* what) {
-    return value_of(c, field) + ": " + type + (has ? " has " : " has no ") + what +
-           (has ? "" : std::string(" (") + who + " has)");
+    if (!has) return value_of(c, field) + ": " + type + " has no " + what + " (" + who + " has)";
+    if (const auto chosen = only_type_has(c, type))
+      return *chosen + ": of the supported model_types only " + type + " has it, and " + type +
+             " also has " + what + ", which this model has not (" + value_of(c, field) + ")";
+    return value_of(c, field) + ": " + type + " has " + what;
   };
   if (c.embed_norm != bloom) return says("embed_norm", bloom, "bloom", "word_embeddings_layernorm");
   if (c.embed_scale != gemma2)

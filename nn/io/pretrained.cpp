@@ -1,6 +1,7 @@
 #include "nn/io/pretrained.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -38,6 +39,8 @@ void adapt_prefix(HfLayout& layout, const SafetensorsFolder& folder) {
     layout.prefix.clear();
 }
 
+constexpr const char* kHeadName = "lm_head.weight";
+
 // Every name, shape and dtype of the folder against the tensors the configuration needs,
 // before any value is read: a tensor it does not expect, one it needs that is missing, a
 // wrong shape or a dtype that is not a float, each named with its file.
@@ -48,19 +51,17 @@ void check_folder(const SafetensorsFolder& folder, const std::vector<HfTensor<T>
   for (const HfTensor<T>& t : wanted) expected.insert(t.name);
   for (const std::string& name : folder.names()) {
     if (expected.count(name) || hf_dropped_buffer(hf.model_type, name)) continue;
-    const bool tied_head = name == "lm_head.weight" && hf.config.tie_embeddings;
+    if (name == kHeadName && hf.config.tie_embeddings) continue;  // check_tied_head_copy
     fail_with<CheckpointError>(load_op(dir), "{} holds tensor '{}', which a {} model of this "
-                               "config.json does not have{}", folder.file_of(name), name,
-                               hf.model_type,
-                               tied_head ? " (tie_word_embeddings is true: the head is the "
-                                           "embedding)" : "");
+                               "config.json does not have", folder.file_of(name), name,
+                               hf.model_type);
   }
   for (const HfTensor<T>& t : wanted) {
     const SafetensorsTensor* held = folder.find(t.name);
     if (!held)
       fail_with<CheckpointError>(load_op(dir), "tensor '{}' {} is missing{}", t.name,
                                  shape_text(t.shape),
-                                 t.name == "lm_head.weight" ? " (tie_word_embeddings is false)" : "");
+                                 t.name == kHeadName ? " (tie_word_embeddings is false)" : "");
     if (held->shape != t.shape)
       fail_with<CheckpointError>(load_op(dir), "{}: tensor '{}' has shape {}, config.json "
                                  "describes {}", folder.file_of(t.name), t.name,
@@ -97,6 +98,72 @@ void check_size(const SafetensorsFolder& folder, const HfModelConfig& hf, const 
                                "the folder's tensors hold {:.0f} values", double(wanted), double(held));
 }
 
+// A tied model's folder may hold the head anyway (some tools write it); transformers then
+// ties it to the embedding, ignoring the copy. A copy equal to the embedding, value for
+// value as the model holds them, changes nothing and is taken; one that differs would give
+// logits its author did not mean either way, so it is refused. Read after the embedding, so
+// that only the head's values are held beside the model.
+template <class T>
+void check_tied_head_copy(const SafetensorsFolder& folder, const std::vector<HfTensor<T>>& tensors,
+                          const HfLayout& layout, const std::string& dir) {
+  const SafetensorsTensor* head = folder.find(kHeadName);
+  if (!head) return;
+  const std::string name = hf_embedding_name(layout);
+  const auto embedding = std::find_if(tensors.begin(), tensors.end(),
+                                      [&](const HfTensor<T>& t) { return t.name == name; });
+  if (embedding == tensors.end() || head->shape != embedding->shape)
+    fail_with<CheckpointError>(load_op(dir), "{}: tensor '{}' {} is not shaped as the embedding "
+                               "'{}': tie_word_embeddings is true, so the head is the embedding",
+                               folder.file_of(kHeadName), kHeadName, shape_text(head->shape), name);
+  std::vector<T> stored(head->elements()), saved;
+  folder.read(kHeadName, stored.data());
+  const T* held = embedding->direct;
+  if (!held) {
+    saved.resize(embedding->elements());
+    embedding->save(saved.data());
+    held = saved.data();
+  }
+  const auto differ = std::mismatch(stored.begin(), stored.end(), held, [](T x, T y) {
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  });
+  if (differ.first != stored.end())
+    fail_with<CheckpointError>(load_op(dir), "{}: tensor '{}' differs from the embedding '{}' at "
+                               "element {} ({} against {}), but tie_word_embeddings is true: "
+                               "transformers ignores the stored head and uses the embedding; "
+                               "remove '{}' from the file, or set tie_word_embeddings to false "
+                               "to use it", folder.file_of(kHeadName), kHeadName, name,
+                               differ.first - stored.begin(), *differ.first, *differ.second,
+                               kHeadName);
+}
+
+// transformers' older format, pytorch_model.bin (or its shards), is a pickle: reading one
+// runs whatever code it names, so it is not read. Said with the way to the format that is.
+void refuse_pickled_weights(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  for (const char* safe : {"model.safetensors", "model.safetensors.index.json"})
+    if (fs::exists(d / safe, ec)) return;
+  for (const char* pickled : {"pytorch_model.bin", "pytorch_model.bin.index.json"})
+    if (fs::exists(d / pickled, ec))
+      fail_with<CheckpointError>(load_op(dir), "the folder holds {} but no model.safetensors: "
+                                 "pickled weights are not read (loading a pickle runs code it "
+                                 "names); re-save them with transformers: "
+                                 "AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir, "
+                                 "safe_serialization=True)", pickled);
+}
+
+// A value that is NaN or Inf would make every logit NaN: refused where it is read, naming
+// the file's tensor and element, as the programs and load_checkpoint in Python refuse one.
+template <class T>
+void check_finite(const SafetensorsFolder& folder, const HfTensor<T>& t, const T* values,
+                  const std::string& dir) {
+  const std::string why =
+      nonfinite_value(t.name, shape_text(t.shape), values, t.elements());
+  if (!why.empty())
+    fail_with<CheckpointError>(load_op(dir), "{}: tensor {} (allow_nonfinite loads it anyway)",
+                               folder.file_of(t.name), why);
+}
+
 }  // namespace
 
 bool is_pretrained_folder(const std::string& path) {
@@ -105,11 +172,12 @@ bool is_pretrained_folder(const std::string& path) {
 }
 
 template <class T>
-PretrainedModel<T> load_pretrained(const std::string& dir) {
+PretrainedModel<T> load_pretrained(const std::string& dir, bool allow_nonfinite) {
   if (!is_pretrained_folder(dir))
     fail_with<CheckpointError>(load_op(dir), "not a folder holding config.json");
   const std::string config_path = (fs::path(dir) / "config.json").string();
   const HfModelConfig hf = hf_config_from_json(read_text_file(config_path, config_path), config_path);
+  refuse_pickled_weights(dir);
   const SafetensorsFolder folder(dir);
   HfLayout layout = hf_layout(hf.config, hf.model_type);
   adapt_prefix(layout, folder);
@@ -121,12 +189,15 @@ PretrainedModel<T> load_pretrained(const std::string& dir) {
   for (const HfTensor<T>& t : tensors) {
     if (t.direct) {
       folder.read(t.name, t.direct);
+      if (!allow_nonfinite) check_finite(folder, t, t.direct, dir);
       continue;
     }
     values.resize(t.elements());
     folder.read(t.name, values.data());
+    if (!allow_nonfinite) check_finite(folder, t, values.data(), dir);
     t.load(values.data());
   }
+  if (hf.config.tie_embeddings) check_tied_head_copy(folder, tensors, layout, dir);
   return {std::move(model), hf.model_type, hf.kept_json};
 }
 
@@ -155,7 +226,7 @@ void save_pretrained(const Transformer<T>& model, const std::string& dir,
 template struct PretrainedModel<float>;
 template struct PretrainedModel<double>;
 #define TAPEGRAD_INSTANTIATE(T)                                                        \
-  template PretrainedModel<T> load_pretrained<T>(const std::string&);                  \
+  template PretrainedModel<T> load_pretrained<T>(const std::string&, bool);             \
   template void save_pretrained<T>(const Transformer<T>&, const std::string&, const std::string&);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)

@@ -30,9 +30,10 @@ struct PretrainedModel {
 
 // The folder's model in T (BF16/F16/F32/F64 weights converted). CheckpointError naming the
 // file and the tensor for a tensor the architecture does not expect, one it needs that is
-// missing, or a wrong shape; SafetensorsError for a damaged file.
+// missing, or a wrong shape, and (unless allow_nonfinite) for a NaN or Inf value, naming
+// the element too; SafetensorsError for a damaged file.
 template <class T>
-PretrainedModel<T> load_pretrained(const std::string& dir);
+PretrainedModel<T> load_pretrained(const std::string& dir, bool allow_nonfinite = false);
 
 // config.json, generation_config.json and model.safetensors (F32 for float, F64 for double;
 // a tied head written once) into `dir`, created if missing. CheckpointError naming the field

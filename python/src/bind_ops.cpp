@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "arith.hpp"
 #include "attention_path.hpp"
@@ -63,23 +65,51 @@ std::vector<long> axes_of(const py::object& axis) {
   return axis.cast<std::vector<long>>();
 }
 
+struct MatmulNtOp {
+  template <class A, class B>
+  auto operator()(const A& a, const B& b) const -> decltype(matmul_nt(a, b)) {
+    return matmul_nt(a, b);
+  }
+};
+
+// The operands of an op that @ and + could spell (linear, linear_cross_entropy): tensors,
+// and NumPy arrays beside one as constants of its dtype, as the operators take them;
+// anything else a TypeError naming the argument.
+std::vector<PyTensor> tensor_operands(const char* op,
+                                      const std::vector<std::pair<const char*, py::object>>& args) {
+  const PyTensor* like = nullptr;
+  for (const auto& [name, value] : args)
+    if (!like && py::isinstance<PyTensor>(value)) like = &value.cast<const PyTensor&>();
+  std::vector<PyTensor> out;
+  for (const auto& [name, value] : args) {
+    if (py::isinstance<PyTensor>(value)) out.push_back(value.cast<const PyTensor&>());
+    else if (like && py::isinstance<py::array>(value)) out.push_back(array_constant(op, *like, value));
+    else wrong_type(op, name, like ? "a tapegrad.Tensor or a NumPy array" : "a tapegrad.Tensor "
+                    "(a NumPy array is taken beside one)", value);
+  }
+  return out;
+}
+
 void bind_shapes_and_reductions(py::module_& m) {
-  m.def("matmul", [](const PyTensor& a, const PyTensor& b) {
-    return binary("matmul", a, b, [](const auto& x, const auto& y) { return matmul(x, y); });
-  }, py::arg("a"), py::arg("b"));
-  m.def("matmul_nt", [](const PyTensor& a, const PyTensor& b) {
-    return binary("matmul_nt", a, b, [](const auto& x, const auto& y) { return matmul_nt(x, y); });
+  m.def("matmul", [](const py::object& a, const py::object& b) {
+    return tensor_or_constant_op<MatmulOp>("matmul", a, b);
+  }, py::arg("a"), py::arg("b"), "a @ b: a tensor and a tensor or a NumPy array");
+  m.def("matmul_nt", [](const py::object& a, const py::object& b) {
+    return tensor_or_constant_op<MatmulNtOp>("matmul_nt", a, b);
   }, py::arg("a"), py::arg("b"), "a @ swapaxes(b, -1, -2) without forming the transpose");
-  m.def("linear", [](const PyTensor& x, const PyTensor& weight, const PyTensor& bias) {
-    check_same_dtype("linear", x, weight);
-    check_same_dtype("linear", x, bias);
-    return unary(x, [&](const auto& X) {
+  m.def("linear", [](const py::object& x, const py::object& weight, const py::object& bias) {
+    std::vector<std::pair<const char*, py::object>> args = {{"x", x}, {"weight", weight}};
+    if (!bias.is_none()) args.emplace_back("bias", bias);
+    const std::vector<PyTensor> t = tensor_operands("linear", args);
+    check_same_dtype("linear", t[0], t[1]);
+    if (t.size() == 3) check_same_dtype("linear", t[0], t[2]);
+    return unary(t[0], [&](const auto& X) {
       using T = element_t<decltype(X)>;
-      return linear(X, weight.get<T>(), bias.get<T>());
+      return linear(X, t[1].get<T>(), t.size() == 3 ? t[2].get<T>() : Tensor<T>{});
     });
-  }, py::arg("x"), py::arg("weight"), py::arg("bias"),
-  "x @ weight + bias as one op (weight (in, out)): the numbers of matmul then add, without "
-  "keeping the product before the bias for the backward");
+  }, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(),
+  "x @ weight + bias as one op (weight (in, out); bias None: x @ weight): the numbers of "
+  "matmul then add, without keeping the product before the bias for the backward");
   m.def("reshape", [](const PyTensor& a, const Shape& shape) {
     return unary(a, TAPEGRAD_CALL(reshape(x, shape)));
   }, py::arg("a"), py::arg("shape"));
@@ -226,21 +256,28 @@ void bind_model_ops(py::module_& m) {
     const Indices t = indices_from_numpy(targets, "cross_entropy");
     return unary(logits, TAPEGRAD_CALL(cross_entropy(x, t, ignore)));
   }, py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -100);
-  m.def("linear_cross_entropy", [](const PyTensor& h, const PyTensor& weight, const py::object& targets,
-                                   std::int64_t ignore, bool transposed, double cap, std::size_t chunk_rows) {
-    const Indices t = indices_from_numpy(targets, "linear_cross_entropy");
+  m.def("linear_cross_entropy", [](const py::object& h, const py::object& weight, const py::object& targets,
+                                   std::int64_t ignore, bool transposed, double cap, const py::object& chunk_rows) {
+    const char* op = "linear_cross_entropy";
+    const std::vector<PyTensor> hw = tensor_operands(op, {{"h", h}, {"weight", weight}});
+    const Indices t = indices_from_numpy(targets, op);
+    if (PyBool_Check(chunk_rows.ptr()) || !PyIndex_Check(chunk_rows.ptr()))
+      wrong_type(op, "chunk_rows", "an integer (rows per chunk; 0: a default)", chunk_rows);
+    const long long rows = py::int_(chunk_rows).cast<long long>();
+    if (rows < 0) fail(op, "chunk_rows must be 0 (a default) or a number of rows, not {}", rows);
     LinearCrossEntropyOptions o;
     o.transposed = transposed;
     o.softcap = cap;
     o.ignore_index = ignore;
-    o.chunk_rows = chunk_rows;
-    return binary("linear_cross_entropy", h, weight,
+    o.chunk_rows = std::size_t(rows);
+    return binary(op, hw[0], hw[1],
                   [&](const auto& x, const auto& w) { return linear_cross_entropy(x, w, t, o); });
   }, py::arg("h"), py::arg("weight"), py::arg("targets"), py::arg("ignore_index") = -100,
   py::arg("transposed") = false, py::arg("softcap") = 0.0, py::arg("chunk_rows") = 0,
   "cross_entropy([softcap](h @ weight), targets) (weight^T when transposed: a tied head) "
   "computed chunk_rows rows at a time (0: a default), so that the (N, V) logits never exist "
-  "at once; the backward computes each chunk's logits again");
+  "at once; with grad on, the forward also takes each chunk's gradients (the backward only "
+  "scales them), so evaluate under no_grad");
   m.def("embedding", [](const PyTensor& weight, const py::object& ids) {
     const Indices i = indices_from_numpy(ids, "embedding");
     return unary(weight, TAPEGRAD_CALL(embedding(x, i)));

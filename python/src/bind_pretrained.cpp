@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "memory_budget.hpp"
 #include "nn/io/file_io.hpp"
+#include "nn/io/hf_config_keys.hpp"
 #include "nn/io/pretrained.hpp"
 #include "py_tensor.hpp"  // dtype_name
 
@@ -35,12 +36,12 @@ void require_model_memory(const std::string& dir) {
 template <class T>
 void bind_dtype(py::module_& nn) {
   const std::string dtype = dtype_name<T>();
-  nn.def(("load_pretrained_" + dtype).c_str(), [](const std::string& dir) {
+  nn.def(("load_pretrained_" + dtype).c_str(), [](const std::string& dir, bool allow_nonfinite) {
     require_model_memory<T>(dir);
     py::gil_scoped_release release;
-    PretrainedModel<T> p = load_pretrained<T>(dir);
+    PretrainedModel<T> p = load_pretrained<T>(dir, allow_nonfinite);
     return std::make_tuple(std::move(p.model), p.model_type, p.kept_json);
-  }, py::arg("dir"));
+  }, py::arg("dir"), py::arg("allow_nonfinite") = false);
   nn.def(("save_pretrained_" + dtype).c_str(),
          [](const Transformer<T>& model, const std::string& dir, const std::string& kept_json) {
            py::gil_scoped_release release;
@@ -53,6 +54,8 @@ void bind_dtype(py::module_& nn) {
 void bind_pretrained(py::module_& nn) {
   bind_dtype<float>(nn);
   bind_dtype<double>(nn);
+  nn.def("hf_model_types", [] { return hf::model_types(); },
+         "The config.json model_types from_pretrained reads and save_pretrained writes");
   nn.def("is_pretrained_folder", &is_pretrained_folder, py::arg("path"),
          "True when path is a directory holding a config.json");
 }

@@ -2,7 +2,6 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include <cmath>
 #include <type_traits>
 
 #include "autograd/errors.hpp"
@@ -35,11 +34,9 @@ void refuse_nonfinite_parameters(const std::string& path) {
     std::visit([&](const auto& a) {
       using V = typename std::decay_t<decltype(a)>::value_type;
       if constexpr (std::is_floating_point_v<V>) {
-        for (std::size_t i = 0; i < a.size(); ++i)
-          if (!std::isfinite(a.data()[i]))
-            fail_with<CheckpointError>(path, "parameter '{}' {} holds {} at element {} "
-                                       "(allow_nonfinite=True loads it anyway)",
-                                       e.name, shape_str(e.shape()), a.data()[i], i);
+        const std::string why = nonfinite_value(e.name, shape_str(e.shape()), a.data(), a.size());
+        if (!why.empty())
+          fail_with<CheckpointError>(path, "parameter {} (allow_nonfinite=True loads it anyway)", why);
       }
     }, e.array);
   }

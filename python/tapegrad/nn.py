@@ -7,7 +7,7 @@ from ._tapegrad.nn import (AdamW, Config, SGD, Transformer_float32, Transformer_
                            WarmupCosine, clip_grad_norm, past_context_ok,
                            read_checkpoint_config)
 from ._tapegrad.nn import load_checkpoint_float32, load_checkpoint_float64
-from ._tapegrad.nn import (is_pretrained_folder, load_pretrained_float32,
+from ._tapegrad.nn import (hf_model_types, is_pretrained_folder, load_pretrained_float32,
                            load_pretrained_float64, save_pretrained_float32,
                            save_pretrained_float64)
 from ._tapegrad import _dtype_name
@@ -25,20 +25,24 @@ def Transformer(config, dtype="float32"):
     return _model_class(dtype, "Transformer")(config)
 
 
-def _from_pretrained(dir, dtype="float32"):
-    """The model of a Hugging Face folder (config.json and model.safetensors, or the shards
-    model.safetensors.index.json lists) of model_type gpt2, llama, mistral, mixtral or
-    qwen2, its weights converted from BF16, F16, F32 or F64. The model keeps hf_model_type
-    and hf_kept_json (the config.json fields that change nothing it computes), which its
-    save_pretrained writes back. CheckpointError (ValueError) naming the field or the tensor
-    for what tapegrad does not map, a missing, unexpected or wrong-shape tensor;
-    SafetensorsError (ValueError) for a damaged file."""
+def _from_pretrained(dir, dtype="float32", allow_nonfinite=False):
     double = _dtype_name(dtype, "from_pretrained") == "float64"
     load = load_pretrained_float64 if double else load_pretrained_float32
-    model, model_type, kept = load(_os.fspath(dir))
+    model, model_type, kept = load(_os.fspath(dir), allow_nonfinite)
     model.hf_model_type = model_type
     model.hf_kept_json = kept
     return model
+
+
+_from_pretrained.__doc__ = """The model of a Hugging Face folder (config.json and model.safetensors, or the shards
+    model.safetensors.index.json lists) of model_type {types}, its weights converted from
+    BF16, F16, F32 or F64. The model keeps hf_model_type and hf_kept_json (the config.json
+    fields that change nothing it computes), which its save_pretrained writes back.
+    CheckpointError (ValueError) naming the field or the tensor for what tapegrad does not
+    map, a missing, unexpected or wrong-shape tensor, a NaN or Inf weight (naming the
+    element; allow_nonfinite=True loads it anyway) or pickled weights alone
+    (pytorch_model.bin); SafetensorsError (ValueError) for a damaged file.""".format(
+    types=", ".join(hf_model_types()[:-1]) + " or " + hf_model_types()[-1])
 
 
 Transformer.from_pretrained = _from_pretrained
@@ -83,4 +87,4 @@ def preset(name, **fields):
 
 __all__ = ["AdamW", "Config", "SGD", "Transformer", "WarmupCosine", "clip_grad_norm",
            "load_checkpoint", "save_checkpoint", "read_checkpoint_config", "preset",
-           "past_context_ok", "is_pretrained_folder"]
+           "past_context_ok", "is_pretrained_folder", "hf_model_types"]

@@ -86,3 +86,43 @@ def test_evaluate_names_the_model_argument_and_its_type():
     with pytest.raises(TypeError, match=r"evaluate: batches must be .*, not str"):
         tasks.evaluate(nn.Transformer(cfg), "batches")
     assert tasks.evaluate(nn.Transformer(cfg), batches).sequences == 4
+
+
+def test_matmul_and_linear_take_numpy_arrays_as_the_operators_do():
+    rng = np.random.default_rng(0)
+    x = tg.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    w, b = rng.standard_normal((4, 5)), rng.standard_normal(5)
+    w_nt, left = rng.standard_normal((5, 4)), rng.standard_normal((2, 3))
+    np.testing.assert_array_equal(tg.matmul(x, w).numpy(), (x @ w).numpy())
+    np.testing.assert_array_equal(tg.matmul(left, x).numpy(), (left @ x).numpy())
+    np.testing.assert_array_equal(tg.matmul_nt(x, w_nt).numpy(), (x @ w_nt.T).numpy())
+    np.testing.assert_allclose(tg.linear(x, w, b).numpy(), (x @ w + b).numpy(), rtol=1e-6)
+    # a missing bias, as C++ takes it: x @ w
+    np.testing.assert_array_equal(tg.linear(x, w).numpy(), (x @ w).numpy())
+    np.testing.assert_array_equal(tg.linear(x, w, None).numpy(), (x @ w).numpy())
+    targets = np.array([0, 4, 2])
+    loss = tg.linear_cross_entropy(x, w, targets)
+    want = tg.cross_entropy(x @ w, targets)
+    np.testing.assert_allclose(loss.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_matmul_and_linear_name_the_argument_of_the_wrong_type():
+    x = tg.tensor(np.ones((2, 3)))
+    w = np.ones((3, 4))
+    with pytest.raises(TypeError, match=r"linear: bias must be a tapegrad.Tensor or a NumPy array, not str"):
+        tg.linear(x, w, "zero")
+    with pytest.raises(TypeError, match=r"linear: weight must be a tapegrad.Tensor or a NumPy array, not list"):
+        tg.linear(x, [[1.0]])
+    with pytest.raises(TypeError, match=r"linear: x must be a tapegrad.Tensor \(a NumPy array is taken beside one\)"):
+        tg.linear(np.ones((2, 3)), w)
+    with pytest.raises(TypeError, match=r"matmul: the operand beside the tensor must be .*, not list"):
+        tg.matmul(x, [[1.0]])
+    with pytest.raises(TypeError, match=r"matmul_nt: at least one operand must be a tapegrad.Tensor"):
+        tg.matmul_nt(w, w)
+    with pytest.raises(TypeError, match=r"linear_cross_entropy: weight must be"):
+        tg.linear_cross_entropy(x, "w", np.array([0, 1]))
+    with pytest.raises(TypeError, match=r"linear_cross_entropy: chunk_rows must be an integer .*, not float"):
+        tg.linear_cross_entropy(x, w, np.array([0, 1]), chunk_rows=1.5)
+    with pytest.raises(tg.ShapeError, match=r"linear_cross_entropy: chunk_rows must be 0 \(a default\) "
+                                              r"or a number of rows, not -1"):
+        tg.linear_cross_entropy(x, w, np.array([0, 1]), chunk_rows=-1)

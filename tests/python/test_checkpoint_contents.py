@@ -94,3 +94,25 @@ def test_allow_nonfinite_loads_them_anyway(tmp_path):
     assert np.isnan(dict(loaded.named_parameters())["blocks.0.attn.Wq"].numpy()[1, 2])
     model.load(bad, allow_nonfinite=True)
     assert np.isnan(dict(model.named_parameters())["blocks.0.attn.Wq"].numpy()[1, 2])
+
+
+def nan_folder(tmp_path):
+    _, model = sort_model()
+    folder = tmp_path / "hf"
+    model.save_pretrained(folder)
+    weights = str(folder / "model.safetensors")
+    tensors = tg.read_safetensors(weights)
+    tensors["transformer.h.0.mlp.c_fc.weight"][0, 3] = np.inf
+    tg.write_safetensors(weights, tensors)
+    return folder
+
+
+def test_from_pretrained_refuses_nonfinite_weights_naming_the_tensor(tmp_path):
+    folder = nan_folder(tmp_path)
+    message = (r"model\.safetensors: tensor 'transformer\.h\.0\.mlp\.c_fc\.weight' \(16, 64\) "
+               r"holds inf at element 3 \(allow_nonfinite loads it anyway\)")
+    for dtype in ("float32", "float64"):
+        with pytest.raises(tg.CheckpointError, match=message):
+            nn.Transformer.from_pretrained(folder, dtype=dtype)
+    loaded = nn.Transformer.from_pretrained(folder, allow_nonfinite=True)
+    assert dict(loaded.named_parameters())["blocks.0.mlp.fc.weight"].numpy()[0, 3] == np.inf
