@@ -10,6 +10,7 @@
 
 #include "ops/embedding.hpp"  // Indices
 #include "tapegrad.hpp"
+#include "test_paths.hpp"
 
 namespace tapegrad::test {
 

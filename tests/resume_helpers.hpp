@@ -13,6 +13,7 @@
 
 #include "nn/io/npz.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace tapegrad::test {
 

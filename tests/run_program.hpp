@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "test_paths.hpp"
+
 namespace tapegrad::test {
 
 struct ProgramRun {

@@ -26,6 +26,7 @@
 #include "autograd/shape.hpp"
 #include "ops/attention.hpp"
 #include "tapegrad.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad;
 

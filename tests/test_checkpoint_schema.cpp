@@ -21,6 +21,7 @@
 #include "nn/transformer.hpp"
 #include "nn/io/training_state.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 #ifdef TAPEGRAD_WITH_EXAMPLES
 #include "tasks/tasks.hpp"
 #endif

@@ -20,6 +20,7 @@
 #include "nn/io/checkpoint.hpp"
 #include "resume_helpers.hpp"
 #include "tasks/tasks.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

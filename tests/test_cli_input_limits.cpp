@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "resume_helpers.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad::test;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using tapegrad::test::ProgramRun;

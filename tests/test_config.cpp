@@ -16,6 +16,7 @@
 #include "nn/io/checkpoint.hpp"
 #include "nn/config.hpp"
 #include "nn/transformer.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::test;

@@ -17,6 +17,7 @@
 
 #include "json_file.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using tapegrad::test::ProgramRun;

@@ -14,6 +14,7 @@
 #include "nn/transformer.hpp"
 #include "run_program.hpp"
 #include "text/tokenizer_json.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

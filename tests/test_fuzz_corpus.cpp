@@ -13,6 +13,7 @@
 #include "fuzz/checkpoint_records.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/safetensors.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;

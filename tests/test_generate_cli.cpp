@@ -22,6 +22,7 @@
 #include "nn/generation.hpp"
 #include "ops/precision.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -22,6 +22,7 @@
 #include "tasks/text_coder.hpp"
 #include "text/bpe_tokenizer.hpp"
 #include "text/tokenizer_json.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "autograd/memory.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

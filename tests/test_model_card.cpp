@@ -6,6 +6,7 @@
 #include <string>
 
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace {
 const std::string k8B_but_kv =

@@ -21,6 +21,7 @@
 
 #include "nn/io/npz.hpp"
 #include "temp_files.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad;
 using test::TempDir;

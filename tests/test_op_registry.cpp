@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ops/registry.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad;
 

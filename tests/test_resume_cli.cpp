@@ -16,6 +16,7 @@
 #include "nn/io/checkpoint.hpp"
 #include "json_file.hpp"
 #include "resume_helpers.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -20,6 +20,7 @@
 #include "resume_helpers.hpp"
 #include "text/bpe_tokenizer.hpp"
 #include "text/tokenizer_json.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -17,6 +17,7 @@
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/training_state.hpp"
 #include "resume_helpers.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -14,6 +14,7 @@
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/npz.hpp"
 #include "resume_helpers.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -8,6 +8,7 @@
 
 #include "nn/io/checkpoint.hpp"
 #include "nn/io/training_state.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad;
 

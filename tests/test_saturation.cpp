@@ -17,6 +17,7 @@
 #include "examples/saturation/training.hpp"
 #include "tasks/tasks.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -22,6 +22,7 @@
 #include "ops/reduce.hpp"
 #include "ops/softmax.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

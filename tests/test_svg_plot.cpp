@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "examples/common/svg_plot.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad::plot;
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nn/io/file_io.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

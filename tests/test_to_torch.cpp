@@ -19,6 +19,7 @@
 #include "helpers.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

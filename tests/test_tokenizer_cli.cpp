@@ -13,6 +13,7 @@
 #include "gpt2_ordered_tokenizer.hpp"
 #include "run_program.hpp"
 #include "text/tokenizer_json.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad::test;

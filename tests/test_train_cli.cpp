@@ -16,6 +16,7 @@
 #include "ops/kernels/dispatch.hpp"  // bf16_products_are_fast
 #include "json_file.hpp"
 #include "run_program.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 

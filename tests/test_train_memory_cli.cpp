@@ -13,6 +13,7 @@
 #include "json_file.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "resume_helpers.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

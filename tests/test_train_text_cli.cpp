@@ -15,6 +15,7 @@
 #include "run_program.hpp"
 #include "tasks/tasks.hpp"
 #include "text/utf8.hpp"
+#include "test_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace tapegrad;

@@ -14,6 +14,7 @@
 #include "nn/optim.hpp"
 #include "nn/transformer.hpp"
 #include "ops/cross_entropy.hpp"
+#include "test_paths.hpp"
 
 using namespace tapegrad;
 using namespace tapegrad::test;
