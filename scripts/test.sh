@@ -20,7 +20,7 @@
 #   4. fuzz/run.sh: build the libFuzzer targets with clang (build-fuzz/) and fuzz the npz,
 #      npy and checkpoint readers for TAPEGRAD_FUZZ_SECONDS each (default 20).
 # Each stage's wall time is printed at the end. TAPEGRAD_TEST_QUICK=1 runs step 1 only.
-# docs/RELIABILITY.md has the measured times.
+# docs/BUILDING.md has the measured times ("What the test command costs").
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=$(nproc)
