@@ -14,8 +14,8 @@
 namespace tapegrad::python {
 namespace {
 
-// A lone surrogate has no UTF-8 form: a ValueError naming the first one's index.
-[[noreturn]] void refuse_surrogate(const py::str& text, const char* where) {
+// A lone surrogate has no UTF-8 form: a ValueError naming the first one's index in `name`.
+[[noreturn]] void refuse_surrogate(const py::str& text, const char* where, const std::string& name) {
   PyErr_Clear();
   const Py_ssize_t length = PyUnicode_GetLength(text.ptr());
   for (Py_ssize_t i = 0; i < length; ++i) {
@@ -23,24 +23,25 @@ namespace {
     if (c >= 0xD800 && c <= 0xDFFF) {
       char code[8];
       std::snprintf(code, sizeof code, "%04X", unsigned(c));
-      throw py::value_error(std::string(where) + ": text[" + std::to_string(i) + "] is U+" + code +
+      throw py::value_error(std::string(where) + ": " + name + "[" + std::to_string(i) + "] is U+" + code +
                             ", a lone surrogate, which has no UTF-8 form: remove it, or pass "
                             "bytes (e.g. text.encode('utf-8', 'replace'))");
     }
   }
-  throw py::value_error(std::string(where) + ": text has no UTF-8 form");
+  throw py::value_error(std::string(where) + ": " + name + " has no UTF-8 form");
 }
 
-// A str as its UTF-8 bytes, or bytes as they are: the tokenizer works on bytes.
-std::string text_bytes(const py::object& text, const char* where) {
+// A str as its UTF-8 bytes, or bytes as they are: the tokenizer works on bytes. `name` is
+// the argument's, for the messages.
+std::string text_bytes(const py::object& text, const char* where, const std::string& name = "text") {
   if (py::isinstance<py::bytes>(text)) return std::string(text.cast<py::bytes>());
   if (py::isinstance<py::str>(text)) {
     Py_ssize_t size = 0;
     const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
-    if (utf8 == nullptr) refuse_surrogate(text.cast<py::str>(), where);
+    if (utf8 == nullptr) refuse_surrogate(text.cast<py::str>(), where, name);
     return std::string(utf8, std::size_t(size));
   }
-  throw py::type_error(std::string(where) + ": text must be str or bytes, not " +
+  throw py::type_error(std::string(where) + ": " + name + " must be str or bytes, not " +
                        std::string(py::str(py::type::of(text).attr("__name__"))));
 }
 
@@ -65,10 +66,15 @@ std::vector<std::int32_t> token_ids(const text::BpeTokenizer& t, const py::objec
   return out;
 }
 
-std::vector<std::string> special_token_list(const py::object& specials) {
+std::vector<std::string> special_token_list(const py::object& specials, const char* where) {
   std::vector<std::string> tokens;
   if (specials.is_none()) return tokens;
-  for (py::handle token : specials) tokens.push_back(token.cast<std::string>());  // dict: its keys
+  for (py::handle token : specials) {  // a dict: its keys
+    if (!py::isinstance<py::str>(token) && !py::isinstance<py::bytes>(token))
+      wrong_type(where, "each special token", "a str or bytes", token);
+    const std::string name = "special_tokens[" + std::to_string(tokens.size()) + "]";
+    tokens.push_back(text_bytes(py::reinterpret_borrow<py::object>(token), where, name));
+  }
   return tokens;
 }
 
@@ -98,7 +104,7 @@ void bind_text(py::module_& m) {
       .def_static("train", [](const py::object& text, int vocab_size, const std::string& mode,
                               const py::object& special_tokens) {
         std::string bytes = text_bytes(text, "Tokenizer.train");
-        std::vector<std::string> specials = special_token_list(special_tokens);
+        std::vector<std::string> specials = special_token_list(special_tokens, "Tokenizer.train");
         text::BpeMode parsed = text::parse_bpe_mode(mode);
         py::gil_scoped_release release;
         return BpeTokenizer::train(bytes, vocab_size, parsed, specials);

@@ -55,6 +55,10 @@ def test_a_lone_surrogate_is_a_value_error_naming_its_position():
     with pytest.raises(ValueError, match=r"Tokenizer.train: text\[0\] is U\+DFFF, a lone surrogate"):
         tg.Tokenizer.train("\udfff" * 3, 260)
     assert tok.encode("\U0001F44D") == list("\U0001F44D".encode())  # a pair-free astral character is fine
+    with pytest.raises(ValueError, match=r"Tokenizer.train: special_tokens\[1\]\[2\] is U\+D800, a lone surrogate"):
+        tg.Tokenizer.train("the cat the hat", 260, special_tokens=["<|a|>", "<|\ud800|>"])
+    with pytest.raises(TypeError, match=r"Tokenizer.train: each special token must be a str or bytes, not int"):
+        tg.Tokenizer.train("the cat the hat", 260, special_tokens=[5])
 
 
 def test_missing_file_and_wrong_ids_name_the_problem(tmp_path):
