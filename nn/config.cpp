@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "autograd/errors.hpp"
+#include "nn/io/hf/family.hpp"
+#include "nn/io/hf/registry.hpp"
 
 namespace tapegrad {
 
@@ -380,70 +382,26 @@ bool TransformerConfig::operator==(const TransformerConfig& o) const {
 
 // ---- presets -----------------------------------------------------------------------------
 
-TransformerConfig gpt2_preset() { return TransformerConfig{}; }
+// Each preset is its Hugging Face family's base model (nn/io/hf/<type>.cpp).
+std::vector<std::string> preset_names() { return hf::preset_families(); }
 
-TransformerConfig llama_preset() {
-  TransformerConfig c;
-  c.positions = PositionKind::rope;
-  c.norm = NormKind::rms_norm;
-  c.mlp = MlpKind::swiglu;
-  c.mlp_bias = false;
-  c.tie_embeddings = false;
-  return c;
+namespace {
+
+const hf::Family& preset_family(const std::string& name) {
+  const hf::Family* family = hf::find_family(name);
+  if (!family || !family->is_preset)
+    fail("config", "unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
+  return *family;
 }
 
-TransformerConfig mixtral_preset() {
-  TransformerConfig c = llama_preset();
-  c.experts = 8;
-  c.experts_top_k = 2;
-  c.moe_renorm = true;
-  return c;
-}
+}  // namespace
 
-TransformerConfig gemma2_preset() {
-  TransformerConfig c = llama_preset();
-  c.norm = NormKind::gemma;
-  c.norm_eps = 1e-6;
-  c.post_norms = true;
-  c.embed_scale = true;
-  c.mlp = MlpKind::geglu;
-  c.tie_embeddings = true;
-  c.attn_softcap = 50;
-  c.final_softcap = 30;
-  c.window_pattern = 2;
-  return c;
-}
-
-TransformerConfig bloom_preset() {
-  TransformerConfig c;
-  c.positions = PositionKind::alibi;
-  c.embed_norm = true;
-  c.attn_qkv_bias = true;
-  c.attn_out_bias = true;
-  c.tie_embeddings = true;
-  return c;
-}
-
-std::vector<std::string> preset_names() { return {"gpt2", "llama", "mixtral", "gemma2", "bloom"}; }
-
-TransformerConfig preset(const std::string& name) {
-  if (name == "gpt2") return gpt2_preset();
-  if (name == "llama") return llama_preset();
-  if (name == "mixtral") return mixtral_preset();
-  if (name == "gemma2") return gemma2_preset();
-  if (name == "bloom") return bloom_preset();
-  fail("config", "unknown preset '{}' (known: {})", name, fmt::join(preset_names(), ", "));
-}
+TransformerConfig preset(const std::string& name) { return preset_family(name).preset(); }
 
 void finish_preset(const std::string& name, TransformerConfig& c,
                    const std::function<bool(const std::string&)>& given) {
-  const auto free = [&](const char* field) { return !given || !given(field); };
-  // grouped-query attention: two query heads per K/V head where heads allows it
-  const bool grouped = name == "llama" || name == "mixtral" || name == "gemma2";
-  if (grouped && free("kv_heads") && c.kv_heads == 0 && c.heads % 2 == 0) c.kv_heads = c.heads / 2;
-  // half the context: the windowed layers see less than the global ones within a sequence
-  if (name == "gemma2" && free("window") && c.window == 0 && c.context >= 2 && c.layers >= 2)
-    c.window = c.context / 2;
+  const hf::Family& family = preset_family(name);
+  if (family.finish_preset) family.finish_preset(c, given);
 }
 
 // ---- what a program prints -----------------------------------------------------------------

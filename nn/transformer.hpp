@@ -1,7 +1,7 @@
 #pragma once
 // Transformer: a small decoder-only transformer built from one TransformerConfig
 // (nn/config.hpp). The gpt2 preset is GPT-2's shape (no dropout), the llama preset Llama's,
-// gemma2 and bloom those models':
+// and each other preset its Hugging Face family's (nn/io/hf/):
 //
 //   tokens (B, T) -> tok_emb (B, T, D) [* sqrt(D) when embed_scale]
 //                    [+ pos_emb (T, D) when positions = learned] [-> embed_norm]

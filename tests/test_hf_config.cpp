@@ -588,21 +588,23 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
       // a part only one model_type has, in a model that lacks another of that type's parts:
       // the model's own field is named first, then what the type would also need
       {edit(l, [](auto& c) { c.attn_softcap = 50; }),
-       "attn_softcap=50 (soft-capped attention scores): of the supported model_types only gemma2 "
-       "has it, and gemma2 also has embeddings scaled by sqrt(hidden_size), which this model has "
-       "not (embed_scale=false)"},
-      {edit(l, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30 (soft-capped logits): of"},
+       "attn_softcap=50: of the supported model_types only gemma2 has it, and gemma2 also has "
+       "embeddings scaled by sqrt(hidden_size), which this model has not (embed_scale=false)"},
+      {edit(l, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30: of"},
       {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; }),
-       "window_pattern=2 (windows that differ by layer): of the supported model_types only gemma2"},
+       "window_pattern=2: of the supported model_types only gemma2"},
       {edit(g, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30: gpt2 has no soft-caps (gemma2 has)"},
       {edit(l, [](auto& c) { c.positions = PositionKind::alibi; }),
-       "positions=alibi (ALiBi): of the supported model_types only bloom has it, and bloom also "
-       "has word_embeddings_layernorm, which this model has not (embed_norm=false)"},
-      {edit(g, [](auto& c) { c.positions = PositionKind::alibi; }), "positions=alibi (ALiBi): of"},
+       "positions=alibi: of the supported model_types only bloom has it, and bloom also has "
+       "word_embeddings_layernorm, which this model has not (embed_norm=false)"},
+      {edit(g, [](auto& c) { c.positions = PositionKind::alibi; }), "positions=alibi: of"},
       {edit(l, [](auto& c) { c.embed_norm = true; }), "embed_norm=true: llama has no word_embeddings_layernorm (bloom has)"},
+      // the first of the model's parts that only gemma2 has, in gemma2's order
       {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; c.mlp = MlpKind::geglu; }),
-       "mlp=geglu (GeGLU): of the supported model_types only gemma2 has it, and gemma2 also has "
+       "window_pattern=2: of the supported model_types only gemma2 has it, and gemma2 also has "
        "embeddings scaled"},
+      // GeGLU alone does not make a gemma2 (no part only gemma2 has)
+      {edit(l, [](auto& c) { c.mlp = MlpKind::geglu; }), "mlp=geglu: llama's feed-forward is SwiGLU"},
       {edit(gm, [](auto& c) { c.window = 3; c.window_pattern = 3; }),
        "window_pattern=3: gemma2 windows layers 0, 2, 4"},
       {edit(gm, [](auto& c) { c.post_norms = false; }),

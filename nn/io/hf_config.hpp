@@ -1,7 +1,7 @@
 #pragma once
-// Hugging Face config.json <-> TransformerConfig, for model_type gpt2, llama, mistral, mixtral,
-// qwen2, gemma2 and bloom, as transformers 4.49 reads each field (a field config.json leaves
-// out takes that model_type's class default, as in transformers).
+// Hugging Face config.json <-> TransformerConfig, for the model_types of the registry
+// (nn/io/hf/registry.cpp, one descriptor per family), as transformers 4.49 reads each field
+// (a field config.json leaves out takes that model_type's class default, as in transformers).
 //
 // Import maps every field that changes the numbers onto the configuration, or refuses it
 // naming the field; the fields that do not (bos_token_id, torch_dtype, dropout rates, ...)
@@ -20,7 +20,7 @@ namespace tapegrad {
 // A config.json as tapegrad reads it.
 struct HfModelConfig {
   TransformerConfig config;
-  std::string model_type;  // one of hf::model_types(): "gpt2", "llama", ..., "bloom"
+  std::string model_type;  // one of hf::model_types()
   std::string kept_json;   // a JSON object of the fields that do not change the numbers
 };
 

@@ -11,6 +11,8 @@
 
 #include "autograd/errors.hpp"
 #include "nn/io/checkpoint.hpp"  // CheckpointError
+#include "nn/io/hf/family.hpp"
+#include "nn/io/hf/registry.hpp"
 #include "nn/transformer.hpp"
 
 namespace tapegrad {
@@ -212,25 +214,6 @@ void add_linear(std::vector<HfTensor<T>>& out, const std::string& name, Tensor<T
   out.push_back(matrix_tensor<T>(name, {{p, p.shape()[1]}}, m));
 }
 
-// One model_type's tensor names, after HfLayout::prefix ("" where it has none); a layer's
-// are under prefix + layers + "<l>.".
-struct HfNames {
-  const char *embed, *positions, *embed_norm, *layers, *final_norm;
-  const char *norm1, *norm1_post, *norm2, *norm2_post;  // tapegrad's block norms
-};
-
-HfNames names_of(const std::string& type) {
-  if (type == "gpt2") return {"wte", "wpe", "", "h.", "ln_f", "ln_1", "", "ln_2", ""};
-  if (type == "bloom")
-    return {"word_embeddings", "", "word_embeddings_layernorm", "h.", "ln_f", "input_layernorm", "",
-            "post_attention_layernorm", ""};
-  // Gemma 2's post_attention_layernorm is the norm on the attention's output (a sandwich)
-  if (type == "gemma2")
-    return {"embed_tokens", "", "", "layers.", "norm", "input_layernorm", "post_attention_layernorm",
-            "pre_feedforward_layernorm", "post_feedforward_layernorm"};
-  return {"embed_tokens", "", "", "layers.", "norm", "input_layernorm", "", "post_attention_layernorm", ""};
-}
-
 // A norm's gain and (LayerNorm) bias, in the same layout.
 template <class T>
 void add_norm(std::vector<HfTensor<T>>& out, Params<T>& ps, const std::string& from,
@@ -239,128 +222,128 @@ void add_norm(std::vector<HfTensor<T>>& out, Params<T>& ps, const std::string& f
   if (Tensor<T> bias = ps.maybe(from + ".bias"); bias.defined()) add_same(out, to + ".bias", bias);
 }
 
-// q, k and v in one tensor with their biases (the file always has them), and the output
-// projection: GPT-2's Conv1D c_attn (d, 3d), columns [q | k | v], or BLOOM's nn.Linear
-// query_key_value (3d, d), rows per head [q (dh) k (dh) v (dh)].
+// A projection's weight: Conv1D's (in, out) as it is, nn.Linear's (out, in) transposed.
+template <class T>
+void add_weight(std::vector<HfTensor<T>>& out, const hf::TensorNames& n, const std::string& name,
+                Tensor<T> p) {
+  if (n.conv1d) add_same(out, name, p);
+  else add_linear(out, name, p);
+}
+
+// q, k and v in one tensor with their biases, and the output projection: GPT-2's Conv1D
+// c_attn (d, 3d), columns [q | k | v], or BLOOM's nn.Linear query_key_value (3d, d), rows per
+// head [q (dh) k (dh) v (dh)].
 template <class T>
 void fused_attention(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
-                     const std::string& at, const std::string& b, bool conv1d) {
+                     const HfLayout& layout, const std::string& at, const std::string& b) {
+  const hf::TensorNames& n = layout.family->tensors;
   const std::size_t D = c.d_model;
-  const std::string qkv = b + (conv1d ? "attn.c_attn" : "self_attention.query_key_value");
-  const std::string o = b + (conv1d ? "attn.c_proj" : "self_attention.dense");
   MatrixLayout fused;
   fused.rows = D;
-  fused.transposed = !conv1d;
-  fused.fused_heads = conv1d ? 0 : c.heads;
+  fused.transposed = !n.conv1d;
+  fused.fused_heads = n.fused_per_head ? c.heads : 0;
   fused.head_dim = c.resolved_head_dim();
-  out.push_back(matrix_tensor<T>(qkv + ".weight",
+  out.push_back(matrix_tensor<T>(b + n.qkv + ".weight",
                                  {{ps.need(at + "attn.Wq"), D}, {ps.need(at + "attn.Wk"), D},
                                   {ps.need(at + "attn.Wv"), D}}, fused));
-  MatrixLayout vec = fused;
-  vec.rows = 1;
-  vec.vector = true;
-  vec.transposed = false;
-  out.push_back(matrix_tensor<T>(qkv + ".bias",
-                                 {{ps.maybe(at + "attn.bq"), D}, {ps.maybe(at + "attn.bk"), D},
-                                  {ps.maybe(at + "attn.bv"), D}}, vec));
-  if (conv1d) add_same(out, o + ".weight", ps.need(at + "attn.Wo"));
-  else add_linear(out, o + ".weight", ps.need(at + "attn.Wo"));
-  add_bias(out, o + ".bias", ps.maybe(at + "attn.bo"), D);
-}
-
-// GELU's two projections with their biases (the file always has them): GPT-2's Conv1D
-// c_fc / c_proj or BLOOM's nn.Linear dense_h_to_4h / dense_4h_to_h.
-template <class T>
-void gelu_mlp(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
-              const std::string& at, const std::string& b, bool conv1d) {
-  const std::size_t D = c.d_model, F = c.resolved_mlp_hidden();
-  for (const auto& [mine, theirs, width] :
-       {std::tuple{"fc", conv1d ? "mlp.c_fc" : "mlp.dense_h_to_4h", F},
-        std::tuple{"proj", conv1d ? "mlp.c_proj" : "mlp.dense_4h_to_h", D}}) {
-    const std::string from = at + "mlp." + mine, to = b + theirs;
-    if (conv1d) add_same(out, to + ".weight", ps.need(from + ".weight"));
-    else add_linear(out, to + ".weight", ps.need(from + ".weight"));
-    add_bias(out, to + ".bias", ps.maybe(from + ".bias"), width);
+  if (layout.qkv_bias) {
+    MatrixLayout vec = fused;
+    vec.rows = 1;
+    vec.vector = true;
+    vec.transposed = false;
+    out.push_back(matrix_tensor<T>(b + n.qkv + ".bias",
+                                   {{ps.maybe(at + "attn.bq"), D}, {ps.maybe(at + "attn.bk"), D},
+                                    {ps.maybe(at + "attn.bv"), D}}, vec));
   }
+  add_weight(out, n, b + n.o + ".weight", ps.need(at + "attn.Wo"));
+  if (layout.out_bias) add_bias(out, b + n.o + ".bias", ps.maybe(at + "attn.bo"), D);
 }
 
-// q_proj, k_proj and v_proj with their biases (when the file has them), o_proj.
+// q, k and v apart with their biases (when the file has them), and the output projection.
 template <class T>
-void family_attention(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
-                      const HfLayout& layout, const std::string& at, const std::string& b) {
+void separate_attention(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+                        const HfLayout& layout, const std::string& at, const std::string& b) {
+  const hf::TensorNames& n = layout.family->tensors;
   const std::size_t H = c.heads, KV = c.resolved_kv_heads(), dh = c.resolved_head_dim();
   const bool interleaved = c.rope_style == RopeStyle::interleaved;
   const std::size_t qh = interleaved ? H : 0, kh = interleaved ? KV : 0;
-  add_linear(out, b + "self_attn.q_proj.weight", ps.need(at + "attn.Wq"), qh, dh);
-  add_linear(out, b + "self_attn.k_proj.weight", ps.need(at + "attn.Wk"), kh, dh);
-  add_linear(out, b + "self_attn.v_proj.weight", ps.need(at + "attn.Wv"));
-  add_linear(out, b + "self_attn.o_proj.weight", ps.need(at + "attn.Wo"));
+  add_linear(out, b + n.q + ".weight", ps.need(at + "attn.Wq"), qh, dh);
+  add_linear(out, b + n.k + ".weight", ps.need(at + "attn.Wk"), kh, dh);
+  add_linear(out, b + n.v + ".weight", ps.need(at + "attn.Wv"));
+  add_linear(out, b + n.o + ".weight", ps.need(at + "attn.Wo"));
   if (layout.qkv_bias) {
-    add_bias(out, b + "self_attn.q_proj.bias", ps.maybe(at + "attn.bq"), H * dh, qh, dh);
-    add_bias(out, b + "self_attn.k_proj.bias", ps.maybe(at + "attn.bk"), KV * dh, kh, dh);
-    add_bias(out, b + "self_attn.v_proj.bias", ps.maybe(at + "attn.bv"), KV * dh);
+    add_bias(out, b + n.q + ".bias", ps.maybe(at + "attn.bq"), H * dh, qh, dh);
+    add_bias(out, b + n.k + ".bias", ps.maybe(at + "attn.bk"), KV * dh, kh, dh);
+    add_bias(out, b + n.v + ".bias", ps.maybe(at + "attn.bv"), KV * dh);
   }
-  if (layout.out_bias) add_bias(out, b + "self_attn.o_proj.bias", ps.maybe(at + "attn.bo"), c.d_model);
+  if (layout.out_bias) add_bias(out, b + n.o + ".bias", ps.maybe(at + "attn.bo"), c.d_model);
 }
 
-// Mixtral's experts or the gated feed-forward's gate_proj / up_proj / down_proj.
+// The experts of an MoE layer: the router and each expert's gate, up and down.
 template <class T>
-void family_mlp(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
-                const HfLayout& layout, std::size_t l, const std::string& at, const std::string& b) {
-  if (c.is_moe_layer(l)) {
-    add_linear(out, b + "block_sparse_moe.gate.weight", ps.need(at + "moe.router.weight"));
-    for (std::size_t e = 0; e < c.experts; ++e) {
-      const std::string from = fmt::format("{}moe.experts.{}.", at, e);
-      const std::string to = fmt::format("{}block_sparse_moe.experts.{}.", b, e);
-      add_linear(out, to + "w1.weight", ps.need(from + "gate.weight"));
-      add_linear(out, to + "w3.weight", ps.need(from + "up.weight"));
-      add_linear(out, to + "w2.weight", ps.need(from + "down.weight"));
-    }
-    return;
+void experts(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+             const hf::TensorNames& n, const std::string& at, const std::string& b) {
+  if (n.router.empty())
+    fail_with<CheckpointError>("hf_tensors", "layer '{}' has experts, which this model_type's "
+                               "files do not hold", at);
+  add_linear(out, b + n.router + ".weight", ps.need(at + "moe.router.weight"));
+  for (std::size_t e = 0; e < c.experts; ++e) {
+    const std::string from = fmt::format("{}moe.experts.{}.", at, e);
+    const std::string to = fmt::format("{}{}{}.", b, n.experts, e);
+    add_linear(out, to + n.expert_gate + ".weight", ps.need(from + "gate.weight"));
+    add_linear(out, to + n.expert_up + ".weight", ps.need(from + "up.weight"));
+    add_linear(out, to + n.expert_down + ".weight", ps.need(from + "down.weight"));
   }
-  const std::size_t F = c.resolved_mlp_hidden();
-  for (const auto& [mine, theirs] : {std::pair{"gate", "gate_proj"}, std::pair{"up", "up_proj"},
-                                     std::pair{"down", "down_proj"}}) {
-    const std::string from = at + "mlp." + mine, to = b + "mlp." + theirs;
-    add_linear(out, to + ".weight", ps.need(from + ".weight"));
-    if (layout.mlp_bias)
-      add_bias(out, to + ".bias", ps.maybe(from + ".bias"), std::string(mine) == "down" ? c.d_model : F);
+}
+
+// The feed-forward: GELU's fc and proj, or the gated gate, up and down, each with its bias
+// when the file has them; or the experts.
+template <class T>
+void feed_forward(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
+                  const HfLayout& layout, std::size_t l, const std::string& at,
+                  const std::string& b) {
+  const hf::TensorNames& n = layout.family->tensors;
+  if (c.is_moe_layer(l)) return experts(out, ps, c, n, at, b);
+  const std::size_t D = c.d_model, F = c.resolved_mlp_hidden();
+  std::vector<std::tuple<const char*, std::string, std::size_t>> parts;
+  if (c.mlp == MlpKind::gelu) parts = {{"fc", n.fc, F}, {"proj", n.proj, D}};
+  else parts = {{"gate", n.gate, F}, {"up", n.up, F}, {"down", n.down, D}};
+  for (const auto& [mine, theirs, width] : parts) {
+    const std::string from = at + "mlp." + mine, to = b + theirs;
+    add_weight(out, n, to + ".weight", ps.need(from + ".weight"));
+    if (layout.mlp_bias) add_bias(out, to + ".bias", ps.maybe(from + ".bias"), width);
   }
 }
 
 template <class T>
 void add_block(std::vector<HfTensor<T>>& out, Params<T>& ps, const TransformerConfig& c,
                const HfLayout& layout, std::size_t l) {
-  const HfNames n = names_of(layout.model_type);
+  const hf::TensorNames& n = layout.family->tensors;
   const std::string at = fmt::format("blocks.{}.", l);
   const std::string b = fmt::format("{}{}{}.", layout.prefix, n.layers, l);
   for (const auto& [mine, theirs] : {std::pair{"norm1", n.norm1}, std::pair{"norm1_post", n.norm1_post},
                                      std::pair{"norm2", n.norm2}, std::pair{"norm2_post", n.norm2_post}})
-    if (*theirs) add_norm(out, ps, at + mine, b + theirs);
-  const bool gpt2 = layout.model_type == "gpt2";
-  if (gpt2 || layout.model_type == "bloom") {
-    fused_attention(out, ps, c, at, b, gpt2);
-    gelu_mlp(out, ps, c, at, b, gpt2);
-    return;
-  }
-  family_attention(out, ps, c, layout, at, b);
-  family_mlp(out, ps, c, layout, l, at, b);
+    if (!theirs.empty()) add_norm(out, ps, at + mine, b + theirs);
+  if (!n.qkv.empty()) fused_attention(out, ps, c, layout, at, b);
+  else separate_attention(out, ps, c, layout, at, b);
+  feed_forward(out, ps, c, layout, l, at, b);
 }
 
 }  // namespace
 
 HfLayout hf_layout(const TransformerConfig& c, const std::string& model_type) {
+  const hf::Family* family = hf::find_family(model_type);
+  if (!family)
+    fail_with<CheckpointError>("hf_layout", "model_type '{}' is not supported ({} are)", model_type,
+                               fmt::join(hf::model_types(), ", "));
   HfLayout l;
   l.model_type = model_type;
-  l.prefix = model_type == "gpt2" || model_type == "bloom" ? "transformer." : "model.";
-  if (model_type == "gpt2" || model_type == "bloom") {
-    l.qkv_bias = l.out_bias = l.mlp_bias = true;
-  } else if (model_type == "llama" || model_type == "gemma2") {
-    l.qkv_bias = l.out_bias = c.attn_qkv_bias || c.attn_out_bias;
-    l.mlp_bias = c.mlp_bias;
-  } else if (model_type == "qwen2") {
-    l.qkv_bias = true;
-  }
+  l.family = family;
+  l.prefix = family->tensors.prefix;
+  const hf::FileBiases biases = family->biases(c);
+  l.qkv_bias = biases.qkv;
+  l.out_bias = biases.out;
+  l.mlp_bias = biases.mlp;
   return l;
 }
 
@@ -376,11 +359,11 @@ std::vector<HfTensor<T>> hf_tensors(const Transformer<T>& model, const HfLayout&
   const TransformerConfig& c = model.config();
   Params<T> ps(model);
   std::vector<HfTensor<T>> out;
-  const HfNames n = names_of(layout.model_type);
+  const hf::TensorNames& n = layout.family->tensors;
   const std::string& p = layout.prefix;
   for (const auto& [mine, theirs] : {std::pair{"tok_emb", n.embed}, std::pair{"pos_emb", n.positions}})
-    if (*theirs) add_same(out, p + theirs + ".weight", ps.need(std::string(mine) + ".weight"));
-  if (*n.embed_norm) add_norm(out, ps, "embed_norm", p + n.embed_norm);
+    if (!theirs.empty()) add_same(out, p + theirs + ".weight", ps.need(std::string(mine) + ".weight"));
+  if (!n.embed_norm.empty()) add_norm(out, ps, "embed_norm", p + n.embed_norm);
   for (std::size_t l = 0; l < c.layers; ++l) add_block(out, ps, c, layout, l);
   add_norm(out, ps, "norm_f", p + n.final_norm);
   if (!c.tie_embeddings) add_linear(out, "lm_head.weight", ps.need("head.weight"));
@@ -389,15 +372,16 @@ std::vector<HfTensor<T>> hf_tensors(const Transformer<T>& model, const HfLayout&
 }
 
 std::string hf_embedding_name(const HfLayout& layout) {
-  return layout.prefix + names_of(layout.model_type).embed + ".weight";
+  return layout.prefix + layout.family->tensors.embed + ".weight";
 }
 
 bool hf_dropped_buffer(const std::string& model_type, const std::string& name) {
-  const auto ends_with = [&](const std::string& tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (model_type == "gpt2") return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
-  return ends_with(".rotary_emb.inv_freq");
+  const hf::Family* family = hf::find_family(model_type);
+  if (!family) return false;
+  for (const std::string& tail : family->tensors.dropped_suffixes)
+    if (name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0)
+      return true;
+  return false;
 }
 
 #define TAPEGRAD_INSTANTIATE(T)                                                            \

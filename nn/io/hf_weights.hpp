@@ -30,14 +30,19 @@ namespace tapegrad {
 
 template <class T>
 class Transformer;
+namespace hf {
+struct Family;
+}
 
 // Which tensors a folder of one model_type holds for a configuration.
 struct HfLayout {
   std::string model_type;
+  const hf::Family* family = nullptr;  // its names (nn/io/hf/family.hpp)
   bool qkv_bias = false, out_bias = false, mlp_bias = false;  // biases the file holds
   std::string prefix;  // "transformer." (GPT-2, BLOOM) or "model.": hub files may have none
 };
-// The layout a file of `model_type` has for a model of `config`.
+// The layout a file of `model_type` has for a model of `config`; CheckpointError for a
+// model_type not in the registry.
 HfLayout hf_layout(const TransformerConfig& config, const std::string& model_type);
 
 // One tensor of the folder: its name and shape as the file holds it, and the two

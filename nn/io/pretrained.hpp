@@ -1,7 +1,6 @@
 #pragma once
 // Hugging Face model folders in and out: config.json + model.safetensors (or shards with
-// model.safetensors.index.json), for model_type gpt2, llama, mistral, mixtral, qwen2, gemma2
-// and bloom.
+// model.safetensors.index.json), for the model_types of nn/io/hf/registry.cpp.
 // docs/INTEROP.md lists what maps to what and what is refused.
 //
 // Import maps every config.json field that changes the numbers onto a TransformerConfig or

@@ -1,5 +1,6 @@
-"""The model_types the docs name are the ones the library reads and writes: README.md and
-docs/PYTHON.md list exactly nn.hf_model_types(), and so does from_pretrained's docstring."""
+"""The model_types the docs name are the ones the library reads and writes: README.md,
+docs/INTEROP.md and docs/PYTHON.md list exactly nn.hf_model_types(), and so does
+from_pretrained's docstring; the presets the docs name are nn.Config.preset_names()."""
 import re
 
 from conftest import ROOT
@@ -8,7 +9,7 @@ from tapegrad import nn
 
 def listed_model_types(path):
     """The names after `model_type` (README's table row, PYTHON.md's from_pretrained)."""
-    text = re.sub(r"\s+", " ", (ROOT / path).read_text(encoding="utf-8"))
+    text = re.sub(r"\s+", " ", (ROOT / path).read_text(encoding="utf-8")).replace("**", "")
     lists = re.findall(r"model_type`? ((?:\w+, )+\w+,? (?:and|or) \w+)", text)
     assert lists, f"{path} names no list of model_types"
     return [sorted(re.split(r",? (?:and|or) |, ", found)) for found in lists]
@@ -17,7 +18,7 @@ def listed_model_types(path):
 def test_the_docs_name_exactly_the_supported_model_types():
     supported = sorted(nn.hf_model_types())
     assert {"gemma2", "bloom"} <= set(supported)
-    for path in ("README.md", "docs/PYTHON.md"):
+    for path in ("README.md", "docs/INTEROP.md", "docs/PYTHON.md"):
         for found in listed_model_types(path):
             assert found == supported, path
 

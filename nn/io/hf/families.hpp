@@ -1,0 +1,20 @@
+#pragma once
+// Each family's descriptor, defined in its own file of this folder and listed in registry.cpp.
+#include "nn/io/hf/decoder.hpp"
+#include "nn/io/hf/family.hpp"
+#include "nn/io/hf/rows.hpp"
+
+namespace tapegrad::hf {
+
+const Family& gpt2_family();
+const Family& bloom_family();
+const Family& gemma2_family();
+const Family& mixtral_family();
+const Family& qwen2_family();
+const Family& mistral_family();
+const Family& llama_family();
+
+// Mistral's requirements, which Mixtral shares (with experts).
+std::vector<Requirement> mistral_requirements(bool experts);
+
+}  // namespace tapegrad::hf
