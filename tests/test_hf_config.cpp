@@ -93,6 +93,16 @@ const char* kGemma2 = R"({
   "sliding_window": 4096, "torch_dtype": "float32", "transformers_version": "4.42.4",
   "use_cache": true, "vocab_size": 256000})";
 
+// google/gemma-2b's: hidden_act "gelu", which 4.49's GemmaMLP applies as the exact GELU
+const char* kGemma = R"({
+  "architectures": ["GemmaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu",
+  "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 16384,
+  "max_position_embeddings": 8192, "model_type": "gemma", "num_attention_heads": 8,
+  "num_hidden_layers": 18, "num_key_value_heads": 1, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+  "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
+  "transformers_version": "4.38.0.dev0", "use_cache": true, "vocab_size": 256000})";
+
 const char* kBloom = R"({
   "apply_residual_connection_post_layernorm": false, "architectures": ["BloomForCausalLM"],
   "attention_dropout": 0.0, "attention_softmax_in_fp32": true, "bias_dropout_fusion": true,
@@ -341,6 +351,42 @@ TEST_CASE("hf config: gemma-2-2b with its 2614341888 parameters", "[hf_config]")
   CHECK(hf_config_from_json(edited(kGemma2, {{"num_hidden_layers", 1}}), "c").config.window_pattern == 0);
 }
 
+TEST_CASE("hf config: gemma-2b with its 2506172416 parameters, once its GELU is the tanh one", "[hf_config]") {
+  // 4.49 applies hidden_act: "gelu" is the exact GELU, not tapegrad's tanh form
+  CHECK_THAT(import_refusal(kGemma), Catch::Contains("hidden_act 'gelu' is not supported"));
+  const HfModelConfig h = hf_config_from_json(
+      edited(kGemma, {{"hidden_act", "gelu_pytorch_tanh"}, {"hidden_activation", "gelu_pytorch_tanh"}}),
+      "gemma/config.json");
+  const TransformerConfig& c = h.config;
+  CHECK(h.model_type == "gemma");
+  CHECK(c.norm == NormKind::gemma);
+  CHECK(c.embed_scale);
+  CHECK_FALSE(c.post_norms);
+  CHECK(c.mlp == MlpKind::geglu);
+  CHECK_FALSE(c.mlp_bias);
+  CHECK(c.resolved_kv_heads() == 1);  // MQA
+  CHECK(c.resolved_head_dim() == 256);
+  CHECK(c.resolved_attention_scale() == 1.0 / 16);
+  CHECK(c.window == 0);
+  CHECK(c.attn_softcap == 0);
+  CHECK(c.tie_embeddings);
+  // by hand: 256000 x 2048 + 18 x (q and o 2048 x 2048, k and v 2048 x 256, 3 x 2048 x 16384,
+  // 2 x 2048) + 2048
+  CHECK(count_parameters(c).total() == 2506172416ULL);
+  CHECK(kept_of(h).contains("hidden_activation"));
+  // left out, GemmaConfig's defaults: 16 heads and 16 K/V heads, head_dim 256, tied
+  const TransformerConfig d = hf_config_from_json(
+      edited(kGemma, {{"hidden_act", nullptr}, {"num_attention_heads", nullptr},
+                      {"num_key_value_heads", nullptr}, {"head_dim", nullptr}}), "c").config;
+  CHECK(d.heads == 16);
+  CHECK(d.resolved_kv_heads() == 16);
+  CHECK(d.resolved_head_dim() == 256);
+  const json out = json::parse(hf_config_to_json(c, h.kept_json));
+  CHECK(out.at("model_type") == "gemma");
+  CHECK(out.at("hidden_act") == "gelu_pytorch_tanh");
+  CHECK(out.at("architectures") == json::array({"GemmaForCausalLM"}));
+}
+
 TEST_CASE("hf config: bloom-560m with its 559214592 parameters", "[hf_config]") {
   const HfModelConfig h = hf_config_from_json(kBloom, "bloom/config.json");
   const TransformerConfig& c = h.config;
@@ -376,7 +422,7 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
       {"{", "not valid JSON"},
       {"[1]", "not a JSON object"},
       {R"({"n_embd": 8})", "model_type is missing"},
-      {R"({"model_type": "gemma"})", "model_type 'gemma' is not supported"},
+      {R"({"model_type": "t5"})", "model_type 't5' is not supported"},
       {edited(kGemma2, {{"hidden_activation", "gelu"}}), "hidden_activation 'gelu'"},
       {[] {
          json j = json::parse(kGemma2);
@@ -438,7 +484,9 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
 }
 
 TEST_CASE("hf config: every public configuration reads back the same after an export", "[hf_config]") {
-  for (const char* text : {kGpt2, kLlama3, kLlama31, kMistral, kMixtral, kQwen2, kGemma2, kBloom}) {
+  const std::string gemma = edited(kGemma, {{"hidden_act", "gelu_pytorch_tanh"}});
+  for (const char* text : {kGpt2, kLlama3, kLlama31, kMistral, kMixtral, kQwen2, kGemma2, kBloom,
+                           gemma.c_str()}) {
     const HfModelConfig first = hf_config_from_json(text, "first");
     INFO(first.model_type);
     const std::string written = hf_config_to_json(first.config, first.kept_json);
@@ -599,12 +647,14 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
        "word_embeddings_layernorm, which this model has not (embed_norm=false)"},
       {edit(g, [](auto& c) { c.positions = PositionKind::alibi; }), "positions=alibi: of"},
       {edit(l, [](auto& c) { c.embed_norm = true; }), "embed_norm=true: llama has no word_embeddings_layernorm (bloom has)"},
-      // the first of the model's parts that only gemma2 has, in gemma2's order
+      // GeGLU is gemma's too: the windows that differ by layer are what only gemma2 has
       {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; c.mlp = MlpKind::geglu; }),
        "window_pattern=2: of the supported model_types only gemma2 has it, and gemma2 also has "
        "embeddings scaled"},
-      // GeGLU alone does not make a gemma2 (no part only gemma2 has)
-      {edit(l, [](auto& c) { c.mlp = MlpKind::geglu; }), "mlp=geglu: llama's feed-forward is SwiGLU"},
+      {edit(l, [](auto& c) { c.mlp = MlpKind::geglu; }),
+       "embed_scale=false: gemma has embeddings scaled by sqrt(hidden_size)"},
+      {edit(l, [](auto& c) { c.norm = NormKind::gemma; c.embed_scale = true; c.mlp = MlpKind::geglu; c.window = 3; }),
+       "window=3: gemma has no sliding window (gemma2, mixtral, qwen2 and mistral have)"},
       {edit(gm, [](auto& c) { c.window = 3; c.window_pattern = 3; }),
        "window_pattern=3: gemma2 windows layers 0, 2, 4"},
       {edit(gm, [](auto& c) { c.post_norms = false; }),

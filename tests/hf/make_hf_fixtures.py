@@ -10,7 +10,8 @@ transformers and tapegrad share but dynamic (unscaled within the context), biase
 kinds, a Mistral window shorter than the test's longest prompt, a Mixtral of five experts,
 a Gemma 2 of three layers (windowed, global, windowed; the window shorter than the longest
 prompt, soft-caps small enough to bite, a query_pre_attn_scalar that is not head_dim), a BLOOM
-of six heads (ALiBi's slopes for a head count that is not a power of two); one model saved in
+of six heads (ALiBi's slopes for a head count that is not a power of two), a Gemma with one
+K/V head; one model saved in
 two shards (max_shard_size), one in BF16. The weights are drawn again from N(0, 0.2) (norm
 gains 1 + N(0, 0.2), Gemma's w, whose gain is 1 + w, N(0, 0.2)): transformers' N(0, 0.02)
 leaves attention nearly uniform, where a wrong RoPE pairing or window would hardly move the
@@ -22,9 +23,9 @@ import sys
 
 import torch
 from transformers import (BloomConfig, BloomForCausalLM, Gemma2Config, Gemma2ForCausalLM,
-                          GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, MixtralConfig, MixtralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
+                          MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 CONTEXT = 32  # every fixture takes the test's longest prompt, 30 tokens
 MISTRAL_WINDOW = 5
@@ -76,6 +77,14 @@ def gemma2():
         attn_implementation="eager")
 
 
+def gemma():
+    # one K/V head (MQA, as Gemma 2B); heads * head_dim = 32 != hidden_size 24
+    return GemmaForCausalLM, GemmaConfig(
+        vocab_size=39, hidden_size=24, intermediate_size=36, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=8, max_position_embeddings=CONTEXT,
+        hidden_act="gelu_pytorch_tanh", rope_theta=500.0, tie_word_embeddings=True)
+
+
 def bloom():
     return BloomForCausalLM, BloomConfig(vocab_size=59, hidden_size=24, n_layer=2, n_head=6,
                                          tie_word_embeddings=True)
@@ -102,12 +111,13 @@ FIXTURES = {
     "qwen2_tied": (qwen2(), {}),
     "gemma2_window_caps": (gemma2(), {}),
     "bloom_six_heads": (bloom(), {}),
+    "gemma_mqa_tied": (gemma(), {}),
 }
 
 
 def spread(model, seed):
     gen = torch.Generator().manual_seed(seed)
-    offset_gain = model.config.model_type == "gemma2"  # its norms multiply by 1 + w
+    offset_gain = model.config.model_type in ("gemma", "gemma2")  # their norms multiply by 1 + w
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=gen, dtype=torch.float32) * 0.2

@@ -1,7 +1,8 @@
 """Hugging Face folders against transformers 4.49.0 itself: the random-weight tiny models of
 tests/hf/make_hf_fixtures.py (gpt2, llama with linear, llama3 and yarn RoPE, mistral with a
 window shorter than the prompts, mixtral, qwen2, gemma2 with its window on layers 0 and 2 and
-soft-caps, bloom with six heads; GQA, tied and untied heads, biases, two shards, BF16), built
+soft-caps, bloom with six heads, gemma with one K/V head; GQA, tied and untied heads,
+biases, two shards, BF16), built
 into tmp_path at test time, give transformers' logits in tapegrad:
 
 - float32 within 1e-5 of the largest logit, on four prompts (1, 6, 17 and 30 tokens: past
@@ -15,7 +16,8 @@ into tmp_path at test time, give transformers' logits in tapegrad:
   in tapegrad (interleaved RoPE, the gpt2 preset without attention biases, a windowed Qwen2,
   a Mixtral) export to transformers' logits;
 - the traps, shown failing: the same weights read with interleaved RoPE pairs, a Mistral
-  or Gemma 2 window one key too short or too long, Gemma 2's window on every layer, BLOOM's
+  or Gemma 2 window one key too short or too long, Gemma 2's window on every layer,
+  Gemma's norms read as plain RMSNorm (gain w, not 1 + w), BLOOM's
   query_key_value read as [all q | all k | all v] instead of per head, an interleaved model
   written without permuting q and k.
 
@@ -250,11 +252,13 @@ def tapegrad_made(name):
         return tg.nn.Config.preset("gemma2", head_dim=6, **small)
     if name == "bloom_five_heads":  # BLOOM's feed-forward is 4 x hidden_size wide
         return tg.nn.Config.preset("bloom", **dict(small, heads=5, mlp_hidden=80))
+    if name == "gemma_preset":
+        return tg.nn.Config.preset("gemma", kv_heads=1, head_dim=6, **small)
     return tg.nn.Config.preset("mixtral", kv_heads=1, experts=3, experts_top_k=2, head_dim=6, **small)
 
 
 MADE = ["gpt2_preset", "llama_interleaved_gqa", "qwen2_window", "mixtral_mqa", "gemma2_preset",
-        "bloom_five_heads"]
+        "bloom_five_heads", "gemma_preset"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -348,6 +352,18 @@ def test_gemma2_windowed_on_every_layer_gives_other_logits(folders, tmp_path):
     err = relative_error(tapegrad_logits(everywhere, tokens[2:]), reference[2:])
     print(f"gemma2 windowed on every layer: {err:.3g}")
     assert err > 1e-3
+
+
+def test_gemma_norms_read_as_plain_rmsnorm_give_other_logits(folders, tmp_path):
+    # Gemma's RMSNorm multiplies by 1 + w: the same w read as a plain RMSNorm's gain
+    model = tg.nn.Transformer.from_pretrained(folders["gemma_mqa_tied"])
+    assert model.config.norm == "gemma"
+    plain = rewritten(model, tmp_path, norm=1)  # rms
+    tokens = prompts(vocab_of(model))
+    reference = reference_logits(folders["gemma_mqa_tied"], torch.float32, tokens)
+    err = relative_error(tapegrad_logits(plain, tokens), reference)
+    print(f"gemma norms read as plain RMSNorm: {err:.3g}")
+    assert err > 1e-2
 
 
 def test_bloom_query_key_value_read_as_q_k_v_blocks_gives_other_logits(folders, tmp_path):

@@ -9,6 +9,7 @@ namespace tapegrad::hf {
 const Family& gpt2_family();
 const Family& bloom_family();
 const Family& gemma2_family();
+const Family& gemma_family();
 const Family& mixtral_family();
 const Family& qwen2_family();
 const Family& mistral_family();
