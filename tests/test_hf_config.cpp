@@ -103,6 +103,18 @@ const char* kGemma = R"({
   "rope_scaling": null, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
   "transformers_version": "4.38.0.dev0", "use_cache": true, "vocab_size": 256000})";
 
+// StarCoder2-3B's shape: GQA with 2 K/V heads, biases, LayerNorm, a 4096-key window
+const char* kStarcoder2 = R"({
+  "architectures": ["Starcoder2ForCausalLM"], "attention_dropout": 0.1, "bos_token_id": 0,
+  "embedding_dropout": 0.1, "eos_token_id": 0, "hidden_act": "gelu_pytorch_tanh",
+  "hidden_size": 3072, "initializer_range": 0.018042, "intermediate_size": 12288,
+  "layer_norm_epsilon": 1e-05, "max_position_embeddings": 16384, "mlp_type": "default",
+  "model_type": "starcoder2", "norm_epsilon": 1e-05, "norm_type": "layer_norm",
+  "num_attention_heads": 24, "num_hidden_layers": 30, "num_key_value_heads": 2,
+  "residual_dropout": 0.1, "rope_theta": 999999.4420358813, "sliding_window": 4096,
+  "torch_dtype": "bfloat16", "transformers_version": "4.37.0.dev0", "use_bias": true,
+  "use_cache": true, "vocab_size": 49152})";
+
 const char* kBloom = R"({
   "apply_residual_connection_post_layernorm": false, "architectures": ["BloomForCausalLM"],
   "attention_dropout": 0.0, "attention_softmax_in_fp32": true, "bias_dropout_fusion": true,
@@ -387,6 +399,39 @@ TEST_CASE("hf config: gemma-2b with its 2506172416 parameters, once its GELU is 
   CHECK(out.at("architectures") == json::array({"GemmaForCausalLM"}));
 }
 
+TEST_CASE("hf config: a StarCoder2-3B config with its 3030371328 parameters", "[hf_config]") {
+  const HfModelConfig h = hf_config_from_json(kStarcoder2, "starcoder2/config.json");
+  const TransformerConfig& c = h.config;
+  CHECK(h.model_type == "starcoder2");
+  CHECK(c.positions == PositionKind::rope);
+  CHECK(c.norm == NormKind::layer_norm);
+  CHECK(c.norm_eps == 1e-5);
+  CHECK(c.mlp == MlpKind::gelu);
+  CHECK(c.resolved_mlp_hidden() == 12288);
+  CHECK(c.attn_qkv_bias);
+  CHECK(c.attn_out_bias);
+  CHECK(c.mlp_bias);
+  CHECK(c.resolved_kv_heads() == 2);
+  CHECK(c.resolved_head_dim() == 128);
+  CHECK(c.window == 4096);
+  CHECK(c.context == 16384);
+  CHECK(c.rope_theta == 999999.4420358813);
+  CHECK(c.tie_embeddings);  // Starcoder2Config leaves it to PretrainedConfig: true
+  // by hand: 49152 x 3072 + 30 x (q and o 3072 x 3072 + 3072, k and v 3072 x 256 + 256,
+  // c_fc 3072 x 12288 + 12288, c_proj 12288 x 3072 + 3072, 2 x 2 x 3072) + 2 x 3072
+  CHECK(count_parameters(c).total() == 3030371328ULL);
+  const json kept = kept_of(h);
+  for (const char* k : {"norm_type", "mlp_type", "layer_norm_epsilon", "residual_dropout"})
+    CHECK(kept.contains(k));
+  const TransformerConfig no_bias =
+      hf_config_from_json(edited(kStarcoder2, {{"use_bias", false}, {"sliding_window", nullptr}}), "c").config;
+  CHECK_FALSE(no_bias.attn_qkv_bias);
+  CHECK_FALSE(no_bias.mlp_bias);
+  CHECK(no_bias.window == 0);
+  CHECK_THAT(import_refusal(edited(kStarcoder2, {{"hidden_act", "gelu"}})),
+             Catch::Contains("hidden_act 'gelu' is not supported"));
+}
+
 TEST_CASE("hf config: bloom-560m with its 559214592 parameters", "[hf_config]") {
   const HfModelConfig h = hf_config_from_json(kBloom, "bloom/config.json");
   const TransformerConfig& c = h.config;
@@ -486,7 +531,7 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
 TEST_CASE("hf config: every public configuration reads back the same after an export", "[hf_config]") {
   const std::string gemma = edited(kGemma, {{"hidden_act", "gelu_pytorch_tanh"}});
   for (const char* text : {kGpt2, kLlama3, kLlama31, kMistral, kMixtral, kQwen2, kGemma2, kBloom,
-                           gemma.c_str()}) {
+                           gemma.c_str(), kStarcoder2}) {
     const HfModelConfig first = hf_config_from_json(text, "first");
     INFO(first.model_type);
     const std::string written = hf_config_to_json(first.config, first.kept_json);
@@ -654,7 +699,7 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
       {edit(l, [](auto& c) { c.mlp = MlpKind::geglu; }),
        "embed_scale=false: gemma has embeddings scaled by sqrt(hidden_size)"},
       {edit(l, [](auto& c) { c.norm = NormKind::gemma; c.embed_scale = true; c.mlp = MlpKind::geglu; c.window = 3; }),
-       "window=3: gemma has no sliding window (gemma2, mixtral, qwen2 and mistral have)"},
+       "window=3: gemma has no sliding window (gemma2, starcoder2, mixtral, qwen2 and mistral have)"},
       {edit(gm, [](auto& c) { c.window = 3; c.window_pattern = 3; }),
        "window_pattern=3: gemma2 windows layers 0, 2, 4"},
       {edit(gm, [](auto& c) { c.post_norms = false; }),
@@ -674,7 +719,8 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
       {edit(l, [](auto& c) { c.rope_scaling = RopeScaling::ntk; c.rope_factor = 2; }), "rope_scaling=ntk"},
       {edit(l, [](auto& c) { c.rope_scaling = RopeScaling::yarn; c.rope_factor = 2; c.rope_original_context = 4; }),
        "rope_original_context=4"},
-      {edit(l, [](auto& c) { c.norm = NormKind::layer_norm; }), "norm=layer: llama has RMSNorm"},
+      // LayerNorm with RoPE is starcoder2's, whose feed-forward is GELU
+      {edit(l, [](auto& c) { c.norm = NormKind::layer_norm; }), "mlp=swiglu: starcoder2's feed-forward is GELU"},
       {edit(l, [](auto& c) { c.mlp = MlpKind::gelu; }), "mlp=gelu: llama's feed-forward is SwiGLU"},
       {edit(l, [](auto& c) { c.attention_scale = 1.0; }), "attention_scale=1: llama scales by 1/sqrt(head_dim)"},
       {edit(g, [](auto& c) { c.norm = NormKind::rms_norm; }), "norm=rms: gpt2 has LayerNorm"},

@@ -11,7 +11,7 @@ kinds, a Mistral window shorter than the test's longest prompt, a Mixtral of fiv
 a Gemma 2 of three layers (windowed, global, windowed; the window shorter than the longest
 prompt, soft-caps small enough to bite, a query_pre_attn_scalar that is not head_dim), a BLOOM
 of six heads (ALiBi's slopes for a head count that is not a power of two), a Gemma with one
-K/V head; one model saved in
+K/V head, a StarCoder2 with every bias and a window shorter than the longest prompt; one model saved in
 two shards (max_shard_size), one in BF16. The weights are drawn again from N(0, 0.2) (norm
 gains 1 + N(0, 0.2), Gemma's w, whose gain is 1 + w, N(0, 0.2)): transformers' N(0, 0.02)
 leaves attention nearly uniform, where a wrong RoPE pairing or window would hardly move the
@@ -25,11 +25,13 @@ import torch
 from transformers import (BloomConfig, BloomForCausalLM, Gemma2Config, Gemma2ForCausalLM,
                           GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
-                          MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+                          MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
+                          Starcoder2ForCausalLM)
 
 CONTEXT = 32  # every fixture takes the test's longest prompt, 30 tokens
 MISTRAL_WINDOW = 5
 GEMMA2_WINDOW = 7
+STARCODER2_WINDOW = 6
 
 
 def gpt2(tied):
@@ -85,6 +87,13 @@ def gemma():
         hidden_act="gelu_pytorch_tanh", rope_theta=500.0, tie_word_embeddings=True)
 
 
+def starcoder2():
+    return Starcoder2ForCausalLM, Starcoder2Config(
+        vocab_size=45, hidden_size=24, intermediate_size=44, num_hidden_layers=2,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=CONTEXT,
+        sliding_window=STARCODER2_WINDOW, norm_epsilon=1e-5, tie_word_embeddings=False)
+
+
 def bloom():
     return BloomForCausalLM, BloomConfig(vocab_size=59, hidden_size=24, n_layer=2, n_head=6,
                                          tie_word_embeddings=True)
@@ -112,6 +121,7 @@ FIXTURES = {
     "gemma2_window_caps": (gemma2(), {}),
     "bloom_six_heads": (bloom(), {}),
     "gemma_mqa_tied": (gemma(), {}),
+    "starcoder2_window_biases": (starcoder2(), {}),
 }
 
 

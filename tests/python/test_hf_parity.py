@@ -1,8 +1,8 @@
 """Hugging Face folders against transformers 4.49.0 itself: the random-weight tiny models of
 tests/hf/make_hf_fixtures.py (gpt2, llama with linear, llama3 and yarn RoPE, mistral with a
 window shorter than the prompts, mixtral, qwen2, gemma2 with its window on layers 0 and 2 and
-soft-caps, bloom with six heads, gemma with one K/V head; GQA, tied and untied heads,
-biases, two shards, BF16), built
+soft-caps, bloom with six heads, gemma with one K/V head, starcoder2 with biases and a
+window; GQA, tied and untied heads, biases, two shards, BF16), built
 into tmp_path at test time, give transformers' logits in tapegrad:
 
 - float32 within 1e-5 of the largest logit, on four prompts (1, 6, 17 and 30 tokens: past
@@ -15,8 +15,8 @@ into tmp_path at test time, give transformers' logits in tapegrad:
   mismatched key and the same logits; import -> export -> import is bit for bit; models made
   in tapegrad (interleaved RoPE, the gpt2 preset without attention biases, a windowed Qwen2,
   a Mixtral) export to transformers' logits;
-- the traps, shown failing: the same weights read with interleaved RoPE pairs, a Mistral
-  or Gemma 2 window one key too short or too long, Gemma 2's window on every layer,
+- the traps, shown failing: the same weights read with interleaved RoPE pairs, a Mistral,
+  Gemma 2 or StarCoder2 window one key too short or too long, Gemma 2's window on every layer,
   Gemma's norms read as plain RMSNorm (gain w, not 1 + w), BLOOM's
   query_key_value read as [all q | all k | all v] instead of per head, an interleaved model
   written without permuting q and k.
@@ -254,11 +254,13 @@ def tapegrad_made(name):
         return tg.nn.Config.preset("bloom", **dict(small, heads=5, mlp_hidden=80))
     if name == "gemma_preset":
         return tg.nn.Config.preset("gemma", kv_heads=1, head_dim=6, **small)
+    if name == "starcoder2_window":  # no bias on o_proj: written as zeros
+        return tg.nn.Config.preset("starcoder2", head_dim=6, window=5, attn_out_bias=False, **small)
     return tg.nn.Config.preset("mixtral", kv_heads=1, experts=3, experts_top_k=2, head_dim=6, **small)
 
 
 MADE = ["gpt2_preset", "llama_interleaved_gqa", "qwen2_window", "mixtral_mqa", "gemma2_preset",
-        "bloom_five_heads", "gemma_preset"]
+        "bloom_five_heads", "gemma_preset", "starcoder2_window"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -321,11 +323,14 @@ def test_an_interleaved_model_written_without_the_permutation_gives_other_logits
 
 
 WINDOWS = {"mistral_window": make_hf_fixtures.MISTRAL_WINDOW,
-           "gemma2_window_caps": make_hf_fixtures.GEMMA2_WINDOW}
+           "gemma2_window_caps": make_hf_fixtures.GEMMA2_WINDOW,
+           "starcoder2_window_biases": make_hf_fixtures.STARCODER2_WINDOW}
 
 
 @pytest.mark.parametrize("name,window", [("mistral_window", 4), ("mistral_window", 6),
-                                         ("gemma2_window_caps", 6), ("gemma2_window_caps", 8)])
+                                         ("gemma2_window_caps", 6), ("gemma2_window_caps", 8),
+                                         ("starcoder2_window_biases", 5),
+                                         ("starcoder2_window_biases", 7)])
 def test_a_window_off_by_one_gives_other_logits(folders, tmp_path, name, window):
     # sliding_window W: a query sees W keys, its own among them, as tapegrad's window W
     model = tg.nn.Transformer.from_pretrained(folders[name])

@@ -9,7 +9,7 @@ namespace tapegrad::hf {
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> all = {
       &gpt2_family(),   &llama_family(),   &gemma2_family(),  &gemma_family(),
-      &mixtral_family(), &qwen2_family(),   &mistral_family(),
+      &starcoder2_family(), &mixtral_family(), &qwen2_family(),   &mistral_family(),
       &bloom_family()};
   return all;
 }
