@@ -12,7 +12,7 @@
 
 #include "bindings.hpp"
 #include "memory_budget.hpp"
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "nn/io/hf_config_keys.hpp"
 #include "nn/io/pretrained.hpp"
 #include "py_tensor.hpp"  // dtype_name
