@@ -18,7 +18,7 @@
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "memory_budget.hpp"
-#include "nn/io/checkpoint.hpp"
+#include "nn/io/checkpoint_error.hpp"
 #include "nn/io/npz_error.hpp"
 #include "platform/io_error.hpp"
 
