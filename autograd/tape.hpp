@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "autograd/tensor.hpp"
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"  // the precision each node runs its products at
 
 namespace tapegrad {
 

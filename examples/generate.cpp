@@ -42,7 +42,7 @@
 #include "examples/common/text_prompt.hpp"
 #include "tasks/tasks.hpp"
 #include "nn/io/checkpoint.hpp"
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "nn/io/pretrained.hpp"
 #include "nn/generation.hpp"
 #include "ops/threads.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // bf16 matrix products, as users set them: MatmulPrecisionGuard bf16(MatmulPrecision::bf16)
-// for a scope; ops/kernels/precision.hpp says what is rounded and what stays float32.
+// for a scope; platform/execution.hpp says what is rounded and what stays float32.
 #include <algorithm>
 #include <cstddef>
 #include <stdexcept>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/kernels/gemm_bf16.hpp"  // to_bf16, from_bf16
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"
 
 namespace tapegrad {
 

@@ -19,7 +19,7 @@ class TextTask {
   // The file's characters as tokens: its distinct code points, sorted (invalid bytes read
   // as U+FFFD). Throws std::runtime_error if the file cannot be read, or is too short for
   // the context (it needs at least 10 * (context + 1) tokens); TextInputError if it is no
-  // regular file or larger than kMaxTextBytes (nn/io/file_io.hpp).
+  // regular file or larger than kMaxTextBytes (platform/file_io.hpp).
   static TextTask from_file(const std::string& path, std::size_t context);
   static TextTask from_string(const std::string& utf8, std::size_t context);
   // The text in `coder`'s tokens (a checkpoint's, for --resume; characters outside a

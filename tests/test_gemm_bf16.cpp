@@ -356,3 +356,36 @@ TEST_CASE("bf16 precision: a node's backward runs at the precision its forward r
   const bool differ = bf16_inside.first != f32_inside.first;
   CHECK(differ);
 }
+
+namespace {
+int g_notices = 0;
+void count_notice() { ++g_notices; }
+}  // namespace
+
+TEST_CASE("bf16 precision: the setting (platform/execution.hpp) calls the kernels' notice when bf16 is set", "[bf16]") {
+  // the kernels' warning (ops/kernels/dispatch.cpp) is what setting bf16 calls first
+  const Bf16Notice kernels_notice = set_bf16_notice(&count_notice);
+  CHECK(kernels_notice != nullptr);
+  g_notices = 0;
+  {
+    MatmulPrecisionGuard bf16(MatmulPrecision::bf16);
+    CHECK(matmul_precision() == MatmulPrecision::bf16);
+    CHECK(g_notices == 1);
+    MatmulPrecisionGuard f32(MatmulPrecision::f32);  // f32 calls nothing
+    CHECK(g_notices == 1);
+  }
+  CHECK(g_notices == 2);  // restoring bf16 on the way out is a setting of bf16 too
+  CHECK(matmul_precision() == MatmulPrecision::f32);
+  CHECK(set_bf16_notice(kernels_notice) == &count_notice);
+  // set_thread_settings, as the pool threads take the caller's, calls nothing
+  g_notices = 0;
+  const ThreadSettings before = thread_settings();
+  set_thread_settings({MatmulPrecision::bf16, true});
+  CHECK(matmul_precision() == MatmulPrecision::bf16);
+  CHECK(reference_products());
+  set_thread_settings(before);
+  CHECK(g_notices == 0);
+  CHECK(matmul_precision() == MatmulPrecision::f32);
+  CHECK(!reference_products());
+  // (the pool threads taking them: "the kernels' pool threads compute as the calling thread asks")
+}

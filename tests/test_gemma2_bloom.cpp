@@ -15,7 +15,7 @@
 #include "nn/kv_cache.hpp"
 #include "nn/optim.hpp"
 #include "nn/transformer.hpp"
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"
 #include "ops/reduce.hpp"
 #include "temp_files.hpp"
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "helpers.hpp"
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"
 #include "ops/linear_cross_entropy.hpp"
 #include "tapegrad.hpp"
 #include "tapegrad_nn.hpp"

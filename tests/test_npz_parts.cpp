@@ -1,8 +1,10 @@
 // The three parts under the npz layer, each on its own: the .npy format (nn/io/npy), the zip
-// container (nn/io/zip_archive) and whole-file I/O with the atomic write (nn/io/file_io). The
+// container (nn/io/zip_archive) and whole-file I/O with the atomic write (platform/file_io,
+// below nn/: its errors are IoError, which the npz layer reports as NpzError). The
 // layer as a whole (numpy agreement, hostile files, fixtures) is tested in test_npz.cpp.
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -10,9 +12,10 @@
 
 #include <unistd.h>
 
-#include "nn/io/file_io.hpp"
 #include "nn/io/npy.hpp"
+#include "nn/io/npz.hpp"
 #include "nn/io/zip_archive.hpp"
+#include "platform/file_io.hpp"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -31,6 +34,21 @@ std::string npz_error_of(F&& f) {
     return e.what();
   }
   FAIL("no NpzError");
+  return {};
+}
+
+// The message of the IoError f throws, which must not be an NpzError (platform/file_io is
+// below the npz layer), prefixed with its errno: "2 r: cannot open: ...".
+template <class F>
+std::string io_error_of(F&& f) {
+  try {
+    f();
+  } catch (const NpzError& e) {
+    FAIL("an NpzError: " << e.what());
+  } catch (const IoError& e) {
+    return std::to_string(e.code().value()) + " " + e.what();
+  }
+  FAIL("no IoError");
   return {};
 }
 
@@ -114,11 +132,28 @@ TEST_CASE("file bytes: atomic write replaces the file and leaves no temporary", 
   CHECK(files == 1);
 
   const std::string missing = (dir / "no" / "f.bin").string();
-  CHECK(has(npz_error_of([&] { detail::write_file_atomically(missing, "x", "w"); }),
-            "w: cannot create the temporary file '" + missing + ".tmp."));
-  CHECK(has(npz_error_of([&] { detail::read_file_bytes(missing, "r"); }), "r: cannot open: "));
-  CHECK(npz_error_of([&] { detail::read_file_bytes(dir.string(), "r"); }) ==
-        "r: not a regular file");
+  const std::string enoent = std::to_string(ENOENT) + " ";
+  CHECK(has(io_error_of([&] { detail::write_file_atomically(missing, "x", "w"); }),
+            enoent + "w: cannot create the temporary file '" + missing + ".tmp."));
+  CHECK(has(io_error_of([&] { detail::read_file_bytes(missing, "r"); }), enoent + "r: cannot open: "));
+  CHECK(io_error_of([&] { detail::read_file_bytes(dir.string(), "r"); }) ==
+        "0 r: not a regular file");
+  // the npz layer above it reports the same failures as NpzError, the errno kept
+  try {
+    load_npz(missing);
+    FAIL("load_npz read a missing file");
+  } catch (const NpzError& e) {
+    CHECK(e.code() == std::errc::no_such_file_or_directory);
+    CHECK(has(e.what(), "load_npz: '" + missing + "': cannot open: "));
+  }
+  const std::vector<NpzEntry> one = {NpzEntry("a", xt::xarray<float>{1.0f})};
+  try {
+    save_npz(missing, one);
+    FAIL("save_npz wrote into a missing folder");
+  } catch (const NpzError& e) {
+    CHECK(e.code() == std::errc::no_such_file_or_directory);
+    CHECK(has(e.what(), "save_npz: '" + missing + "': cannot create the temporary file"));
+  }
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

@@ -1,4 +1,4 @@
-// The reference products (ops/kernels/precision.hpp's ReferenceProductsGuard): their
+// The reference products (platform/execution.hpp's ReferenceProductsGuard): their
 // numbers against a sum computed here in long double, and the property they exist for: a
 // number of C is the same whatever block of C it is computed in, whatever the thread
 // count, and a sum over K split into parts added with beta 1 is the whole product, bit for
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ops/kernels/gemm.hpp"
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"
 #include "tapegrad.hpp"
 
 using namespace tapegrad;

@@ -1,4 +1,4 @@
-// The one reader of text inputs (nn/io/file_io.hpp): a regular file of at most the limit,
+// The one reader of text inputs (platform/file_io.hpp): a regular file of at most the limit,
 // everything else refused before a byte is read, with the limit made small here.
 #include <sys/stat.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

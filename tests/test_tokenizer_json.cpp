@@ -3,6 +3,10 @@
 // tests/python/test_tokenizer_json.py compares with the `tokenizers` library itself.
 #include <catch2/catch.hpp>
 
+#include <cerrno>
+
+#include "nn/io/npz_error.hpp"
+#include "platform/io_error.hpp"
 #include "temp_files.hpp"
 #include "text/tokenizer_json.hpp"
 
@@ -234,4 +238,34 @@ TEST_CASE("tokenizer.json: the split's whitespace class is Unicode's White_Space
       RegexSplitter(std::string(gpt2_split_pattern)).split("'' \n \u180E");
   CHECK(gpt2 == std::vector<std::string_view>{"''", " \n", " \u180E"});
   CHECK_THROWS_WITH(RegexSplitter(R"([\S])"), Catch::Contains("\\S inside a character class"));
+}
+
+TEST_CASE("tokenizer files: a missing one, read or written, is an IoError with its errno, not an NpzError", "[tokenizer_json]") {
+  const tapegrad::test::TempDir dir;
+  const std::string missing = dir.file("no/such/tokenizer");  // its folder is missing too
+  const BpeTokenizer t = BpeTokenizer::train("one two three one two three", 260, BpeMode::regex);
+  // "NpzError", "IoError <errno>", or what else was thrown, with the message
+  const auto kind = [](const auto& f) -> std::string {
+    try {
+      f();
+    } catch (const tapegrad::NpzError& e) {
+      return std::string("NpzError: ") + e.what();
+    } catch (const tapegrad::IoError& e) {
+      return "IoError " + std::to_string(e.code().value());
+    } catch (const std::exception& e) {
+      return std::string("another error: ") + e.what();
+    }
+    return "nothing";
+  };
+  const std::string enoent = "IoError " + std::to_string(ENOENT);
+  CHECK(kind([&] { BpeTokenizer::load(missing + ".bpe"); }) == enoent);
+  CHECK(kind([&] { read_tokenizer_json(missing + ".json"); }) == enoent);
+  CHECK(kind([&] { read_tokenizer_file(missing); }) == enoent);
+  // written: the temporary file cannot be made in a folder that is not there
+  CHECK(kind([&] { t.save(missing + ".bpe"); }) == enoent);
+  CHECK(kind([&] { write_tokenizer_json(t, missing + ".json"); }) == enoent);
+  // and the messages name the file, as before
+  CHECK_THROWS_WITH(BpeTokenizer::load(missing + ".bpe"),
+                    "cannot open tokenizer file " + missing + ".bpe: No such file or directory");
+  CHECK_THROWS_WITH(t.save(missing + ".bpe"), Catch::StartsWith("BpeTokenizer::save: '" + missing + ".bpe': cannot create the temporary file"));
 }

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "text/bpe_tokenizer.hpp"
 
 namespace tapegrad::text {

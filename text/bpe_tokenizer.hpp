@@ -87,7 +87,8 @@ class BpeTokenizer {
   std::string decode(const std::vector<std::int32_t>& ids) const;
 
   // The documented text format (docs/TOKENIZER.md); load names the line of any error.
-  // Only a minbpe tokenizer has one (is_minbpe()); to_text of another throws.
+  // Only a minbpe tokenizer has one (is_minbpe()); to_text of another throws. A file that
+  // cannot be read or written is an IoError (platform/io_error.hpp) naming it, with the errno.
   void save(const std::string& path) const;
   static BpeTokenizer load(const std::string& path);
   std::string to_text() const;

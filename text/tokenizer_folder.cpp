@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "text/tokenizer_json.hpp"
 
 namespace tapegrad::text {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "text/utf8.hpp"
 
 namespace tapegrad::text {

@@ -16,7 +16,8 @@ namespace tapegrad::text {
 // std::invalid_argument naming the file (`source`) and the field of anything that would
 // change the encoding and is not implemented, or is not valid.
 BpeTokenizer tokenizer_from_json(std::string_view json_text, const std::string& source);
-// The file at `path` (a regular file of at most 64 MiB), read as above.
+// The file at `path` (a regular file of at most 64 MiB), read as above; IoError
+// (platform/io_error.hpp, with the errno) naming it when it cannot be opened or read.
 BpeTokenizer read_tokenizer_json(const std::string& path);
 // A tokenizer named by a path wherever one is asked for: a folder holding tokenizer.json, a
 // tokenizer.json (its first byte '{'), or a file the tokenizer program saved (minbpe's).
@@ -25,7 +26,8 @@ BpeTokenizer read_tokenizer_file(const std::string& path);
 // The tokenizer.json text. std::invalid_argument when the tokenizer has no such form: two
 // tokens with the same bytes (the file's vocabulary is keyed by them), named by their ids.
 std::string tokenizer_json(const BpeTokenizer& tokenizer);
-// Written atomically (nothing is left at `path` on an error).
+// Written atomically (nothing is left at `path` on an error; IoError, with the errno, when
+// the file cannot be written).
 void write_tokenizer_json(const BpeTokenizer& tokenizer, const std::string& path);
 
 // text/tokenizer_folder.cpp: the files a tokenizer is saved as.

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <stdexcept>
 
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "text/utf8.hpp"
 
 namespace tapegrad::examples::tokenizer {

@@ -9,7 +9,7 @@
 namespace tapegrad::examples::tokenizer {
 
 // The file at `path`, named `label` in errors ("input", "--tokenizer"): read_text_file's
-// regular file of at most kMaxTextBytes (nn/io/file_io.hpp).
+// regular file of at most kMaxTextBytes (platform/file_io.hpp).
 std::string read_input(const std::string& path, const std::string& label);
 // `contents` written atomically: a failed write leaves no partial file.
 void write_file(const std::string& path, const std::string& contents);

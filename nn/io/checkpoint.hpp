@@ -25,19 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "nn/io/checkpoint_error.hpp"  // CheckpointError, what the loaders throw
 #include "nn/module.hpp"
 #include "nn/io/npz.hpp"
 #include "nn/transformer.hpp"
 
 namespace tapegrad {
-
-// A checkpoint that does not fit: a missing or unexpected name, a wrong shape or dtype,
-// a missing or invalid config entry. The message names the file and the entry. (A file
-// that is not a readable npz at all raises NpzError from nn/io/npz.)
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 inline constexpr const char* kConfigPrefix = "__config__.";
 inline constexpr std::int64_t kCheckpointFormat = kNewestFieldFormat;

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/errors.hpp"
-#include "nn/io/checkpoint.hpp"  // CheckpointError
+#include "nn/io/checkpoint_error.hpp"
 #include "nn/io/hf/family.hpp"
 #include "nn/io/hf/registry.hpp"
 #include "nn/io/hf/rows.hpp"

@@ -1,11 +1,11 @@
-// npz = zip (nn/io/zip_archive) of npy members (nn/io/npy), written atomically (nn/io/file_io).
+// npz = zip (nn/io/zip_archive) of npy members (nn/io/npy), written atomically (platform/file_io).
 // This file holds what makes it an npz: the entry names and the member per entry.
 #include "nn/io/npz.hpp"
 
 #include <set>
 
 #include "autograd/errors.hpp"  // fail_with: messages built as the ops build theirs
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "nn/io/npy.hpp"
 #include "nn/io/untrusted_text.hpp"
 #include "nn/io/zip_archive.hpp"
@@ -104,7 +104,12 @@ std::string save_npz_bytes(const std::vector<NpzEntry>& entries, bool compress) 
 
 void save_npz(const std::string& path, const std::vector<NpzEntry>& entries, bool compress) {
   const std::string where = "save_npz: '" + path + "'";
-  detail::write_file_atomically(path, build_npz(entries, compress, where), where);
+  const std::string bytes = build_npz(entries, compress, where);
+  try {
+    detail::write_file_atomically(path, bytes, where);
+  } catch (const IoError& e) {
+    throw NpzError(e.code().value(), e.what());  // the npz layer reports through NpzError
+  }
 }
 
 std::vector<NpzEntry> load_npz_bytes(std::string_view bytes, const std::string& label) {
@@ -116,7 +121,12 @@ std::vector<NpzEntry> load_npz_bytes(std::string_view bytes, const std::string& 
 }
 
 std::vector<NpzEntry> load_npz(const std::string& path) {
-  const std::string bytes = detail::read_file_bytes(path, "load_npz: '" + path + "'");
+  std::string bytes;
+  try {
+    bytes = detail::read_file_bytes(path, "load_npz: '" + path + "'");
+  } catch (const IoError& e) {
+    throw NpzError(e.code().value(), e.what());  // the npz layer reports through NpzError
+  }
   return load_npz_bytes(bytes, "'" + path + "'");
 }
 

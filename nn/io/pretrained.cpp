@@ -12,7 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/errors.hpp"
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
+#include "nn/io/checkpoint.hpp"  // nonfinite_value
 #include "nn/io/hf_weights.hpp"
 #include "nn/io/safetensors.hpp"
 

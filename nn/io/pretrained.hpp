@@ -11,7 +11,7 @@
 #include <string>
 
 #include "nn/config.hpp"
-#include "nn/io/checkpoint.hpp"  // CheckpointError
+#include "nn/io/checkpoint_error.hpp"
 #include "nn/io/hf_config.hpp"   // HfModelConfig, hf_config_from_json, hf_config_to_json
 #include "nn/transformer.hpp"
 

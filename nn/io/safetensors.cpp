@@ -18,7 +18,7 @@
 #include <type_traits>
 
 #include "autograd/errors.hpp"  // fail_with: messages built as the ops build theirs
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 #include "nn/io/untrusted_text.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,

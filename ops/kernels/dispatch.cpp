@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -12,7 +14,7 @@
 #include "ops/kernels/gemm.hpp"
 #include "ops/kernels/gemm_bf16.hpp"
 #include "ops/kernels/isa/gemm_bf16_amx.hpp"
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"
 
 namespace tapegrad::kernels {
 
@@ -31,6 +33,30 @@ bool bf16_products_are_fast() {
   const Bf16Path path = resolve_bf16_path(Bf16Path::automatic);
   return path == Bf16Path::amx || path == Bf16Path::avx512_bf16;
 }
+
+namespace {
+
+// bf16 where no bf16 kernel is faster than float32 (VDPBF16PS missing or at half the FMAs'
+// rate, and no AMX tiles) rounds the operands and multiplies in float32 (dispatch.hpp):
+// bf16's numbers, the rounding pass costing a little more than float32 alone. Said once per
+// process, when first asked for: set_matmul_precision(bf16) calls this (platform/execution.hpp),
+// which this file sets when the library's static objects are made.
+void warn_bf16_is_not_faster() {
+  static std::once_flag warned;
+  if (!bf16_products_are_fast())
+    std::call_once(warned, [] {
+      std::fprintf(stderr, "tapegrad: warning: bf16 matrix products: no faster bf16 "
+                           "instruction on this CPU (%s), so the operands are rounded to bf16 "
+                           "and multiplied in float32: bf16's results, no faster than float32\n",
+                   cpu_features().avx512_bf16
+                       ? "its VDPBF16PS runs at half its float32 FMA rate, and it has no AMX "
+                         "tiles this process may use"
+                       : "it has no AVX512_BF16");
+    });
+}
+const bool g_bf16_notice_set = (set_bf16_notice(&warn_bf16_is_not_faster), true);
+
+}  // namespace
 
 bool bf16_kernel_pays(std::size_t M, std::size_t N) {
   const Bf16Path path = resolve_bf16_path(Bf16Path::automatic);
@@ -69,7 +95,7 @@ void gemv_call(bool ta, bool tb, std::size_t N, std::size_t K, double alpha, con
               alpha, B, int(ldb), A, ta ? int(lda) : 1, beta, C, 1);
 }
 
-// The reference kernel (precision.hpp's reference_products): C(i, j) = one chain of fused
+// The reference kernel (platform/execution.hpp's reference_products): C(i, j) = one chain of fused
 // multiply-adds over k in order, from beta * C(i, j) when alpha is 1 (so that a sum over K
 // split into parts, each added with beta 1, is the whole chain), else alpha times the chain
 // from 0 plus beta * C(i, j). std::fma rounds once, as every FMA instruction does.

@@ -1,6 +1,6 @@
 #pragma once
 // The one place that picks a matrix product's kernel, from what this CPU has
-// (cpu_features.hpp) and the calling thread's precision (precision.hpp):
+// (cpu_features.hpp) and the calling thread's precision (platform/execution.hpp):
 // - float32 (and float64) operands: OpenBLAS's gemm and gemv, or tapegrad's small-K kernel
 //   (gemm_small.hpp), by shape;
 // - bf16 operands (gemm_bf16.hpp's kernels): AMX's tiles, VDPBF16PS, the same sums in plain
@@ -48,7 +48,7 @@ bool bf16_kernel_pays(std::size_t M, std::size_t N);
 // dimensions, on the kernel this product takes: under bf16 precision (float only) the
 // automatic bf16 kernel where it pays, gemv_bf16 for one row, else rounded copies; then one
 // row through BLAS's gemv, gemm_small where it applies, BLAS's gemm for the rest; while
-// reference_products() (precision.hpp) is on, the reference kernel instead, whose numbers
+// reference_products() (platform/execution.hpp) is on, the reference kernel instead, whose numbers
 // do not depend on the shape (one FMA chain per number, continued from C with beta 1).
 // `structure` names zeros the small kernel may skip (see Triangle).
 template <class T>

@@ -6,7 +6,7 @@
 
 #include "ops/kernels/dispatch.hpp"
 #include "ops/kernels/parallel.hpp"
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"
 
 namespace tapegrad::kernels {
 

@@ -1,14 +1,9 @@
 #include "ops/kernels/parallel.hpp"
 
-#include "ops/kernels/precision.hpp"
-#include "ops/kernels/cpu_features.hpp"
-#include "ops/kernels/dispatch.hpp"  // bf16_products_are_fast
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -19,13 +14,13 @@
 #include <immintrin.h>  // _mm_pause
 #endif
 
+#include "platform/execution.hpp"  // the caller's settings, which the workers take
+
 namespace tapegrad::kernels {
 
 namespace {
 
 thread_local bool tl_inside_parallel = false;
-thread_local MatmulPrecision tl_matmul_precision = MatmulPrecision::f32;
-thread_local bool tl_reference_products = false;
 
 // Between two parallel regions of a step the caller often works alone for only a few
 // microseconds, and waking a sleeping worker through the kernel (a futex) costs about as
@@ -65,8 +60,7 @@ class Pool {
       // either sees this region or is counted as asleep and woken
       std::lock_guard<std::mutex> lock(mutex_);
       body_ = &body;
-      precision_ = tl_matmul_precision;  // the workers compute as the caller would
-      reference_ = tl_reference_products;
+      settings_ = thread_settings();  // the workers compute as the caller would
       n_ = n;
       next_.store(0, std::memory_order_relaxed);
       busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
@@ -87,13 +81,10 @@ class Pool {
  private:
   void drain() {
     tl_inside_parallel = true;
-    const MatmulPrecision own = tl_matmul_precision;
-    const bool own_reference = tl_reference_products;
-    tl_matmul_precision = precision_;
-    tl_reference_products = reference_;
+    const ThreadSettings own = thread_settings();
+    set_thread_settings(settings_);
     for (std::size_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*body_)(i);
-    tl_matmul_precision = own;
-    tl_reference_products = own_reference;
+    set_thread_settings(own);
     tl_inside_parallel = false;
   }
 
@@ -137,8 +128,7 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   const std::function<void(std::size_t)>* body_ = nullptr;
-  MatmulPrecision precision_ = MatmulPrecision::f32;
-  bool reference_ = false;
+  ThreadSettings settings_;  // the caller's, for the region under way
   std::size_t n_ = 0;
   std::atomic<std::size_t> next_{0};
   std::atomic<int> busy_{0};
@@ -169,29 +159,6 @@ void set_num_threads(int threads) {
 }
 
 int num_threads() { return g_threads; }
-
-MatmulPrecision matmul_precision() { return tl_matmul_precision; }
-// bf16 where no bf16 kernel is faster than float32 (VDPBF16PS missing or at half the FMAs'
-// rate, and no AMX tiles) rounds the operands and multiplies in float32 (dispatch.hpp):
-// bf16's numbers, the rounding pass costing a little more than float32 alone. Said once per
-// process, when first asked for.
-void set_matmul_precision(MatmulPrecision precision) {
-  static std::once_flag warned;
-  if (precision == MatmulPrecision::bf16 && !bf16_products_are_fast())
-    std::call_once(warned, [] {
-      std::fprintf(stderr, "tapegrad: warning: bf16 matrix products: no faster bf16 "
-                           "instruction on this CPU (%s), so the operands are rounded to bf16 "
-                           "and multiplied in float32: bf16's results, no faster than float32\n",
-                   cpu_features().avx512_bf16
-                       ? "its VDPBF16PS runs at half its float32 FMA rate, and it has no AMX "
-                         "tiles this process may use"
-                       : "it has no AVX512_BF16");
-    });
-  tl_matmul_precision = precision;
-}
-
-bool reference_products() { return tl_reference_products; }
-void set_reference_products(bool on) { tl_reference_products = on; }
 
 void parallel_for(std::size_t n, const std::function<void(std::size_t)>& body) {
   if (g_threads <= 1 || n <= 1 || tl_inside_parallel || !pool()) {

@@ -12,7 +12,7 @@
 #include "memory_budget.hpp"
 #include "numpy_convert.hpp"
 #include "ops/kernels/gemm.hpp"  // kernels::set_num_threads
-#include "ops/kernels/precision.hpp"
+#include "platform/execution.hpp"
 #include "py_tensor.hpp"
 
 namespace tapegrad::python {

@@ -5,8 +5,11 @@
 //   CheckpointError (a file that does not fit)      -> tapegrad.CheckpointError(ValueError)
 //   NpzError (not a readable .npz, cannot write)    -> tapegrad.NpzError(OSError)
 //   OutOfMemory (would not fit), std::bad_alloc     -> MemoryError, with the memory available
+//   IoError (platform/io_error.hpp: a file that     -> the OSError its errno names
+//   cannot be opened, read or written: a tokenizer     (FileNotFoundError, PermissionError),
+//   file, a text file, a Hugging Face folder's)        OSError where it holds no errno
 //   std::system_error (a failed system call)        -> the OSError its errno names
-//                                                      (FileNotFoundError, PermissionError)
+// NpzError is an IoError in C++, but stays tapegrad.NpzError in Python (an OSError too).
 #include <pybind11/pybind11.h>
 
 #include <system_error>
@@ -15,8 +18,9 @@
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "memory_budget.hpp"
-#include "nn/io/checkpoint.hpp"
-#include "nn/io/npz.hpp"
+#include "nn/io/checkpoint_error.hpp"
+#include "nn/io/npz_error.hpp"
+#include "platform/io_error.hpp"
 
 namespace tapegrad::python {
 
@@ -32,11 +36,16 @@ void bind_errors(py::module_& m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const NpzError&) {
+      throw;  // an IoError, but tapegrad.NpzError's own translator (above) maps it
     } catch (const OutOfMemory& e) {
       PyErr_SetString(PyExc_MemoryError, e.what());
-    } catch (const std::system_error& e) {
-      // OSError(errno, text) is made as the subclass the errno names
-      PyErr_SetObject(PyExc_OSError, py::make_tuple(e.code().value(), e.what()).ptr());
+    } catch (const std::system_error& e) {  // IoError among them
+      // OSError(errno, text) is made as the subclass the errno names; without an errno, OSError(text)
+      if (e.code().value() != 0)
+        PyErr_SetObject(PyExc_OSError, py::make_tuple(e.code().value(), e.what()).ptr());
+      else
+        PyErr_SetString(PyExc_OSError, e.what());
     } catch (const std::bad_alloc&) {
       const MemoryBudget b = memory_budget();
       PyErr_SetString(PyExc_MemoryError,

@@ -12,8 +12,8 @@
 
 #include "bindings.hpp"
 #include "memory_budget.hpp"
-#include "nn/io/file_io.hpp"
 #include "nn/io/hf/registry.hpp"
+#include "platform/file_io.hpp"
 #include "nn/io/pretrained.hpp"
 #include "py_tensor.hpp"  // dtype_name
 

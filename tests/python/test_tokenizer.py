@@ -65,6 +65,10 @@ def test_missing_file_and_wrong_ids_name_the_problem(tmp_path):
     missing = tmp_path / "missing.bpe"
     with pytest.raises(FileNotFoundError, match="missing.bpe"):
         tg.Tokenizer.load(str(missing))
+    # a file that cannot be written is the OSError its errno names too, not the npz layer's error
+    with pytest.raises(FileNotFoundError, match="cannot create the temporary file") as written:
+        tg.Tokenizer.train("the cat the hat", 260).save(str(tmp_path / "no" / "tok.bpe"))
+    assert not isinstance(written.value, tg.NpzError)
     tok = tg.Tokenizer.train("the cat the hat", 260)
     with pytest.raises(TypeError, match=r"Tokenizer.decode: each of ids must be an integer token id, not str"):
         tok.decode(["a"])

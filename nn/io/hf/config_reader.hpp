@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/errors.hpp"
-#include "nn/io/checkpoint.hpp"  // CheckpointError
+#include "nn/io/checkpoint_error.hpp"
 
 namespace tapegrad::hf {
 

@@ -1,17 +1,13 @@
-#include "nn/io/file_io.hpp"
+#include "platform/file_io.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
-#include <system_error>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "autograd/errors.hpp"  // fail_with: messages built as the ops build theirs
-#include "nn/io/npz_error.hpp"
 
 namespace tapegrad::detail {
 
@@ -39,12 +35,17 @@ int write_all(int fd, std::string_view bytes) {
 
 std::string read_file_bytes(const std::string& path, const std::string& where) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_with<NpzError>(where, "cannot open: {}", errno_text(errno));
+  if (fd < 0) {
+    const int e = errno;
+    throw IoError(e, where + ": cannot open: " + errno_text(e));
+  }
   std::string bytes;
   std::string err;
+  int err_number = 0;  // the errno behind `err`, where a system call failed
   struct stat sb;
   if (::fstat(fd, &sb) != 0) {
-    err = "cannot stat: " + errno_text(errno);
+    err_number = errno;
+    err = "cannot stat: " + errno_text(err_number);
   } else if (!S_ISREG(sb.st_mode)) {
     err = "not a regular file";
   } else {
@@ -57,16 +58,17 @@ std::string read_file_bytes(const std::string& path, const std::string& where) {
     while (err.empty() && got < bytes.size()) {
       const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0)
-        err = "read error: " + errno_text(errno);
-      else if (n == 0)
+      if (n < 0) {
+        err_number = errno;
+        err = "read error: " + errno_text(err_number);
+      } else if (n == 0)
         bytes.resize(got);  // shrank while reading
       else
         got += static_cast<std::size_t>(n);
     }
   }
   ::close(fd);
-  if (!err.empty()) fail_with<NpzError>(where, "{}", err);
+  if (!err.empty()) throw IoError(err_number, where + ": " + err);
   return bytes;
 }
 
@@ -75,9 +77,10 @@ void write_file_atomically(const std::string& path,
                            const std::string& where) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw std::system_error(errno, std::generic_category(),
-                            where + ": cannot create the temporary file '" + tmp + "'");
+  if (fd < 0) {
+    const int e = errno;
+    throw io_error(e, where + ": cannot create the temporary file '" + tmp + "'");
+  }
   const char* step = "write";
   int e = 0;
   try {
@@ -103,10 +106,8 @@ void write_file_atomically(const std::string& path,
   }
   if (e != 0) {
     ::unlink(tmp.c_str());
-    throw std::system_error(e, std::generic_category(),
-                            fmt::format("{}: cannot {} the temporary file '{}' (the previous "
-                                        "file, if any, is unchanged)",
-                                        where, step, tmp));
+    throw io_error(e, where + ": cannot " + step + " the temporary file '" + tmp +
+                          "' (the previous file, if any, is unchanged)");
   }
   // Make the rename itself durable. Some filesystems refuse to fsync a directory; the
   // file is already in place, so that is not an error.
@@ -122,11 +123,7 @@ void write_file_atomically(const std::string& path,
 
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const std::string& where) {
-  try {
-    write_file_atomically(path, [&](const WriteBytes& write) { write(bytes); }, where);
-  } catch (const std::system_error& e) {
-    throw NpzError(e.what());  // the file-format layer reports through NpzError
-  }
+  write_file_atomically(path, [&](const WriteBytes& write) { write(bytes); }, where);
 }
 
 }  // namespace tapegrad::detail
@@ -162,7 +159,10 @@ std::string read_to_end(int fd, std::uintmax_t expected, const std::string& labe
     }
     const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::system_error(errno, std::generic_category(), "cannot read " + label);
+    if (n < 0) {
+      const int e = errno;
+      throw io_error(e, "cannot read " + label);
+    }
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
@@ -176,12 +176,17 @@ std::string read_text_file(const std::string& path, const std::string& label,
                            std::uintmax_t max_bytes) {
   // O_NONBLOCK: a FIFO opens at once (to be refused) instead of waiting for a writer
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  // a std::system_error keeps the errno, so Python raises FileNotFoundError for a missing file
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + label);
+  // an IoError keeps the errno, so Python raises FileNotFoundError for a missing file
+  if (fd < 0) {
+    const int e = errno;
+    throw io_error(e, "cannot open " + label);
+  }
   const OpenFile file{fd};
   struct stat sb;
-  if (::fstat(fd, &sb) != 0)
-    throw std::system_error(errno, std::generic_category(), "cannot stat " + label);
+  if (::fstat(fd, &sb) != 0) {
+    const int e = errno;
+    throw io_error(e, "cannot stat " + label);
+  }
   if (S_ISDIR(sb.st_mode)) throw TextInputError(label + " is a directory, not a text file");
   if (!S_ISREG(sb.st_mode))
     throw TextInputError(label + " is not a regular file (a device, a pipe or a socket)");
