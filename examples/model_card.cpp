@@ -12,8 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "examples/common/cli.hpp"
-#include "examples/common/config_cli.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/config_cli.hpp"
 #include "nn/config.hpp"
 
 using namespace tapegrad;
@@ -97,7 +97,7 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   CLI::App app{"Print a transformer's parameters per component and its KV cache per token, from "
                "its configuration alone (--arch preset plus any architecture field as an option). "
                "Exit codes: 0 ok, 2 usage error.", kProgram};
@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
   for (const FieldInfo& f : config_fields())
     if (f.role == FieldRole::initialisation || f.role == FieldRole::execution)
       initialisation.insert(f.name);
-  examples::ConfigOptions model_options(app, initialisation);
+  apps::ConfigOptions model_options(app, initialisation);
   app.add_option("--cache-bytes", cache_bytes, "bytes per cached value (2: 16-bit)")
       ->check(CLI::Range(std::size_t(1), std::size_t(16)));
-  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+  if (const std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram))
     return *code;
   try {
     TransformerConfig c = model_options.build();
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     c.validate();
     print_card(c, cache_bytes);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, apps::one_line(e.what()).c_str());
     return 2;
   }
   return 0;
