@@ -1,9 +1,7 @@
 #include "apps/common/model_file.hpp"
 
-#include <fmt/format.h>
-
 #include "apps/common/run_options.hpp"
-#include "nn/io/checkpoint.hpp"  // nonfinite_value
+#include "nn/io/finite_weights.hpp"
 
 namespace tapegrad::apps {
 
@@ -15,12 +13,8 @@ void add_allow_nonfinite_option(CLI::App& app, bool& allow, const std::string& g
 
 void require_finite_parameters(const Module<float>& model, const std::string& label, bool allow) {
   if (allow) return;
-  for (const NamedParameter<float>& p : model.named_parameters()) {
-    const std::string why = nonfinite_value(p.name, p.tensor.shape_string(),
-                                            p.tensor.value().data(), p.tensor.size());
-    if (!why.empty())
-      throw UsageError(fmt::format("{}: parameter {} (--allow-nonfinite loads it anyway)", label, why));
-  }
+  const std::string why = nonfinite_parameter(model, "--allow-nonfinite");
+  if (!why.empty()) throw UsageError(label + ": " + why);
 }
 
 }  // namespace tapegrad::apps
