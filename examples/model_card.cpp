@@ -14,6 +14,7 @@
 
 #include "apps/common/cli.hpp"
 #include "apps/common/config_cli.hpp"
+#include "autograd/format_bytes.hpp"
 #include "nn/config.hpp"
 
 using namespace tapegrad;
@@ -29,11 +30,6 @@ std::string with_commas(std::uint64_t n) {
     out += digits[i];
   }
   return out;
-}
-
-std::string bytes_text(std::uint64_t bytes) {
-  if (bytes % 1024 == 0 && bytes >= 1024) return with_commas(bytes / 1024) + " KiB";
-  return with_commas(bytes) + " bytes";
 }
 
 struct Row {
@@ -82,16 +78,16 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
                 c.experts_top_k, c.experts);
   std::printf("\nKV cache per token = 2 x %zu layers x %zu kv_heads x %zu head_dim x %zu bytes = %s\n",
               c.layers, c.resolved_kv_heads(), c.resolved_head_dim(), cache_bytes,
-              bytes_text(kv_cache_bytes_per_token(c, cache_bytes)).c_str());
+              format_bytes(kv_cache_bytes_per_token(c, cache_bytes)).c_str());
   std::printf("generate's KV cache per token: %s with --kv-dtype f32, %s with --kv-dtype bf16\n",
-              bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::model))).c_str(),
-              bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::bf16))).c_str());
+              format_bytes(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::model))).c_str(),
+              format_bytes(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::bf16))).c_str());
   if (c.window > 0 && !c.uniform_window())
     std::printf("the windowed layers' caches hold at most %zu positions; the global layers' "
                 "(every %zu-th) grow with the sequence\n", c.window, c.window_pattern);
   else if (c.window > 0)
     std::printf("with window %zu the cache holds at most %zu positions: %s per sequence\n", c.window,
-                c.window, bytes_text(kv_cache_bytes_per_token(c, cache_bytes) * c.window).c_str());
+                c.window, format_bytes(kv_cache_bytes_per_token(c, cache_bytes) * c.window).c_str());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "autograd/format_bytes.hpp"
 #include "autograd/memory.hpp"
 #include "apps/common/memory_budget.hpp"
 #include "apps/train/training.hpp"
@@ -59,8 +60,8 @@ void check_estimate(const TransformerConfig& c, std::size_t batch, std::size_t t
                     std::size_t eval_batch) {
   const double measured = measured_peak(c, batch, tokens, eval_batch);
   const double estimate = estimated_tensors(c, batch, tokens, eval_batch);
-  INFO("estimate " << apps::format_bytes(estimate) << ", measured peak "
-                   << apps::format_bytes(measured) << ": " << estimate / measured << "x");
+  INFO("estimate " << format_bytes(estimate) << ", measured peak "
+                   << format_bytes(measured) << ": " << estimate / measured << "x");
   CHECK(estimate >= measured);
   CHECK(estimate <= 1.5 * measured);
 }

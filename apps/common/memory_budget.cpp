@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "apps/common/run_options.hpp"
+#include "autograd/format_bytes.hpp"
 #include "nn/transformer.hpp"  // automatic_head_chunk_rows
 #include "tasks/evaluate.hpp"    // kEvalLogitsBytes
 
@@ -85,21 +86,6 @@ std::string MemoryNeed::describe() const {
   for (std::size_t i = 0; i < parts.size(); ++i)
     s += (i ? ", " : "") + parts[i].first + " " + format_bytes(parts[i].second);
   return s + ")";
-}
-
-std::string format_bytes(double bytes) {
-  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  char text[64];
-  if (bytes < 1024) {
-    std::snprintf(text, sizeof text, "%.0f bytes", bytes);
-    return text;
-  }
-  std::size_t u = 0;
-  double v = bytes / 1024;
-  while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
-  if (v >= 1024) std::snprintf(text, sizeof text, "%.3g %s", v, units[u]);
-  else std::snprintf(text, sizeof text, v < 10 ? "%.2f %s" : "%.1f %s", v, units[u]);
-  return text;
 }
 
 double parameter_count(const TransformerConfig& c) {

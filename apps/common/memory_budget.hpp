@@ -33,9 +33,6 @@ struct MemoryNeed {
   std::string describe() const;
 };
 
-// "512 bytes", "3.5 KiB", "12.0 MiB", "1.50 GiB", "2.0 TiB"
-std::string format_bytes(double bytes);
-
 // The program's own share: code, libraries, thread stacks and allocator slack.
 inline constexpr double kProgramBytes = 96.0 * 1024 * 1024;
 

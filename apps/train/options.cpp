@@ -5,6 +5,7 @@
 #include "apps/common/cli.hpp"
 #include "apps/common/memory_budget.hpp"
 #include "apps/common/model_file.hpp"
+#include "autograd/format_bytes.hpp"
 #include "nn/io/file_io.hpp"
 
 namespace tapegrad::train {
@@ -17,7 +18,7 @@ void add_task_options(CLI::App& app, Settings& s) {
                  "loss is also reported on each half)")
       ->check(CLI::IsMember({"sort", "reverse", "recall", "repeat"}))->group(group);
   app.add_option("--text", s.text, "train a language model on this UTF-8 file, a regular file "
-                 "of at most " + std::to_string(kMaxTextBytes >> 20) + " MiB (first 90% of its bytes train, last 10% eval)")
+                 "of at most " + format_bytes(double(kMaxTextBytes)) + " (first 90% of its bytes train, last 10% eval)")
       ->group(group);
   app.add_option("--tokenizer", s.tokenizer, "--text: char (one token per character, the "
                  "vocabulary its distinct code points; default), bpe (byte-level BPE trained on "
