@@ -251,7 +251,7 @@ def merge(records):
 
 
 def flops(workload):
-    """Matrix-product FLOPs, as harness.hpp's mha_flops: gqa_ has kv_heads = heads/4, so
+    """Matrix-product FLOPs, as mha_flops (harness/workloads.hpp): gqa_ has kv_heads = heads/4, so
     Wk and Wv have D/4 columns."""
     m = re.match(r"(mha|gqa)_(fwd|fwdbwd)_(f32|f64)_(S\d)$", workload)
     if m:

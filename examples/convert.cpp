@@ -14,17 +14,17 @@
 
 #include <CLI/CLI.hpp>
 
-#include "examples/common/cli.hpp"
-#include "examples/common/program_errors.hpp"
-#include "examples/common/memory_budget.hpp"
-#include "examples/common/model_file.hpp"
-#include "examples/common/model_source.hpp"
-#include "examples/common/run_options.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/program_errors.hpp"
+#include "apps/common/memory_budget.hpp"
+#include "apps/common/model_file.hpp"
+#include "apps/common/model_source.hpp"
+#include "apps/common/run_options.hpp"
 #include "nn/config.hpp"
 #include "nn/io/pretrained.hpp"
 
 using namespace tapegrad;
-using examples::UsageError;
+using apps::UsageError;
 
 namespace {
 
@@ -40,11 +40,11 @@ bool same_place(const std::string& a, const std::string& b) {
   return std::filesystem::equivalent(a, b, ec);
 }
 
-examples::LoadedModel load(const std::string& path) {
+apps::LoadedModel load(const std::string& path) {
   try {
-    return examples::load_model(path);
+    return apps::load_model(path);
   } catch (const std::exception& e) {
-    throw UsageError(path + ": " + examples::one_line(e.what()));
+    throw UsageError(path + ": " + apps::one_line(e.what()));
   }
 }
 
@@ -66,13 +66,13 @@ int run(const Settings& s) {
   if (same_place(s.in, s.out)) throw UsageError("OUT " + s.out + " is IN: write elsewhere");
   const bool to_folder = std::filesystem::path(s.out).extension() != ".npz";
   check_out(s.out, to_folder);
-  examples::LoadedModel m = load(s.in);
-  examples::require_finite_parameters(m.model, s.in, s.allow_nonfinite);
+  apps::LoadedModel m = load(s.in);
+  apps::require_finite_parameters(m.model, s.in, s.allow_nonfinite);
   if (to_folder) {  // refused before anything is written: a model no model_type expresses
-    const std::string why = examples::hf_export_refusal(m.model.config(), m.kept_json);
+    const std::string why = apps::hf_export_refusal(m.model.config(), m.kept_json);
     if (!why.empty()) throw UsageError(s.in + " has no Hugging Face form: " + why);
   }
-  const std::string note = examples::save_model(m.model, m.task, m.coder ? &*m.coder : nullptr,
+  const std::string note = apps::save_model(m.model, m.task, m.coder ? &*m.coder : nullptr,
                                                 s.out, m.kept_json);
   const TransformerConfig& c = m.model.config();
   std::printf("%s: wrote %s (%s, %zu layers, d_model %zu, vocab %zu%s)\n", kProgram, s.out.c_str(),
@@ -85,15 +85,15 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   Settings s;
   CLI::App app{"Convert a model between a tapegrad checkpoint (.npz) and a Hugging Face folder.",
                kProgram};
   app.add_option("IN", s.in, "a checkpoint (.npz) or a Hugging Face model folder")->required();
   app.add_option("OUT", s.out, "OUT.npz: a checkpoint; anything else: a Hugging Face folder")
       ->required();
-  examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
-  if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+  apps::add_allow_nonfinite_option(app, s.allow_nonfinite);
+  if (std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram))
     return *code;
-  return examples::run_reporting_errors(kProgram, [&] { return run(s); });
+  return apps::run_reporting_errors(kProgram, [&] { return run(s); });
 }

@@ -10,11 +10,11 @@
 // answer (greedy unless --temperature is given). A checkpoint that records no task is read
 // as plain token ids, unless its vocab and context are a task's: then --task names how to
 // read the prompt. Past the context the window slides, as the trainer's --sample does
-// (examples/common/text_prompt.hpp). Weights that hold NaN or Inf are refused unless
+// (apps/common/text_prompt.hpp). Weights that hold NaN or Inf are refused unless
 // --allow-nonfinite; a run whose memory estimate exceeds the limit is refused before it
-// allocates (examples/common/memory_budget.hpp).
+// allocates (apps/common/memory_budget.hpp).
 // --patterns DIR also writes the attention patterns of the prompt and the new tokens, one SVG
-// heat map per layer (examples/common/attention_svg.hpp).
+// heat map per layer (apps/common/attention_svg.hpp).
 // Exit codes: 0 done, 1 a file that could not be written, 2 usage error or out of memory (one
 // line on stderr, nothing on stdout).
 #include <algorithm>
@@ -32,14 +32,14 @@
 
 #include <CLI/CLI.hpp>
 
-#include "examples/common/attention_svg.hpp"
-#include "examples/common/cli.hpp"
-#include "examples/common/program_errors.hpp"
-#include "examples/common/memory_budget.hpp"
-#include "examples/common/model_file.hpp"
-#include "examples/common/model_source.hpp"
-#include "examples/common/run_options.hpp"
-#include "examples/common/text_prompt.hpp"
+#include "apps/common/attention_svg.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/program_errors.hpp"
+#include "apps/common/memory_budget.hpp"
+#include "apps/common/model_file.hpp"
+#include "apps/common/model_source.hpp"
+#include "apps/common/run_options.hpp"
+#include "apps/common/text_prompt.hpp"
 #include "tasks/tasks.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "platform/file_io.hpp"
@@ -54,7 +54,7 @@ namespace {
 
 constexpr const char* kProgram = "generate";
 
-using examples::UsageError;
+using apps::UsageError;
 
 // --task tokens: a checkpoint's tokens as plain ids, whatever its sizes.
 constexpr const char* kPlainTokens = "tokens";
@@ -78,18 +78,18 @@ struct Settings {
   std::set<std::string> given;  // the options on the command line (some depend on others)
 };
 
-using Loaded = examples::LoadedModel;
+using Loaded = apps::LoadedModel;
 
 Loaded load(const std::string& path) {
   try {
-    Loaded l = examples::load_model(path);
+    Loaded l = apps::load_model(path);
     const std::size_t tokens = l.coder ? l.coder->vocab_size() : 0;
     if (l.task == "text" && !is_pretrained_folder(path) && tokens != l.model.config().vocab)
       throw UsageError("the text vocabulary has " + std::to_string(tokens) + " tokens, the model " +
                        std::to_string(l.model.config().vocab));
     return l;
   } catch (const std::exception& e) {
-    throw UsageError("--model " + path + ": " + examples::one_line(e.what()));
+    throw UsageError("--model " + path + ": " + apps::one_line(e.what()));
   }
 }
 
@@ -101,7 +101,7 @@ std::string resolve_task(const Loaded& l, const std::optional<std::string>& give
                          const std::string& path) {
   if (given) {
     if (!l.task.empty() && *given != l.task)
-      throw examples::disagreement("--task", *given, "the checkpoint's task " + l.task);
+      throw apps::disagreement("--task", *given, "the checkpoint's task " + l.task);
     if (*given == l.task) return l.task;
     if (*given != kPlainTokens && !SequenceTask::known(*given))
       throw UsageError("--task " + *given + ": a checkpoint without a text vocabulary reads "
@@ -171,12 +171,12 @@ Codec make_codec(const Loaded& l, const std::string& task_name, const std::strin
     // a BPE token may end inside a character: shown once the character is whole
     const TextCoder coder = *l.coder;
     const auto stream = std::make_shared<Utf8Stream>();
-    c.prompt = examples::encode_text_prompt(coder, prompt);
+    c.prompt = apps::encode_text_prompt(coder, prompt);
     c.default_new_tokens = 200;
     c.shown_prompt = stream->push(coder.decode_bytes(c.prompt));
     c.show = [coder, stream](std::int64_t t, bool) { return stream->push(coder.decode_bytes({t})); };
     c.finish = [stream] { return stream->finish(); };
-    c.label = [coder](std::int64_t t) { return examples::token_label(coder.decode_bytes({t})); };
+    c.label = [coder](std::int64_t t) { return apps::token_label(coder.decode_bytes({t})); };
   } else if (SequenceTask::known(task_name)) {
     const SequenceTask task = SequenceTask::make(task_name);
     c.prompt = task_prompt(task, prompt);
@@ -208,24 +208,24 @@ GenerateOptions options_from(const Settings& s, const Codec& codec, const Transf
   o.kv_dtype = kv_dtype_from_name(s.kv_dtype);
   // options that would change nothing in this run are refused rather than ignored
   const auto unused = inapplicable_generate_options(
-      o, [&](const std::string& name) { return s.given.count(examples::option_name(name)) > 0; });
+      o, [&](const std::string& name) { return s.given.count(apps::option_name(name)) > 0; });
   if (!unused.empty()) {
-    const std::string option = examples::option_name(unused.front().name);
+    const std::string option = apps::option_name(unused.front().name);
     if (unused.front().needs == InapplicableOption::Needs::cache)
       throw UsageError(option + " applies to the KV cache only, not --no-cache");
     throw UsageError(option + " applies to sampling only, and this run is greedy (" +
                      (s.temperature ? "--temperature 0"
                                     : "a task's default: give --temperature > 0 to sample") + ")");
   }
-  o.at_context = examples::kAtContext;
-  examples::require_prompt_fits(codec.prompt.size(), model.config());
+  o.at_context = apps::kAtContext;
+  apps::require_prompt_fits(codec.prompt.size(), model.config());
   return o;
 }
 
 // The model, its KV cache (the positions this run holds: a window model's ring, else at
 // most the context) and one forward pass's activations: a prefill chunk with the cache, the
 // whole sequence without it.
-examples::MemoryNeed generation_memory(const TransformerConfig& c, const GenerateOptions& o,
+apps::MemoryNeed generation_memory(const TransformerConfig& c, const GenerateOptions& o,
                                        std::size_t prompt) {
   const std::size_t held = std::min<std::size_t>(prompt + o.max_new_tokens, c.context);
   std::size_t cached = 0, chunk = held;
@@ -233,7 +233,7 @@ examples::MemoryNeed generation_memory(const TransformerConfig& c, const Generat
     cached = past_context_ok(c) ? std::min(c.window, held) : held;
     chunk = std::min(o.prefill_chunk ? o.prefill_chunk : c.context, held);
   }
-  return examples::inference_memory(c, 1, std::max<std::size_t>(chunk, 1), cached,
+  return apps::inference_memory(c, 1, std::max<std::size_t>(chunk, 1), cached,
                                     kv_value_bytes<float>(o.kv_dtype));
 }
 
@@ -259,7 +259,7 @@ void write_patterns(const std::string& dir, Transformer<float>& model, const Cod
   if (tokens.size() > context) tokens.erase(tokens.begin(), tokens.end() - std::ptrdiff_t(context));
   std::vector<std::string> labels;
   for (std::int64_t t : tokens) labels.push_back(codec.label(t));
-  const std::vector<std::string> svgs = examples::attention_pattern_svgs(model, tokens, labels);
+  const std::vector<std::string> svgs = apps::attention_pattern_svgs(model, tokens, labels);
   for (std::size_t l = 0; l < svgs.size(); ++l) {
     const std::string path = (std::filesystem::path(dir) / ("layer" + std::to_string(l) + ".svg")).string();
     detail::write_file_atomically(path, svgs[l], "--patterns " + path);
@@ -276,14 +276,14 @@ int run(const Settings& s) {
     throw UsageError("--temperature must be a finite number >= 0 (0: greedy), got " +
                      std::to_string(*s.temperature));
   Loaded l = load(s.model);
-  examples::require_finite_parameters(l.model, "--model " + s.model, s.allow_nonfinite);
+  apps::require_finite_parameters(l.model, "--model " + s.model, s.allow_nonfinite);
   const Codec codec = make_codec(l, resolve_task(l, s.task, s.model), s.prompt);
   const GenerateOptions o = options_from(s, codec, l.model);
-  examples::check_memory(generation_memory(l.model.config(), o, codec.prompt.size()), s.max_memory,
+  apps::check_memory(generation_memory(l.model.config(), o, codec.prompt.size()), s.max_memory,
                          "this generation");
-  if (s.patterns) examples::prepare_out_dir(*s.patterns, "--patterns");
+  if (s.patterns) apps::prepare_out_dir(*s.patterns, "--patterns");
   set_num_threads(s.threads);
-  examples::use_precision(s.precision);
+  apps::use_precision(s.precision);
   // every check is done: from here on the output streams
   std::fputs(codec.shown_prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -305,7 +305,7 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   Settings s;
   CLI::App app{"Continue a prompt with a trained model, streaming the tokens (KV cache).",
                kProgram};
@@ -321,27 +321,27 @@ int main(int argc, char** argv) {
                  "softmax temperature, 0 = greedy (default: 1 for text, 0 for a task)");
   app.add_option("--top-k", s.top_k, "keep the k most likely tokens, ties kept (0: off)");
   app.add_option("--top-p", s.top_p, "keep the smallest set whose mass reaches p, in (0, 1]");
-  app.add_option("--seed", s.seed, "seed of the draws")->check(examples::unsigned_integer());
+  app.add_option("--seed", s.seed, "seed of the draws")->check(apps::unsigned_integer());
   app.add_option("--threads", s.threads, "threads for tapegrad's kernels (0: all cores)")
       ->check(CLI::Range(0, 256));
   app.add_flag("--no-cache", s.no_cache, "recompute the whole sequence per token (quadratic)");
   app.add_option("--prefill-chunk", s.prefill_chunk,
                  "prompt positions per prefill step (0: the context)")
-      ->check(examples::unsigned_integer());
+      ->check(apps::unsigned_integer());
   app.add_option("--task", s.task, "how to read the prompt of a checkpoint that records no task: "
                  "sort, reverse, recall (the task's input tokens) or tokens (plain token ids); "
                  "must agree with a task the checkpoint records");
   app.add_option("--patterns", s.patterns,
                  "also write the attention patterns of the prompt and the new tokens to this "
                  "folder, one SVG heat map per layer (heads side by side)");
-  examples::add_precision_option(app, s.precision);
+  apps::add_precision_option(app, s.precision);
   app.add_option("--kv-dtype", s.kv_dtype, "what the KV cache stores: f32, or bf16 (keys and "
                  "values rounded to bfloat16: half the memory per token)")
       ->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
-  examples::add_max_memory_option(app, s.max_memory);
-  if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+  apps::add_allow_nonfinite_option(app, s.allow_nonfinite);
+  apps::add_max_memory_option(app, s.max_memory);
+  if (std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram))
     return *code;
-  s.given = examples::given_options(app);
-  return examples::run_reporting_errors(kProgram, [&] { return run(s); });
+  s.given = apps::given_options(app);
+  return apps::run_reporting_errors(kProgram, [&] { return run(s); });
 }

@@ -16,7 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "examples/common/cli.hpp"
+#include "apps/common/cli.hpp"
 #include "ops/registry.hpp"
 #include "tapegrad.hpp"
 
@@ -73,7 +73,7 @@ class JsonOutput {
 };
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   CLI::App app{"Finite-difference gradient check (double precision) of every tapegrad op.",
                kProgram};
   std::string json_path, filter;
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Also write the rows to this JSON file");
   app.add_option("--filter", filter, "Only cases whose name contains this text");
   app.add_option("--threads", threads, "kernel threads (0: all cores)")->check(CLI::Range(0, 256));
-  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+  if (const std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram))
     return *code;
   std::vector<const GradcheckCase*> cases;
   for (const RegisteredOp& op : op_registry())

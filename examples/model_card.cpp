@@ -12,8 +12,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "examples/common/cli.hpp"
-#include "examples/common/config_cli.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/config_cli.hpp"
+#include "platform/format_bytes.hpp"
 #include "nn/config.hpp"
 
 using namespace tapegrad;
@@ -29,11 +30,6 @@ std::string with_commas(std::uint64_t n) {
     out += digits[i];
   }
   return out;
-}
-
-std::string bytes_text(std::uint64_t bytes) {
-  if (bytes % 1024 == 0 && bytes >= 1024) return with_commas(bytes / 1024) + " KiB";
-  return with_commas(bytes) + " bytes";
 }
 
 struct Row {
@@ -82,22 +78,22 @@ void print_card(const TransformerConfig& c, std::size_t cache_bytes) {
                 c.experts_top_k, c.experts);
   std::printf("\nKV cache per token = 2 x %zu layers x %zu kv_heads x %zu head_dim x %zu bytes = %s\n",
               c.layers, c.resolved_kv_heads(), c.resolved_head_dim(), cache_bytes,
-              bytes_text(kv_cache_bytes_per_token(c, cache_bytes)).c_str());
+              format_bytes(kv_cache_bytes_per_token(c, cache_bytes)).c_str());
   std::printf("generate's KV cache per token: %s with --kv-dtype f32, %s with --kv-dtype bf16\n",
-              bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::model))).c_str(),
-              bytes_text(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::bf16))).c_str());
+              format_bytes(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::model))).c_str(),
+              format_bytes(kv_cache_bytes_per_token(c, kv_value_bytes<float>(KVDtype::bf16))).c_str());
   if (c.window > 0 && !c.uniform_window())
     std::printf("the windowed layers' caches hold at most %zu positions; the global layers' "
                 "(every %zu-th) grow with the sequence\n", c.window, c.window_pattern);
   else if (c.window > 0)
     std::printf("with window %zu the cache holds at most %zu positions: %s per sequence\n", c.window,
-                c.window, bytes_text(kv_cache_bytes_per_token(c, cache_bytes) * c.window).c_str());
+                c.window, format_bytes(kv_cache_bytes_per_token(c, cache_bytes) * c.window).c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   CLI::App app{"Print a transformer's parameters per component and its KV cache per token, from "
                "its configuration alone (--arch preset plus any architecture field as an option). "
                "Exit codes: 0 ok, 2 usage error.", kProgram};
@@ -109,10 +105,10 @@ int main(int argc, char** argv) {
   for (const FieldInfo& f : config_fields())
     if (f.role == FieldRole::initialisation || f.role == FieldRole::execution)
       initialisation.insert(f.name);
-  examples::ConfigOptions model_options(app, initialisation);
+  apps::ConfigOptions model_options(app, initialisation);
   app.add_option("--cache-bytes", cache_bytes, "bytes per cached value (2: 16-bit)")
       ->check(CLI::Range(std::size_t(1), std::size_t(16)));
-  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+  if (const std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram))
     return *code;
   try {
     TransformerConfig c = model_options.build();
@@ -121,7 +117,7 @@ int main(int argc, char** argv) {
     c.validate();
     print_card(c, cache_bytes);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, apps::one_line(e.what()).c_str());
     return 2;
   }
   return 0;

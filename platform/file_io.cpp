@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "platform/format_bytes.hpp"
+
 namespace tapegrad::detail {
 
 namespace {
@@ -132,12 +134,6 @@ namespace tapegrad {
 
 namespace {
 
-std::string describe_limit(std::uintmax_t bytes) {
-  if (bytes >= (std::uintmax_t(1) << 20) && bytes % (std::uintmax_t(1) << 20) == 0)
-    return std::to_string(bytes >> 20) + " MiB";
-  return std::to_string(bytes) + " bytes";
-}
-
 // Closes the descriptor on every way out of the reader.
 struct OpenFile {
   int fd;
@@ -154,7 +150,7 @@ std::string read_to_end(int fd, std::uintmax_t expected, const std::string& labe
     if (got == bytes.size()) {
       if (got > max_bytes)
         throw TextInputError(label + " grew while being read past the limit of " +
-                             describe_limit(max_bytes));
+                             format_bytes(double(max_bytes)));
       bytes.resize(static_cast<std::size_t>(std::min<std::uintmax_t>(max_bytes + 1, 2 * got)));
     }
     const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
@@ -193,7 +189,7 @@ std::string read_text_file(const std::string& path, const std::string& label,
   const auto size = static_cast<std::uintmax_t>(sb.st_size);
   if (size > max_bytes)
     throw TextInputError(label + " has " + std::to_string(size) + " bytes, larger than the limit of " +
-                         describe_limit(max_bytes));
+                         format_bytes(double(max_bytes)));
   try {
     return read_to_end(file.fd, size, label, max_bytes);
   } catch (const std::bad_alloc&) {

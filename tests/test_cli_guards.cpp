@@ -16,7 +16,7 @@
 
 #include <xtensor/xadapt.hpp>
 
-#include "examples/common/memory_budget.hpp"
+#include "apps/common/memory_budget.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "resume_helpers.hpp"
 #include "tasks/tasks.hpp"
@@ -346,17 +346,17 @@ TEST_CASE("guards: the memory estimate counts the parameters exactly and reads s
       c.qk_norm = tied;
       c.learned_temperature = !tied;
       INFO(arch << " tied " << tied);
-      CHECK(examples::parameter_count(c) == double(Transformer<float>(c).parameter_count()));
+      CHECK(apps::parameter_count(c) == double(Transformer<float>(c).parameter_count()));
     }
   }
-  CHECK(examples::parse_size("512M") == 512.0 * 1024 * 1024);
-  CHECK(examples::parse_size("4G") == 4.0 * 1024 * 1024 * 1024);
-  CHECK(examples::parse_size("1.5GiB") == 1.5 * 1024 * 1024 * 1024);
-  CHECK(examples::parse_size("100KB") == 100.0 * 1024);
-  CHECK(examples::parse_size("1000") == 1000.0);
+  CHECK(apps::parse_size("512M") == 512.0 * 1024 * 1024);
+  CHECK(apps::parse_size("4G") == 4.0 * 1024 * 1024 * 1024);
+  CHECK(apps::parse_size("1.5GiB") == 1.5 * 1024 * 1024 * 1024);
+  CHECK(apps::parse_size("100KB") == 100.0 * 1024);
+  CHECK(apps::parse_size("1000") == 1000.0);
   for (const char* bad : {"", "x", "-1G", "0", "4Q", "nan", "1GG"}) {
     INFO(bad);
-    CHECK_FALSE(examples::parse_size(bad).has_value());
+    CHECK_FALSE(apps::parse_size(bad).has_value());
   }
 }
 

@@ -1,4 +1,4 @@
-// Gradient accumulation (examples/train/training.hpp's accumulate_gradients, the trainer's
+// Gradient accumulation (apps/train/training.hpp's accumulate_gradients, the trainer's
 // --grad-accum): a batch run as N micro-batches leaves the gradient of the whole batch's
 // mean loss, in float64 to rounding, also when the micro-batches hold different numbers of
 // loss positions; one micro-batch is the plain training loss's backward, bit for bit.
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "examples/train/training.hpp"
+#include "apps/train/training.hpp"
 #include "helpers.hpp"
 #include "tapegrad_nn.hpp"
 

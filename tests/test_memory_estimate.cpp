@@ -1,4 +1,4 @@
-// The trainer's memory estimate (examples/common/memory_budget) against the tensor storage a
+// The trainer's memory estimate (apps/common/memory_budget) against the tensor storage a
 // run holds at its peak (autograd/memory's counters): the model, two of the trainer's own
 // steps (the loss, its backward, clipping and AdamW, whose moments the first step makes) and
 // an evaluation as the trainer runs it. The estimate's tensor parts (parameters, gradients,
@@ -9,9 +9,10 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "platform/format_bytes.hpp"
 #include "autograd/memory.hpp"
-#include "examples/common/memory_budget.hpp"
-#include "examples/train/training.hpp"
+#include "apps/common/memory_budget.hpp"
+#include "apps/train/training.hpp"
 #include "tasks/evaluate.hpp"
 
 using namespace tapegrad;
@@ -49,7 +50,7 @@ double measured_peak(const TransformerConfig& c, std::size_t batch, std::size_t 
 double estimated_tensors(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
                          std::size_t eval_batch) {
   double sum = 0;
-  for (const auto& [name, bytes] : examples::training_memory(c, batch, tokens, eval_batch).parts)
+  for (const auto& [name, bytes] : apps::training_memory(c, batch, tokens, eval_batch).parts)
     if (name == "parameters" || name == "gradients" || name == "AdamW moments" || name == "activations")
       sum += bytes;
   return sum;
@@ -59,8 +60,8 @@ void check_estimate(const TransformerConfig& c, std::size_t batch, std::size_t t
                     std::size_t eval_batch) {
   const double measured = measured_peak(c, batch, tokens, eval_batch);
   const double estimate = estimated_tensors(c, batch, tokens, eval_batch);
-  INFO("estimate " << examples::format_bytes(estimate) << ", measured peak "
-                   << examples::format_bytes(measured) << ": " << estimate / measured << "x");
+  INFO("estimate " << format_bytes(estimate) << ", measured peak "
+                   << format_bytes(measured) << ": " << estimate / measured << "x");
   CHECK(estimate >= measured);
   CHECK(estimate <= 1.5 * measured);
 }

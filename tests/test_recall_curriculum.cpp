@@ -1,4 +1,4 @@
-// The recall training curriculum of train_tiny_transformer (examples/train/tasks): the
+// The recall training curriculum of train_tiny_transformer (apps/train/tasks): the
 // growing number of distinct pairs, the chained inputs and the dense recall targets. The
 // expected values come from the documented definitions, computed here with independent
 // code (never with the generator's own solve() or schedule on the other side).

@@ -11,8 +11,8 @@
 #include <limits>
 #include <string>
 
-#include "examples/train/checkpoints.hpp"
-#include "examples/train/progress.hpp"
+#include "apps/train/checkpoints.hpp"
+#include "apps/train/progress.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "json_file.hpp"
 #include "resume_helpers.hpp"

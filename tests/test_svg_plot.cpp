@@ -1,4 +1,4 @@
-// examples/common/svg_plot: well-formed SVG with the series, ticks, labels and legend.
+// apps/common/svg_plot: well-formed SVG with the series, ticks, labels and legend.
 #ifdef TAPEGRAD_WITH_EXAMPLES  // built only together with the example programs
 #include <cmath>
 #include <limits>
@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "examples/common/svg_plot.hpp"
+#include "apps/common/svg_plot.hpp"
 #include "test_paths.hpp"
 
 using namespace tapegrad::plot;

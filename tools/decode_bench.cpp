@@ -19,7 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "autograd/tape.hpp"
-#include "examples/common/svg_plot.hpp"
+#include "apps/common/svg_plot.hpp"
 #include "nn/generation.hpp"
 #include "ops/kernels/parallel.hpp"
 

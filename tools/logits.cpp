@@ -17,9 +17,9 @@
 #include <CLI/CLI.hpp>
 
 #include "autograd/tape.hpp"
-#include "examples/common/cli.hpp"
-#include "examples/common/memory_budget.hpp"
-#include "examples/common/model_file.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/memory_budget.hpp"
+#include "apps/common/model_file.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "nn/transformer.hpp"
 #include "ops/threads.hpp"
@@ -57,11 +57,11 @@ int run(const Settings& s) {
   const std::vector<NpzEntry> batch = load_npz(s.tokens);
   const Indices tokens = batch_entry(batch, "tokens", s.tokens);
   const Indices targets = batch_entry(batch, "targets", s.tokens);
-  examples::check_memory(examples::inference_memory(read_checkpoint_config(s.model), tokens.shape()[0],
+  apps::check_memory(apps::inference_memory(read_checkpoint_config(s.model), tokens.shape()[0],
                                                     tokens.shape()[1], 0),
                          s.max_memory, "the model on this batch");
   Transformer<float> model = load_checkpoint<float>(s.model);
-  examples::require_finite_parameters(model, "--model " + s.model, s.allow_nonfinite);
+  apps::require_finite_parameters(model, "--model " + s.model, s.allow_nonfinite);
   NoGradGuard no_grad;
   const Tensor<float> logits = model.forward(tokens);
   const Tensor<float> loss = model.loss(tokens, targets);
@@ -75,7 +75,7 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   Settings s;
   CLI::App app{"Logits and loss of a checkpoint on a token batch (float32)."};
   app.add_option("--model", s.model, "checkpoint written by train_tiny_transformer")
@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--out", s.out, ".npz to write: logits (B, T, vocab) and loss")->required();
   app.add_option("--threads", s.threads, "threads for tapegrad's kernels")
       ->check(CLI::Range(1, 256));
-  examples::add_allow_nonfinite_option(app, s.allow_nonfinite);
-  examples::add_max_memory_option(app, s.max_memory);
+  apps::add_allow_nonfinite_option(app, s.allow_nonfinite);
+  apps::add_max_memory_option(app, s.max_memory);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   try {
     return run(s);
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
+    std::fprintf(stderr, "%s: %s\n", kProgram, apps::out_of_memory_message().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::string what = e.what();

@@ -156,7 +156,7 @@ def tapegrad_name(name):
 
 
 def require_finite(path, name, array, allow):
-    """The check of examples/common/model_file.cpp, with its words."""
+    """The programs' check (nn/io/finite_weights.cpp), with their words."""
     bad = np.flatnonzero(~np.isfinite(array))
     if bad.size and not allow:
         shape = "(" + ",".join(str(n) for n in array.shape) + ")"

@@ -270,7 +270,7 @@ def check_losses(w, losses):
 
 
 def flops(w):
-    """The C++ programs' GFLOP counts (harness.hpp), so the columns compare."""
+    """The C++ programs' GFLOP counts (harness/workloads.hpp), so the columns compare."""
     if w["kind"] == "mha":
         B, T, D, KVW = w["B"], w["T"], w["D"], w["KV"] * (w["D"] // w["H"])
         fwd = 2 * B * T * D * (2 * D + 2 * KVW) + 4 * B * T * T * D

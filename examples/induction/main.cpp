@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "examples/common/cli.hpp"
-#include "examples/common/model_source.hpp"
-#include "examples/common/run_options.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/model_source.hpp"
+#include "apps/common/run_options.hpp"
 #include "examples/induction/report.hpp"
 #include "examples/induction/study.hpp"
 #include "ops/threads.hpp"
@@ -47,7 +47,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--steps", s.steps, "training steps per run")->capture_default_str()
       ->check(CLI::Range(std::size_t(1), std::size_t(1) << 24));
   app.add_option("--seeds", s.seeds, "seeds (each: the model's initialisation and its data)")
-      ->capture_default_str()->check(examples::unsigned_integer())->expected(1, 64);
+      ->capture_default_str()->check(apps::unsigned_integer())->expected(1, 64);
   app.add_option("--variants", o.variants, "scaled, unscaled (attention_scale 1) or qk_norm")
       ->capture_default_str()->check(CLI::IsMember({"scaled", "unscaled", "qk_norm"}))->expected(1, 3);
   app.add_flag("--fixed-period", s.fixed_period,
@@ -66,35 +66,35 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--layers", s.layers, "attention layers")->capture_default_str()->check(CLI::Range(1, 16));
   app.add_option("--batch", s.batch, "sequences per step")->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--lr", s.lr, "AdamW's peak learning rate")->capture_default_str()
-      ->check(examples::finite_range(1e-7, 1.0));
+      ->check(apps::finite_range(1e-7, 1.0));
   app.add_option("--eval-every", s.eval_every, "steps between evaluations")->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--out", o.out, "folder for the CSV tables, plots and REPORT.md")->capture_default_str();
   app.add_option("--threads", o.threads, "threads for the kernels")->capture_default_str()
       ->check(CLI::Range(1, 256));
-  examples::add_precision_option(app, o.precision);
+  apps::add_precision_option(app, o.precision);
 }
 
 // --model: every head's induction and previous-token score, as CSV on stdout.
 int score_model(Options& o, const CLI::App& app) {
   StudyOptions& s = o.study;
-  std::optional<examples::LoadedModel> m;
+  std::optional<apps::LoadedModel> m;
   try {
-    m.emplace(examples::load_model(o.model));
+    m.emplace(apps::load_model(o.model));
   } catch (const std::exception& e) {
-    throw examples::UsageError("--model " + o.model + ": " + examples::one_line(e.what()));
+    throw apps::UsageError("--model " + o.model + ": " + apps::one_line(e.what()));
   }
   if (app.count("--vocab") == 0) s.vocab = m->model.config().vocab;
   if (s.vocab < min_vocab(s))
-    throw examples::UsageError("--vocab " + std::to_string(s.vocab) + " is less than 2 x --half " +
+    throw apps::UsageError("--vocab " + std::to_string(s.vocab) + " is less than 2 x --half " +
                                std::to_string(s.half));
   set_num_threads(o.threads);
-  examples::use_precision(o.precision);
+  apps::use_precision(o.precision);
   EvalPoint p;
   try {
     p = score_given_model(m->model, s, s.seeds.front());
   } catch (const std::invalid_argument& e) {
-    throw examples::UsageError(examples::one_line(e.what()));
+    throw apps::UsageError(apps::one_line(e.what()));
   }
   const std::size_t heads = m->model.config().heads;
   std::printf("layer,head,induction,previous_token\n");
@@ -109,25 +109,25 @@ int score_model(Options& o, const CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   CLI::App app{"Induction heads forming in a 2-layer attention-only transformer trained on repeated\n"
                "random segments, with the 1/sqrt(d_k) scale, without it and with QK-norm: each copy's\n"
                "loss and every head's scores over training, the phase change, each head zeroed;\n"
                "CSV tables, SVG plots and REPORT.md in --out. Exit codes: 0 ok, 1 runtime failure, 2 usage error.",
                kProgram};
-  examples::use_help_formatter(app);
+  apps::use_help_formatter(app);
   Options o;
   add_options(app, o);
-  if (std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram)) return *code;
+  if (std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram)) return *code;
   StudyOptions& s = o.study;
   if (!o.model.empty()) {
     try {
       return score_model(o, app);
-    } catch (const examples::UsageError& e) {
-      std::fprintf(stderr, "%s: usage error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    } catch (const apps::UsageError& e) {
+      std::fprintf(stderr, "%s: usage error: %s\n", kProgram, apps::one_line(e.what()).c_str());
       return 2;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: %s\n", kProgram, examples::one_line(e.what()).c_str());
+      std::fprintf(stderr, "%s: %s\n", kProgram, apps::one_line(e.what()).c_str());
       return 1;
     }
   }
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   s.variants.clear();
   for (const std::string& v : o.variants) s.variants.push_back(variant_of(v));
   // minutes of training must not end in a folder that cannot be written
-  const examples::CreatedDirectory created_out(o.out);
+  const apps::CreatedDirectory created_out(o.out);
   std::error_code error;
   std::filesystem::create_directories(o.out, error);
   if (error || !std::filesystem::is_directory(o.out)) {
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   }
   try {
     set_num_threads(o.threads);
-    examples::use_precision(o.precision);
+    apps::use_precision(o.precision);
     Report report;
     report.options = s;
     report.command = kProgram;
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
     std::printf("%s", report_markdown(report).c_str());
     std::printf("\nwrote %zu files into %s\n", files.size(), o.out.c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    std::fprintf(stderr, "%s: %s\n", kProgram, apps::one_line(e.what()).c_str());
     created_out.remove_if_empty();  // a run that failed before writing leaves no --out behind
     return 1;
   }

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "examples/common/svg_heatmap.hpp"
-#include "examples/common/svg_plot.hpp"
+#include "apps/common/svg_heatmap.hpp"
+#include "apps/common/svg_plot.hpp"
 
 namespace tapegrad::induction {
 

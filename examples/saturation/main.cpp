@@ -29,12 +29,12 @@
 #include <thread>
 #include <vector>
 
-#include "examples/common/cli.hpp"
-#include "examples/common/model_source.hpp"
-#include "examples/common/memory_budget.hpp"
-#include "examples/common/model_file.hpp"
-#include "examples/common/run_options.hpp"
-#include "examples/common/svg_plot.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/model_source.hpp"
+#include "apps/common/memory_budget.hpp"
+#include "apps/common/model_file.hpp"
+#include "apps/common/run_options.hpp"
+#include "apps/common/svg_plot.hpp"
 #include "examples/saturation/ablation.hpp"
 #include "examples/saturation/options.hpp"
 #include "examples/saturation/report.hpp"
@@ -167,7 +167,7 @@ struct Limits {
 
 // The largest Transformer the study trains (the widest d_head, the remedies' included) times
 // the runs trained at once; the learning-rate sweep and the ablation train smaller ones.
-examples::MemoryNeed study_memory(const StudyOptions& o) {
+apps::MemoryNeed study_memory(const StudyOptions& o) {
   const TrainingOptions& t = o.train;
   const tasks::SequenceTask task = tasks::SequenceTask::make(t.task);
   TransformerConfig c = gpt2_preset();
@@ -179,10 +179,10 @@ examples::MemoryNeed study_memory(const StudyOptions& o) {
   c.d_model = t.heads * d_head;
   c.layers = t.layers;
   c.mlp_ratio = t.mlp_ratio;
-  examples::MemoryNeed one = examples::training_memory(c, t.batch, c.context, t.eval_size);
+  apps::MemoryNeed one = apps::training_memory(c, t.batch, c.context, t.eval_size);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const double workers = o.threads > 0 ? double(o.threads) : double(cores);
-  examples::MemoryNeed all;
+  apps::MemoryNeed all;
   for (const auto& [name, bytes] : one.parts)
     all.add(name, name == "program" ? bytes : bytes * workers);
   return all;
@@ -194,19 +194,19 @@ int ablate_checkpoint(const StudyOptions& o, const Limits& limits) {
   const tasks::SequenceTask task = tasks::SequenceTask::make(o.train.task);
   std::optional<Transformer<float>> loaded;
   try {
-    const TransformerConfig c = examples::read_model_config(o.ablate_checkpoint);
-    examples::check_memory(examples::inference_memory(c, o.train.eval_size, c.context, 0),
+    const TransformerConfig c = apps::read_model_config(o.ablate_checkpoint);
+    apps::check_memory(apps::inference_memory(c, o.train.eval_size, c.context, 0),
                            limits.max_memory, "ablating this checkpoint");
-    loaded.emplace(std::move(examples::load_model(o.ablate_checkpoint).model));
-  } catch (const examples::UsageError&) {
+    loaded.emplace(std::move(apps::load_model(o.ablate_checkpoint).model));
+  } catch (const apps::UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    throw examples::UsageError(label + ": " + examples::one_line(e.what()));
+    throw apps::UsageError(label + ": " + apps::one_line(e.what()));
   }
   Transformer<float>& model = *loaded;
-  examples::require_finite_parameters(model, label, limits.allow_nonfinite);
+  apps::require_finite_parameters(model, label, limits.allow_nonfinite);
   if (model.config().vocab != task.vocab_size() || model.config().context < task.context())
-    throw examples::UsageError("--ablate " + o.ablate_checkpoint + ": the model (vocab " +
+    throw apps::UsageError("--ablate " + o.ablate_checkpoint + ": the model (vocab " +
                                std::to_string(model.config().vocab) + ", context " +
                                std::to_string(model.config().context) + ") is not a model of --task " +
                                o.train.task);
@@ -217,7 +217,7 @@ int ablate_checkpoint(const StudyOptions& o, const Limits& limits) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   StudyOptions o;
   CLI::App app{
       "The saturation study: why attention divides its scores by sqrt(d_k), and what modern\n"
@@ -231,18 +231,18 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
   add_study_options(app, o);
   Limits limits;
-  examples::add_allow_nonfinite_option(app, limits.allow_nonfinite, "Head ablation");
-  examples::add_max_memory_option(app, limits.max_memory);
-  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+  apps::add_allow_nonfinite_option(app, limits.allow_nonfinite, "Head ablation");
+  apps::add_max_memory_option(app, limits.max_memory);
+  if (const std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram))
     return *code;
   try {
     finish_study_options(app, o);
     if (o.ablate_checkpoint.empty() && !o.skip_training)
-      examples::check_memory(study_memory(o), limits.max_memory,
+      apps::check_memory(study_memory(o), limits.max_memory,
                              "training the study's largest model on every worker");
     prepare_study_outputs(o);
     set_num_threads(o.threads);
-    examples::use_precision(o.precision);
+    apps::use_precision(o.precision);
     if (!o.ablate_checkpoint.empty()) return ablate_checkpoint(o, limits);
     ReportInputs in = run_study(o, argc, argv);
     const std::vector<std::string> files = write_results(o, in);
@@ -252,14 +252,14 @@ int main(int argc, char** argv) {
                 files.size(), o.out.c_str(), in.total_seconds, in.sweep_seconds,
                 in.training_seconds, in.lr_seconds, in.ablation_seconds, in.threads);
     return 0;
-  } catch (const examples::UsageError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+  } catch (const apps::UsageError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, apps::one_line(e.what()).c_str());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, examples::out_of_memory_message().c_str());
+    std::fprintf(stderr, "%s: %s\n", kProgram, apps::out_of_memory_message().c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, apps::one_line(e.what()).c_str());
     return 1;
   }
 }

@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "examples/common/cli.hpp"
-#include "examples/common/run_options.hpp"
+#include "apps/common/cli.hpp"
+#include "apps/common/run_options.hpp"
 
 namespace tapegrad::saturation {
 
 namespace {
 
-using examples::UsageError;
+using apps::UsageError;
 using SizeRange = CLI::Range;
 
 void add_general(CLI::App& app, StudyOptions& o) {
@@ -28,7 +28,7 @@ void add_general(CLI::App& app, StudyOptions& o) {
   app.add_flag("--skip-ablation", o.skip_ablation, "do not run the head ablation (part 6)");
   app.add_option("--ablate", o.ablate_checkpoint, "only ablate each head of this checkpoint or "
                  "Hugging Face folder (a model of --task) and print accuracy and margin per head");
-  examples::add_precision_option(app, o.precision);
+  apps::add_precision_option(app, o.precision);
   app.add_flag("--detect-anomaly", o.train.detect_anomaly, "check every op's output and gradient "
                "for NaN/Inf while training and stop at the first, naming the op (slower)");
 }
@@ -47,7 +47,7 @@ void add_sweep(CLI::App& app, StudyOptions& o) {
   app.add_option("--d-v", s.d_v, "width of the values V")
       ->check(SizeRange(std::size_t(1), std::size_t(4096)))->group(sg);
   app.add_option("--sweep-seed", s.seed, "seed of the sweep's random draws")
-      ->check(examples::unsigned_integer())->group(sg);
+      ->check(apps::unsigned_integer())->group(sg);
   app.add_option("--sweep-dtype", o.dtype, "precision of the sweep")
       ->check(CLI::IsMember({"float", "double"}))->group(sg);
 }
@@ -66,7 +66,7 @@ void add_training(CLI::App& app, StudyOptions& o) {
   app.add_option("--remedy-d-head", t.remedy_d_head, "head width of the remedies (0: none)")
       ->check(SizeRange(std::size_t(0), std::size_t(1024)))->group(tg);
   app.add_option("--seeds", t.seeds, "seeds, comma-separated (each trains every arm)")
-      ->delimiter(',')->check(examples::unsigned_integer())->group(tg);
+      ->delimiter(',')->check(apps::unsigned_integer())->group(tg);
   app.add_option("--inits", o.inits, "initialisations of Wq, Wk, Wv: gpt2, variance_preserving")
       ->delimiter(',')->check(CLI::IsMember({"gpt2", "variance_preserving"}))->group(tg);
   app.add_option("--heads", t.heads, "heads per layer (d_model = heads x d_head)")
@@ -75,7 +75,7 @@ void add_training(CLI::App& app, StudyOptions& o) {
       ->check(SizeRange(std::size_t(1), std::size_t(16)))->group(tg);
   app.add_option("--mlp-ratio", t.mlp_ratio, "MLP hidden width as a multiple of d_model")
       ->check(SizeRange(std::size_t(1), std::size_t(16)))->group(tg);
-  examples::add_optimiser_options(
+  apps::add_optimiser_options(
       app, {t.steps, t.batch, t.warmup, t.lr, t.min_lr, t.weight_decay, t.clip}, tg);
   app.add_option("--eval-every", t.eval_every, "held-out evaluation every N steps")
       ->check(SizeRange(std::size_t(1), std::size_t(10000000)))->group(tg);
@@ -86,9 +86,9 @@ void add_training(CLI::App& app, StudyOptions& o) {
 void add_lr(CLI::App& app, StudyOptions& o) {
   const char* lg = "Learning-rate sweep";
   app.add_option("--lr-rates", o.lr.lrs, "peak learning rates, comma-separated")
-      ->delimiter(',')->check(examples::finite_range(1e-8, 10.0))->group(lg);
+      ->delimiter(',')->check(apps::finite_range(1e-8, 10.0))->group(lg);
   app.add_option("--lr-seeds", o.lr.seeds, "seeds, comma-separated")
-      ->delimiter(',')->check(examples::unsigned_integer())->group(lg);
+      ->delimiter(',')->check(apps::unsigned_integer())->group(lg);
   app.add_option("--lr-steps", o.lr.steps, "optimiser steps of every run")
       ->check(SizeRange(std::size_t(1), std::size_t(1000000)))->group(lg);
   app.add_option("--ablation-steps", o.ablation.steps, "training steps of the ablated model")
@@ -144,7 +144,7 @@ void check_options(const StudyOptions& o) {
       o.lr.lrs.empty() || o.lr.seeds.empty())
     throw UsageError("the lists --d-k, --tk, --d-heads, --seeds, --lr-rates and --lr-seeds must not be empty");
   TrainingOptions t = o.train;
-  examples::check_optimiser_settings({t.steps, t.batch, t.warmup, t.lr, t.min_lr, t.weight_decay, t.clip});
+  apps::check_optimiser_settings({t.steps, t.batch, t.warmup, t.lr, t.min_lr, t.weight_decay, t.clip});
 }
 
 }  // namespace
@@ -177,9 +177,9 @@ void prepare_study_outputs(const StudyOptions& o) {
   if (!o.doc.empty()) {
     const fs::path parent = fs::absolute(o.doc).parent_path();
     if (!fs::is_directory(parent)) throw UsageError("--doc " + o.doc + ": no directory " + parent.string());
-    examples::prepare_out_dir(parent.string(), "--doc");
+    apps::prepare_out_dir(parent.string(), "--doc");
   }
-  examples::prepare_out_dir(o.out);
+  apps::prepare_out_dir(o.out);
 }
 
 }  // namespace tapegrad::saturation

@@ -34,7 +34,7 @@ struct StudyOptions {
 // Adds every option to `app`, writing into `o`.
 void add_study_options(CLI::App& app, StudyOptions& o);
 // After parsing: --quick's reductions for what the user did not give, the derived settings
-// and the checks between options. Throws examples::UsageError.
+// and the checks between options. Throws apps::UsageError.
 void finish_study_options(const CLI::App& app, StudyOptions& o);
 // Creates --out (and the --doc directory) and proves them writable; nothing for --ablate.
 void prepare_study_outputs(const StudyOptions& o);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "examples/common/svg_plot.hpp"
+#include "apps/common/svg_plot.hpp"
 #include "examples/saturation/report_format.hpp"
 
 namespace tapegrad::saturation {

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "examples/common/svg_plot.hpp"
+#include "apps/common/svg_plot.hpp"
 #include "examples/saturation/lr_report.hpp"
 #include "examples/saturation/position_report.hpp"
 #include "examples/saturation/remedies_report.hpp"

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <map>
 
-#include "examples/common/svg_plot.hpp"
+#include "apps/common/svg_plot.hpp"
 
 namespace tapegrad::saturation {
 namespace {

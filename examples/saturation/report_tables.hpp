@@ -1,6 +1,8 @@
 #pragma once
 // Part 3 of the saturation study, the text: REPORT.md (every expectation with its verdict,
-// then a section per part that ran) and the expectations as CSV.
+// then a section per part that ran: part 1 from report_sweep, part 2 from report_training,
+// parts 3 to 6 from their own reports; then the limits and the files) and the expectations
+// as CSV.
 #include <string>
 #include <vector>
 

@@ -7,7 +7,7 @@
 #include "platform/file_io.hpp"
 #include "text/utf8.hpp"
 
-namespace tapegrad::examples::tokenizer {
+namespace tapegrad::apps::tokenizer {
 
 std::string read_input(const std::string& path, const std::string& label) {
   return read_text_file(path, label + " " + path);
@@ -93,4 +93,4 @@ void print_stats(const text::BpeTokenizer& tokenizer, const std::string& text, s
     std::fprintf(out, "%8zu  %5d  %s\n", uses[id], id, shown_token(tokenizer.token_bytes(id)).c_str());
 }
 
-}  // namespace tapegrad::examples::tokenizer
+}  // namespace tapegrad::apps::tokenizer

@@ -6,7 +6,7 @@
 
 #include "text/bpe_tokenizer.hpp"
 
-namespace tapegrad::examples::tokenizer {
+namespace tapegrad::apps::tokenizer {
 
 // The file at `path`, named `label` in errors ("input", "--tokenizer"): read_text_file's
 // regular file of at most kMaxTextBytes (platform/file_io.hpp).
@@ -24,4 +24,4 @@ std::string format_ids(const std::vector<std::int32_t>& ids);
 void print_stats(const text::BpeTokenizer& tokenizer, const std::string& text, std::size_t top,
                  std::FILE* out);
 
-}  // namespace tapegrad::examples::tokenizer
+}  // namespace tapegrad::apps::tokenizer

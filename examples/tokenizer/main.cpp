@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "examples/common/cli.hpp"
+#include "apps/common/cli.hpp"
 #include "examples/tokenizer/commands.hpp"
 #include "text/tokenizer_json.hpp"
 
 using namespace tapegrad;
-using namespace tapegrad::examples::tokenizer;
+using namespace tapegrad::apps::tokenizer;
 
 namespace {
 
@@ -70,7 +70,7 @@ int run(CLI::App& app, const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::prepare_process();
+  apps::prepare_process();
   CLI::App app{"Train, use and inspect a byte-level BPE tokenizer. Exit codes: 0 ok, 1 a file "
                "error, 2 usage error.", kProgram};
   app.require_subcommand(1);
@@ -98,13 +98,13 @@ int main(int argc, char** argv) {
   app.get_subcommand("decode")->add_flag("--bytes", options.bytes,
                                          "the raw bytes (no U+FFFD for invalid UTF-8)");
   app.get_subcommand("stats")->add_option("--top", options.top, "merged tokens to list")
-      ->check(examples::unsigned_integer());
-  if (const std::optional<int> code = examples::parse_command_line(app, argc, argv, kProgram))
+      ->check(apps::unsigned_integer());
+  if (const std::optional<int> code = apps::parse_command_line(app, argc, argv, kProgram))
     return *code;
   try {
     return run(app, options);
   } catch (const std::invalid_argument& e) {  // a bad vocab size, special or input file
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, apps::one_line(e.what()).c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     std::error_code unknown;
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
                  options.input.c_str(), unknown ? std::uintmax_t(0) : bytes);
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kProgram, examples::one_line(e.what()).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", kProgram, apps::one_line(e.what()).c_str());
     return 1;
   }
 }

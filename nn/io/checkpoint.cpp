@@ -282,15 +282,6 @@ void load_checkpoint(const std::string& path, Transformer<T>& model) {
   assign_parameters(entries, model, path);
 }
 
-template <class T>
-std::string nonfinite_value(const std::string& name, const std::string& shape, const T* values,
-                            std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i)
-    if (!std::isfinite(values[i]))
-      return fmt::format("'{}' {} holds {} at element {}", name, shape, values[i], i);
-  return "";
-}
-
 #define TAPEGRAD_INSTANTIATE(T)                                                          \
   template void save_parameters(const std::string&, const Module<T>&,                    \
                                 const std::vector<NpzEntry>&);                            \
@@ -298,9 +289,7 @@ std::string nonfinite_value(const std::string& name, const std::string& shape, c
   template void save_checkpoint(const std::string&, const Transformer<T>&);                   \
   template Transformer<T> load_checkpoint(const std::string&);                                \
   template Transformer<T> checkpoint_model(const std::vector<NpzEntry>&, const std::string&); \
-  template void load_checkpoint(const std::string&, Transformer<T>&);                        \
-  template std::string nonfinite_value(const std::string&, const std::string&, const T*,    \
-                                       std::size_t);
+  template void load_checkpoint(const std::string&, Transformer<T>&);
 TAPEGRAD_INSTANTIATE(float)
 TAPEGRAD_INSTANTIATE(double)
 #undef TAPEGRAD_INSTANTIATE

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "nn/io/checkpoint_error.hpp"  // CheckpointError, what the loaders throw
+#include "nn/io/finite_weights.hpp"  // nonfinite_value: what loaders refuse
 #include "nn/module.hpp"
 #include "nn/io/npz.hpp"
 #include "nn/transformer.hpp"
@@ -78,14 +79,6 @@ template <class T>
 void load_checkpoint(const std::string& path, Transformer<T>& model);
 TransformerConfig read_checkpoint_config(const std::string& path);
 
-// "'name' (2, 3) holds nan at element 4" for the first NaN or Inf among a tensor's `count`
-// values; empty when all are finite. The one wording of every refusal of non-finite weights
-// (the programs' --allow-nonfinite, Python's allow_nonfinite, load_pretrained), each of
-// which adds the tensor's kind and its own way out.
-template <class T>
-std::string nonfinite_value(const std::string& name, const std::string& shape, const T* values,
-                            std::size_t count);
-
 #define TAPEGRAD_CHECKPOINT_EXTERN(T)                                                      \
   extern template void save_parameters(const std::string&, const Module<T>&,              \
                                        const std::vector<NpzEntry>&);                      \
@@ -93,9 +86,7 @@ std::string nonfinite_value(const std::string& name, const std::string& shape, c
   extern template void save_checkpoint(const std::string&, const Transformer<T>&);             \
   extern template Transformer<T> load_checkpoint(const std::string&);                          \
   extern template Transformer<T> checkpoint_model(const std::vector<NpzEntry>&, const std::string&); \
-  extern template void load_checkpoint(const std::string&, Transformer<T>&);              \
-  extern template std::string nonfinite_value(const std::string&, const std::string&,     \
-                                              const T*, std::size_t);
+  extern template void load_checkpoint(const std::string&, Transformer<T>&);
 TAPEGRAD_CHECKPOINT_EXTERN(float)
 TAPEGRAD_CHECKPOINT_EXTERN(double)
 #undef TAPEGRAD_CHECKPOINT_EXTERN

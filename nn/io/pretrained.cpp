@@ -13,7 +13,7 @@
 
 #include "autograd/errors.hpp"
 #include "platform/file_io.hpp"
-#include "nn/io/checkpoint.hpp"  // nonfinite_value
+#include "nn/io/finite_weights.hpp"  // nonfinite_value
 #include "nn/io/hf_weights.hpp"
 #include "nn/io/safetensors.hpp"
 

@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "autograd/errors.hpp"
+#include "platform/format_bytes.hpp"
 #include "autograd/tape.hpp"
 #include "bindings.hpp"
 #include "memory_budget.hpp"
@@ -50,7 +51,7 @@ void bind_errors(py::module_& m) {
       const MemoryBudget b = memory_budget();
       PyErr_SetString(PyExc_MemoryError,
                       ("out of memory: an allocation failed (std::bad_alloc) with " +
-                       bytes_text(b.bytes) + " available (" + b.source + ")").c_str());
+                       format_bytes(b.bytes) + " available (" + b.source + ")").c_str());
     }
   });
 }

@@ -1,11 +1,8 @@
 #include "checkpoint_rules.hpp"
 
-#include <xtensor/xadapt.hpp>
-
-#include <type_traits>
-
 #include "autograd/errors.hpp"
 #include "nn/io/checkpoint.hpp"
+#include "nn/io/finite_weights.hpp"
 #include "py_errors.hpp"
 #include "tasks/tasks.hpp"
 
@@ -29,17 +26,8 @@ std::vector<NpzEntry> task_entries(const py::object& task, std::size_t vocab,
 }
 
 void refuse_nonfinite_parameters(const std::string& path) {
-  for (const NpzEntry& e : load_npz(path)) {
-    if (e.name.rfind(kConfigPrefix, 0) == 0 || e.name.rfind(kTrainingPrefix, 0) == 0) continue;
-    std::visit([&](const auto& a) {
-      using V = typename std::decay_t<decltype(a)>::value_type;
-      if constexpr (std::is_floating_point_v<V>) {
-        const std::string why = nonfinite_value(e.name, shape_str(e.shape()), a.data(), a.size());
-        if (!why.empty())
-          fail_with<CheckpointError>(path, "parameter {} (allow_nonfinite=True loads it anyway)", why);
-      }
-    }, e.array);
-  }
+  const std::string why = nonfinite_parameter(load_npz(path), "allow_nonfinite=True");
+  if (!why.empty()) fail_with<CheckpointError>(path, "{}", why);
 }
 
 }  // namespace tapegrad::python

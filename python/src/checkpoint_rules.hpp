@@ -21,7 +21,8 @@ std::vector<NpzEntry> task_entries(const py::object& task, std::size_t vocab,
                                    std::size_t context);
 
 // CheckpointError naming the first parameter of the file that holds NaN or Inf, its
-// shape, the value and the element, before anything is loaded: the trainer's rule.
+// shape, the value and the element, before anything is loaded: the programs' rule, the
+// one check of nn/io/finite_weights.hpp.
 void refuse_nonfinite_parameters(const std::string& path);
 
 }  // namespace tapegrad::python

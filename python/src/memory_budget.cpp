@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "platform/format_bytes.hpp"
 #include "autograd/memory.hpp"
 
 namespace tapegrad::python {
@@ -23,23 +24,12 @@ MemoryBudget memory_budget() {
 
 void set_max_memory(std::optional<std::uint64_t> bytes) { max_memory = bytes.value_or(0); }
 
-std::string bytes_text(double bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  std::size_t u = 0;
-  while (bytes >= 1024 && u + 1 < std::size(units)) {
-    bytes /= 1024;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{:.0f} B", bytes);
-  return fmt::format("{:.3g} {}", bytes, units[u]);
-}
-
 void require_memory(const std::string& op, const std::string& what, double needed,
                     const std::string& detail) {
   const MemoryBudget b = memory_budget();
   if (needed > b.bytes)
     throw OutOfMemory(fmt::format("{}: {} {} {}, more than the {} available ({})", op, what,
-                                  bytes_text(needed), detail, bytes_text(b.bytes), b.source));
+                                  format_bytes(needed), detail, format_bytes(b.bytes), b.source));
 }
 
 }  // namespace tapegrad::python

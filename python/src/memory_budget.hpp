@@ -29,8 +29,6 @@ MemoryBudget memory_budget();
 // nullopt lifts it.
 void set_max_memory(std::optional<std::uint64_t> bytes);
 
-std::string bytes_text(double bytes);  // "4 MiB", "1.5 TiB"
-
 // OutOfMemory "{op}: {what} {needed} {detail}, more than the M <unit> available (source)"
 // when `needed` bytes exceed the budget, e.g. "zeros: shape (1024,1024) needs 4 MiB in
 // float32, more than the 1 MiB available (set_max_memory)".

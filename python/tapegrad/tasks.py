@@ -3,7 +3,7 @@ evaluation, with the C++ trainer's seeds, so a Python loop sees the trainer's ba
 from ._tapegrad.tasks import (IGNORE, Batch, EvalResult, Example, SequenceTask,
                               batch_examples, evaluate)
 
-# The trainer's held-out set does not depend on --seed (examples/train/main.cpp).
+# The trainer's held-out set does not depend on --seed (examples/train_tiny_transformer.cpp).
 EVAL_SEED = 0x5EED0FE7A1
 EVAL_SIZE = 1000
 EVAL_BATCH = 250

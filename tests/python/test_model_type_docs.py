@@ -27,3 +27,15 @@ def test_from_pretrained_names_every_supported_model_type():
     doc = re.sub(r"\s+", " ", nn.Transformer.from_pretrained.__doc__)
     for model_type in nn.hf_model_types():
         assert f" {model_type}" in doc, model_type
+
+
+def test_the_docs_name_exactly_the_presets():
+    """README's and docs/TRAINING.md's --arch lists: "`--arch gpt2`, the default, `llama`, ...
+    or `bloom`"."""
+    for path in ("README.md", "docs/TRAINING.md"):
+        text = re.sub(r"\s+", " ", (ROOT / path).read_text(encoding="utf-8"))
+        found = re.findall(r"`--arch (\w+)`, the default, ((?:`\w+`, )*`\w+`,? or `\w+`)", text)
+        assert found, f"{path} names no --arch list"
+        for first, rest in found:
+            names = [first] + re.findall(r"`(\w+)`", rest)
+            assert sorted(names) == sorted(nn.Config.preset_names()), path
