@@ -16,7 +16,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-20}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(npz npy checkpoint safetensors)
+[[ ${#targets[@]} -gt 0 ]] || targets=(npz npy checkpoint safetensors hf_config)
 build=${TAPEGRAD_FUZZ_BUILD:-$root/build-fuzz}
 jobs=${TAPEGRAD_FUZZ_JOBS:-1}
 if ! [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 1 ]]; then
@@ -25,7 +25,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 1 ]]; then
 fi
 for t in "${targets[@]}"; do
   if [[ ! -d "$root/fuzz/corpus/$t" ]]; then
-    echo "fuzz/run.sh: unknown target '$t' (npz, npy, checkpoint or safetensors)" >&2
+    echo "fuzz/run.sh: unknown target '$t' (npz, npy, checkpoint, safetensors or hf_config)" >&2
     exit 2
   fi
 done

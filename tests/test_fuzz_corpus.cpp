@@ -1,7 +1,8 @@
 // The fuzz corpus (fuzz/corpus: numpy's files, tapegrad's own, damaged ones and every input
 // a fuzzer ever found a bug with) through the same readers as the libFuzzer targets, in the
 // ordinary test run (and so under the sanitizer build too): each file loads or throws
-// NpzError / CheckpointError / SafetensorsError, quickly. The fuzz targets themselves need
+// NpzError / CheckpointError / SafetensorsError, quickly.
+// (hf_config: an accepted config.json also reads back the same after an export.) The fuzz targets themselves need
 // clang; this keeps their regressions in every build.
 #include <chrono>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include "helpers.hpp"
 #include "fuzz/checkpoint_records.hpp"
 #include "nn/io/checkpoint.hpp"
+#include "nn/io/hf_config.hpp"
+#include "nn/io/hf_weights.hpp"
 #include "nn/io/safetensors.hpp"
 #include "test_paths.hpp"
 
@@ -114,4 +117,20 @@ TEST_CASE("fuzz corpus: safetensors seeds open and read, or throw SafetensorsErr
   }, loaded, rejected);
   CHECK(loaded >= 3);    // tapegrad's F32 and F64 files, the hand-laid halves
   CHECK(rejected >= 7);  // the bad_* near misses
+}
+
+TEST_CASE("fuzz corpus: config.json seeds import and read back after an export, or throw "
+          "CheckpointError", "[fuzz_corpus]") {
+  int loaded = 0, rejected = 0;
+  // as fuzz/fuzz_hf_config.cpp
+  replay("hf_config", [](const fs::path&, const std::string& text) {
+    const HfModelConfig first = hf_config_from_json(text, "'seed'");
+    CHECK(count_parameters(first.config).total() > 0);
+    CHECK(hf_layout(first.config, first.model_type).model_type == first.model_type);
+    const HfModelConfig again =
+        hf_config_from_json(hf_config_to_json(first.config, first.kept_json), "'written back'");
+    CHECK(again.config == first.config);
+    CHECK(again.model_type == first.model_type);
+  }, loaded, rejected);
+  CHECK(loaded >= 13);  // the Hugging Face fixtures' config.json, as transformers wrote them
 }

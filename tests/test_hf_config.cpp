@@ -468,6 +468,12 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
       {"[1]", "not a JSON object"},
       {R"({"n_embd": 8})", "model_type is missing"},
       {R"({"model_type": "t5"})", "model_type 't5' is not supported"},
+      // a number no double holds: nlohmann's out_of_range, not its parse_error (fuzz-found)
+      {R"({"model_type": "gpt2", "n_embd": 21e308})", "not valid JSON"},
+      // 0 means "derive it" in tapegrad's fields, not in transformers' (fuzz-found)
+      {R"({"model_type": "starcoder2", "num_key_value_heads": 0})", "num_key_value_heads must be positive"},
+      {R"({"model_type": "llama", "intermediate_size": 0})", "intermediate_size must be positive"},
+      {R"({"model_type": "gpt2", "n_inner": 0})", "n_inner must be positive"},
       {edited(kGemma2, {{"hidden_activation", "gelu"}}), "hidden_activation 'gelu'"},
       {[] {
          json j = json::parse(kGemma2);

@@ -53,7 +53,7 @@ json parse_object(const std::string& text, const std::string& op) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number no double holds
     fail_with<CheckpointError>(op, "not valid JSON ({})", e.what());
   }
   if (!j.is_object()) fail_with<CheckpointError>(op, "not a JSON object");

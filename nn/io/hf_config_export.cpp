@@ -116,7 +116,7 @@ json parse_kept(const std::string& kept_json) {
   json kept;
   try {
     kept = json::parse(kept_json);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number no double holds
     fail_with<CheckpointError>(kOp, "kept_json is not valid JSON ({})", e.what());
   }
   if (!kept.is_object()) fail_with<CheckpointError>(kOp, "kept_json is not a JSON object");

@@ -17,6 +17,7 @@ std::vector<ConfigKey> decoder_size_keys(const DecoderDefaults& d) {
       "num_key_value_heads",
       [d](ConfigReader& r, Config& c) {
         const std::optional<std::size_t> kv = r.nullable_size("num_key_value_heads", d.kv_heads);
+        if (kv && *kv == 0) r.refuse("num_key_value_heads must be positive");
         c.kv_heads = kv ? *kv : c.heads;
       },
       [](const Config& c, const json&) { return json(c.resolved_kv_heads()); }};

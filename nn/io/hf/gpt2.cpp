@@ -11,6 +11,8 @@ std::vector<ConfigKey> keys() {
   const ConfigKey inner = {"n_inner",
                            [](ConfigReader& r, Config& c) {
                              const auto inner = r.nullable_size("n_inner", std::nullopt);
+                             // transformers builds a 0-wide MLP; tapegrad's 0 means "derive it"
+                             if (inner && *inner == 0) r.refuse("n_inner must be positive (or null)");
                              c.mlp_hidden = inner ? *inner : 4 * c.d_model;
                            },
                            [](const Config& c, const json&) { return json(c.resolved_mlp_hidden()); }};

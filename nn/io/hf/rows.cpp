@@ -25,7 +25,11 @@ ConfigKey flag_key(std::string key, bool Config::*field, bool absent) {
 
 ConfigKey resolved_size_key(std::string key, std::size_t Config::*field, std::size_t absent,
                             std::size_t (Config::*resolved)() const) {
-  return {key, [=](ConfigReader& r, Config& c) { c.*field = r.size(key, absent); },
+  return {key,
+          [=](ConfigReader& r, Config& c) {
+            c.*field = r.size(key, absent);
+            if (c.*field == 0) r.refuse("{} must be positive", key);  // 0 is tapegrad's "derive it"
+          },
           [=](const Config& c, const json&) { return json((c.*resolved)()); }};
 }
 

@@ -20,7 +20,7 @@ ConfigKey size_key(std::string key, std::size_t Config::*field, std::size_t abse
 ConfigKey real_key(std::string key, double Config::*field, double absent);
 ConfigKey flag_key(std::string key, bool Config::*field, bool absent);
 // A size read into the field and written as the configuration resolves it (intermediate_size
-// writes resolved_mlp_hidden() when mlp_hidden is 0).
+// writes resolved_mlp_hidden()); 0, which in the field means "derive it", is refused.
 ConfigKey resolved_size_key(std::string key, std::size_t Config::*field, std::size_t absent,
                             std::size_t (Config::*resolved)() const);
 // A string that must be one of `accepted` ("hidden_act 'relu' is not supported (<why>)");
