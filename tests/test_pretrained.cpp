@@ -326,6 +326,16 @@ TEST_CASE("pretrained: a missing unexpected or wrong-shape tensor is refused nam
              Catch::Contains("config.json describes a model of") && Catch::Contains("parameters, the "
                                                                                      "folder's tensors hold"));
 
+  // thousands of tiny layers (fewer parameters than the size check's floor): refused by the
+  // tensor count before any layer is built, not by the first missing tensor after all are
+  config["num_hidden_layers"] = 3000;
+  config["hidden_size"] = 12;
+  config["intermediate_size"] = 16;
+  write_bytes(dir.file("m/config.json"), config.dump());
+  CHECK_THAT(refusal_of_load(dir.file("m")),
+             Catch::Contains("config.json describes 3000 layers, whose llama model has 27003 "
+                             "tensors; the folder holds 21"));
+
   CHECK_THAT(refusal_of_load(dir.file("nowhere")), Catch::Contains("not a folder holding config.json"));
   CHECK_FALSE(is_pretrained_folder(dir.file("nowhere")));
   CHECK_FALSE(is_pretrained_folder(file));

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -99,6 +100,48 @@ void check_size(const SafetensorsFolder& folder, const HfModelConfig& hf, const 
                                "the folder's tensors hold {:.0f} values", double(wanted), double(held));
 }
 
+// How many tensors a folder of `layout` holds for a model of `config`, in all and per layer,
+// from the same map (hf_tensors) on two models of one and two layers at the smallest width:
+// the count follows the model's parts, not their sizes. nullopt where layers differ in their
+// parts (MoE in every n-th layer) or the small model is not a valid one.
+struct TensorCount {
+  std::size_t total, per_layer;
+};
+
+template <class T>
+std::optional<TensorCount> tensors_wanted(const TransformerConfig& config, const HfLayout& layout) {
+  if (config.experts > 0 && config.moe_every != 1) return std::nullopt;
+  TransformerConfig small = config;  // one head of two dimensions, d_model = heads * head_dim
+  small.heads = small.kv_heads = small.vocab = small.mlp_hidden = 1;
+  small.head_dim = small.d_model = 2;
+  const auto count = [&](std::size_t layers) {
+    small.layers = layers;
+    return hf_tensors(Transformer<T>::to_be_loaded(small), layout).size();
+  };
+  try {
+    const std::size_t one = count(1), per_layer = count(2) - one;
+    return TensorCount{one - per_layer + per_layer * config.layers, per_layer};
+  } catch (const ShapeError&) {
+    return std::nullopt;
+  } catch (const CheckpointError&) {
+    return std::nullopt;
+  }
+}
+
+// A folder a whole layer's tensors short cannot load: said before the model is built, which
+// for a config.json of thousands of layers would build every one of them first. (A tensor or
+// two short is named by check_folder once the model is built.)
+template <class T>
+void check_tensor_count(const SafetensorsFolder& folder, const HfModelConfig& hf,
+                        const HfLayout& layout, const std::string& dir) {
+  const std::optional<TensorCount> wanted = tensors_wanted<T>(hf.config, layout);
+  const std::size_t held = folder.names().size();
+  if (wanted && held + wanted->per_layer <= wanted->total)
+    fail_with<CheckpointError>(load_op(dir), "config.json describes {} layers, whose {} model "
+                               "has {} tensors; the folder holds {}", hf.config.layers,
+                               hf.model_type, wanted->total, held);
+}
+
 // A tied model's folder may hold the head anyway (some tools write it); transformers then
 // ties it to the embedding, ignoring the copy. A copy equal to the embedding, value for
 // value as the model holds them, changes nothing and is taken; one that differs would give
@@ -183,6 +226,7 @@ PretrainedModel<T> load_pretrained(const std::string& dir, bool allow_nonfinite)
   HfLayout layout = hf_layout(hf.config, hf.model_type);
   adapt_prefix(layout, folder);
   check_size(folder, hf, dir);
+  check_tensor_count<T>(folder, hf, layout, dir);
   Transformer<T> model = Transformer<T>::to_be_loaded(hf.config);
   const std::vector<HfTensor<T>> tensors = hf_tensors(model, layout);
   check_folder(folder, tensors, hf, dir);
