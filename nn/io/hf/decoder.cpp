@@ -254,6 +254,14 @@ std::vector<Requirement> rope_requirements() {
   return {ntk, yarn_context, yarn_factor};
 }
 
+std::vector<Requirement> llama_parts_requirements() {
+  return {has_rope(),
+          need("norm", [](const Config& c) { return c.norm == NormKind::rms_norm; }, "has RMSNorm"),
+          need("mlp", [](const Config& c) { return c.mlp == MlpKind::swiglu; },
+               "'s feed-forward is SwiGLU"),
+          need(scale_field, default_scale, "scales by 1/sqrt(head_dim)")};
+}
+
 std::vector<Requirement> expert_requirements(bool experts) {
   if (!experts)
     return {need_with_hint("experts", [](const Config& c) { return c.experts == 0; }, "has no experts")};

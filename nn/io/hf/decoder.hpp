@@ -53,6 +53,9 @@ void group_kv_heads(TransformerConfig& c, const std::function<bool(const std::st
 // original context, a yarn factor below 1).
 Requirement has_rope();
 std::vector<Requirement> rope_requirements();
+// Llama's own parts, which mistral, mixtral and qwen2 share: RoPE, RMSNorm, SwiGLU and the
+// 1/sqrt(head_dim) scale.
+std::vector<Requirement> llama_parts_requirements();
 // kv heads and head_dim any; experts only where `experts` (with mixtral's rules).
 std::vector<Requirement> expert_requirements(bool experts);
 

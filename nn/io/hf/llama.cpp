@@ -29,11 +29,7 @@ const Family& llama_family() {
     f.harmless_keys = {"attention_dropout", "pretraining_tp"};
     f.requirements = concat<Requirement>(
         {parts({}),
-         {has_rope(),
-          need("norm", [](const Config& c) { return c.norm == NormKind::rms_norm; }, "has RMSNorm"),
-          need("mlp", [](const Config& c) { return c.mlp == MlpKind::swiglu; },
-               "'s feed-forward is SwiGLU"),
-          need(scale_field, default_scale, "scales by 1/sqrt(head_dim)")},
+         llama_parts_requirements(),
          rope_requirements(), expert_requirements(false),
          {need_with_hint("window", [](const Config& c) { return c.window == 0; },
                          "has no sliding window")}});

@@ -25,11 +25,7 @@ Requirement no_biases() {
 std::vector<Requirement> mistral_requirements(bool experts) {
   return concat<Requirement>(
       {parts({}),
-       {has_rope(),
-        need("norm", [](const Config& c) { return c.norm == NormKind::rms_norm; }, "has RMSNorm"),
-        need("mlp", [](const Config& c) { return c.mlp == MlpKind::swiglu; },
-             "'s feed-forward is SwiGLU"),
-        need(scale_field, default_scale, "scales by 1/sqrt(head_dim)")},
+       llama_parts_requirements(),
        rope_requirements(), expert_requirements(experts), {mistral_parts::no_biases()}});
 }
 

@@ -62,11 +62,7 @@ const Family& qwen2_family() {
     f.harmless_keys = {"attention_dropout"};
     f.requirements = concat<Requirement>(
         {parts({}),
-         {has_rope(),
-          need("norm", [](const Config& c) { return c.norm == NormKind::rms_norm; }, "has RMSNorm"),
-          need("mlp", [](const Config& c) { return c.mlp == MlpKind::swiglu; },
-               "'s feed-forward is SwiGLU"),
-          need(scale_field, default_scale, "scales by 1/sqrt(head_dim)")},
+         llama_parts_requirements(),
          rope_requirements(), expert_requirements(false),
          {need("attn_out_bias", [](const Config& c) { return !c.attn_out_bias; },
                "has no bias on o_proj"),
