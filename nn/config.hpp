@@ -220,11 +220,12 @@ TransformerConfig gemma2_preset();
 // BLOOM: ALiBi and no positions, LayerNorm on the embeddings, GELU MLP and every attention
 // projection with biases, a tied head.
 TransformerConfig bloom_preset();
-// "gpt2" | "llama" | "mixtral" | "gemma2" | "bloom": the preset of that name; ShapeError
-// naming the known ones otherwise.
+// The preset of that name, one of preset_names(): each a Hugging Face family's base model
+// (nn/io/hf/<name>.cpp; the functions above are its presets by name); ShapeError naming the
+// known ones otherwise.
 TransformerConfig preset(const std::string& name);
 std::vector<std::string> preset_names();
-// Applies the parts of a preset that depend on sizes chosen after it (llama's and gemma2's
+// Applies the parts of a preset that depend on sizes chosen after it (the grouped presets'
 // kv_heads, gemma2's window); a field that given(field) says the user set is left as set.
 void finish_preset(const std::string& name, TransformerConfig& c,
                    const std::function<bool(const std::string&)>& given = {});

@@ -75,8 +75,8 @@ struct FileBiases {
 };
 
 struct Family {
-  std::string model_type;       // "gpt2"
-  std::string causal_lm_class;  // what `architectures` names: "GPT2LMHeadModel"
+  std::string model_type;       // config.json's model_type
+  std::string causal_lm_class;  // what `architectures` names
   // The family's base model: the native preset (--arch, Config.preset) when `is_preset`, and
   // what an import starts from before the keys are read.
   std::function<TransformerConfig()> preset;
