@@ -52,11 +52,16 @@ std::vector<ConfigKey> decoder_position_keys(const DecoderDefaults& d) {
           real_key("rope_theta", &Config::rope_theta, d.theta), partial};
 }
 
+std::optional<std::size_t> read_sliding_window(ConfigReader& r, const DecoderDefaults& d) {
+  const std::optional<std::size_t> w = r.nullable_size("sliding_window", d.sliding_window);
+  if (w && *w == 0) r.refuse("sliding_window=0 would hide every key, the query's own too");
+  return w;
+}
+
 ConfigKey sliding_window_key(const DecoderDefaults& d) {
   return {"sliding_window",
           [d](ConfigReader& r, Config& c) {
-            const std::optional<std::size_t> w = r.nullable_size("sliding_window", d.sliding_window);
-            if (w && *w == 0) r.refuse("sliding_window=0 would hide every key, the query's own too");
+            const std::optional<std::size_t> w = read_sliding_window(r, d);
             c.window = w ? *w : 0;
           },
           [](const Config& c, const json&) { return c.window > 0 ? json(c.window) : json(nullptr); }};

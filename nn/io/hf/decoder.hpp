@@ -34,6 +34,9 @@ std::vector<ConfigKey> decoder_position_keys(const DecoderDefaults& d);
 // W keys up to itself (the mask hides key j <= i - W), tapegrad's window W; null: none.
 // Written as the window, or null (newer releases take a missing one as 4096).
 ConfigKey sliding_window_key(const DecoderDefaults& d);
+// sliding_window as the file has it (nullopt: null, or left out with no default); 0, which
+// would hide every key, refused. What each family then makes of it is its own.
+std::optional<std::size_t> read_sliding_window(ConfigReader& r, const DecoderDefaults& d);
 // rope_scaling -> the RoPE fields; the keys each scaling type reads, the others refused by
 // name. Must follow the context and the window.
 ConfigKey rope_scaling_key();

@@ -62,8 +62,7 @@ std::vector<ConfigKey> gemma2_keys() {
 ConfigKey window_key() {
   return {"sliding_window",
           [](ConfigReader& r, Config& c) {
-            const std::optional<std::size_t> w = r.nullable_size("sliding_window", kDefaults.sliding_window);
-            if (w && *w == 0) r.refuse("sliding_window=0 would hide every key, the query's own too");
+            const std::optional<std::size_t> w = read_sliding_window(r, kDefaults);
             if (!w)
               r.refuse("sliding_window is null: transformers 4.49's Gemma 2 needs a number (its "
                        "windowed layers compare it with the sequence length)");

@@ -16,8 +16,7 @@ const DecoderDefaults kDefaults = {151936, 4096, 22016, 32768, 32, 1e-6, 10000.0
 ConfigKey window_key() {
   ConfigKey row = sliding_window_key(kDefaults);
   row.read = [](ConfigReader& r, Config& c) {
-    const std::optional<std::size_t> w = r.nullable_size("sliding_window", kDefaults.sliding_window);
-    if (w && *w == 0) r.refuse("sliding_window=0 would hide every key, the query's own too");
+    const std::optional<std::size_t> w = read_sliding_window(r, kDefaults);
     const bool use = r.flag("use_sliding_window", false);
     const std::size_t from_layer = r.size("max_window_layers", 28);
     c.window = 0;
