@@ -34,7 +34,7 @@ AttentionSpec checked_spec(const AttentionConfig& c) {
   if (s.head_dim == 0 && c.d_model % s.heads != 0)
     fail("MultiHeadAttention", "d_model={} is not divisible by heads={} (or set head_dim)",
          c.d_model, s.heads);
-  if (s.kv_heads == 0) s.kv_heads = s.heads;
+  s.kv_heads = resolve_kv_heads(s.heads, s.kv_heads);
   if (s.head_dim == 0) s.head_dim = c.d_model / s.heads;
   s.causal = true;
   check_attention_spec("MultiHeadAttention", {1, 1, s.heads * s.head_dim},
@@ -91,7 +91,7 @@ MultiHeadAttention<T>::MultiHeadAttention(const AttentionConfig& c, Generator& g
   }
   if (c.learned_temperature)
     temperature_ = this->register_parameter(
-        "temperature", init::constant<T>({spec_.heads, 1}, 1.0 / std::sqrt(double(spec_.head_dim))));
+        "temperature", init::constant<T>({spec_.heads, 1}, default_attention_scale(spec_.head_dim)));
 }
 
 template <class T>

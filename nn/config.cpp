@@ -287,8 +287,8 @@ std::size_t TransformerConfig::resolved_mlp_hidden() const {
 }
 
 double TransformerConfig::resolved_attention_scale() const {
-  if (attention_scale) return *attention_scale;
-  return query_scale > 0 ? query_scale : 1.0 / std::sqrt(double(resolved_head_dim()));
+  if (attention_scale) return *attention_scale;  // the one place the two fields' order is said
+  return query_scale > 0 ? query_scale : default_attention_scale(resolved_head_dim());
 }
 
 RopeSpec TransformerConfig::rope() const {
@@ -310,14 +310,17 @@ std::size_t TransformerConfig::layer_window(std::size_t layer) const {
   return global ? 0 : window;
 }
 
-AttentionSpec TransformerConfig::attention_spec(std::size_t layer) const {
-  AttentionSpec s = causal_spec(heads, resolved_kv_heads(), layer_window(layer));
+LayerPlan TransformerConfig::layer_plan(std::size_t layer) const {
+  LayerPlan plan;
+  AttentionSpec& s = plan.attention;
+  s = causal_spec(heads, resolved_kv_heads(), layer_window(layer));
   s.head_dim = resolved_head_dim();
-  s.scale = attention_scale;
-  if (!attention_scale && query_scale > 0) s.scale = query_scale;
+  s.scale = resolved_attention_scale();
   s.bias = positions == PositionKind::alibi ? PositionBias::alibi : PositionBias::none;
   s.softcap = attn_softcap;
-  return s;
+  plan.experts = is_moe_layer(layer) ? experts : 0;
+  plan.mlp_hidden = resolved_mlp_hidden();
+  return plan;
 }
 
 // ---- validation and equality ------------------------------------------------------------

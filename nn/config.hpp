@@ -166,6 +166,15 @@ inline constexpr double kUnbounded = 1e300;
     "keep only each block's input through a training forward and compute the block again in "   \
     "the backward: one block's activations at a time, a third more compute, the same numbers")
 
+// One layer of a model, every zero default filled in (kv_heads, head_dim and the scale are
+// never left for a reader to resolve), so that the block, the KV cache, the hooks and the
+// exporters cannot disagree about what the layer is.
+struct LayerPlan {
+  AttentionSpec attention;  // causal; its kv_heads, head_dim, scale, window and modifiers
+  std::size_t experts = 0;  // 0: a dense feed-forward; else a mixture of this many experts
+  std::size_t mlp_hidden = 0;  // the feed-forward's (each expert's) hidden width
+};
+
 struct TransformerConfig {
 #define TAPEGRAD_DECLARE_FIELD(role, type, name, default_value, lo, hi, since, old, doc) \
   type name = default_value;
@@ -173,9 +182,10 @@ struct TransformerConfig {
 #undef TAPEGRAD_DECLARE_FIELD
 
   // What the zero defaults resolve to.
-  std::size_t resolved_kv_heads() const { return kv_heads == 0 ? heads : kv_heads; }
+  std::size_t resolved_kv_heads() const { return resolve_kv_heads(heads, kv_heads); }
   std::size_t resolved_head_dim() const;
   std::size_t resolved_mlp_hidden() const;
+  // attention_scale, else query_scale when set, else 1/sqrt(head_dim).
   double resolved_attention_scale() const;
   RopeSpec rope() const;
   // Layer l (from 0) has a mixture of experts: experts > 0 and (l + 1) % moe_every == 0.
@@ -183,8 +193,9 @@ struct TransformerConfig {
   std::size_t moe_layers() const;
   // Layer l's window: `window`, or 0 on the global layers of window_pattern.
   std::size_t layer_window(std::size_t layer) const;
-  // Layer l's attention: causal, with its window, the scale and the score modifiers above.
-  AttentionSpec attention_spec(std::size_t layer) const;
+  // Everything layer l is, resolved: what its block builds, its KV cache holds and an
+  // exporter writes.
+  LayerPlan layer_plan(std::size_t layer) const;
   // Every layer has the same window (window_pattern 0, or no window at all).
   bool uniform_window() const { return window == 0 || window_pattern == 0; }
 

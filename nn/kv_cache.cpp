@@ -56,6 +56,12 @@ KVCache<T>::KVCache(std::size_t batch, std::size_t kv_heads, std::size_t head_di
 }
 
 template <class T>
+KVCache<T>::KVCache(std::size_t batch, const AttentionSpec& layer, std::size_t positions,
+                    KVDtype dtype)
+    : KVCache(batch, layer.kv_heads, layer.head_dim, layer.head_dim, positions, layer.window,
+              dtype) {}
+
+template <class T>
 std::size_t KVCache<T>::bytes() const {
   if (dtype_ == KVDtype::bf16) return (k16_->size() + v16_->size()) * sizeof(std::uint16_t);
   return (k_.size() + v_.size()) * sizeof(T);
@@ -122,6 +128,10 @@ Tensor<T> KVCache<T>::values() const {
 
 template <class T>
 Tensor<T> KVCache<T>::decode(const Tensor<T>& q, const AttentionSpec& spec) const {
+  if (window_ != 0 && (spec.window == 0 || spec.window > window_))
+    fail("KVCache", "the attention's window={} reaches further back than this cache's window={} "
+         "holds (0: every earlier key); build the cache from the same layer's spec",
+         spec.window, window_);
   if constexpr (std::is_same_v<T, float>) {
     if (dtype_ == KVDtype::bf16)
       return attention_decode(q, Bf16Store{k16_->data(), {batch_, capacity_, k_width_}},
@@ -142,10 +152,9 @@ template <class T>
 KVCacheSet<T>::KVCacheSet(const TransformerConfig& c, std::size_t batch, std::size_t positions,
                           KVDtype dtype) {
   c.validate();
-  const std::size_t dh = c.resolved_head_dim();
   layers_.reserve(c.layers);
   for (std::size_t i = 0; i < c.layers; ++i)
-    layers_.emplace_back(batch, c.resolved_kv_heads(), dh, dh, positions, c.layer_window(i), dtype);
+    layers_.emplace_back(batch, c.layer_plan(i).attention, positions, dtype);
 }
 
 template <class T>

@@ -34,6 +34,10 @@ class KVCache {
   // ShapeError "KVCache: ..." for a zero size, or bf16 storage for a double model.
   KVCache(std::size_t batch, std::size_t kv_heads, std::size_t head_dim, std::size_t v_head_dim,
           std::size_t positions, std::size_t window = 0, KVDtype dtype = KVDtype::model);
+  // The cache of a layer whose attention is `layer` (a LayerPlan's: kv_heads and head_dim
+  // resolved), keys and values of head_dim each, its window the spec's.
+  KVCache(std::size_t batch, const AttentionSpec& layer, std::size_t positions,
+          KVDtype dtype = KVDtype::model);
 
   std::size_t length() const { return length_; }  // positions appended: the next one's position
   std::size_t capacity() const { return capacity_; }
@@ -56,6 +60,7 @@ class KVCache {
   Tensor<T> values() const;
   // One query per batch item, q (B, 1, heads*head_dim), the newest held position's, against
   // the held keys and values read in place: attention_decode (ops/attention_decode.hpp).
+  // ShapeError when the spec looks further back than a window cache holds.
   Tensor<T> decode(const Tensor<T>& q, const AttentionSpec& spec) const;
   // The storage itself, slot order (see ring()): a cache of the model's type only
   // (ShapeError for a bf16 cache, whose storage is not a Tensor<T>).
@@ -77,8 +82,8 @@ class KVCache {
   std::shared_ptr<std::vector<std::uint16_t>> k16_, v16_;
 };
 
-// One cache per layer of a Transformer, sized from its configuration: kv_heads heads of
-// head_dim, the layer's window; for `positions` positions of batch B.
+// One cache per layer of a Transformer, sized from the layer's plan (its attention's
+// kv_heads, head_dim and window); for `positions` positions of batch B.
 template <class T>
 class KVCacheSet {
  public:

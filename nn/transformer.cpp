@@ -33,12 +33,12 @@ const TransformerConfig& validated(const TransformerConfig& c) {
 }
 
 // Each expert is the block's feed-forward (its width, kind, bias and init); the router and
-// the routing come from the model's moe fields. moe.experts is set per layer (make_blocks).
-MoEConfig moe_config(const TransformerConfig& c, const BlockConfig& b) {
+// the routing come from the model's moe fields, the number of experts from the layer's plan.
+MoEConfig moe_config(const TransformerConfig& c, const BlockConfig& b, std::size_t experts) {
   MoEConfig m;
   m.d_model = c.d_model;
   m.hidden = b.mlp_hidden;
-  m.experts = c.experts;
+  m.experts = experts;
   m.top_k = c.experts_top_k;
   m.mlp = b.mlp;
   m.mlp_bias = b.mlp_bias;
@@ -49,11 +49,14 @@ MoEConfig moe_config(const TransformerConfig& c, const BlockConfig& b) {
   return m;
 }
 
-BlockConfig block_config(const TransformerConfig& c) {
+// Layer `plan` of the model c: its attention (the window, or none on a global layer) and its
+// feed-forward (experts on every moe_every-th layer, dense elsewhere) come from the plan, the
+// parts every layer shares from c.
+BlockConfig block_config(const TransformerConfig& c, const LayerPlan& plan) {
   BlockConfig b;
   AttentionConfig& a = b.attention;
   a.d_model = c.d_model;
-  a.spec = c.attention_spec(0);
+  a.spec = plan.attention;
   a.qk_norm = c.qk_norm;
   a.qk_norm_gain = c.qk_norm_gain;
   a.learned_temperature = c.learned_temperature;
@@ -63,28 +66,22 @@ BlockConfig block_config(const TransformerConfig& c) {
   if (c.positions == PositionKind::rope) a.rope = c.rope();
   a.qkv_std = init::attention_std(c.attention_init, c.d_model);
   a.out_std = init::residual_std(c.layers);
-  b.mlp_hidden = c.resolved_mlp_hidden();
+  b.mlp_hidden = plan.mlp_hidden;
   b.mlp = c.mlp;
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
   b.post_norms = c.post_norms;
   b.std = init::gpt2_std;
-  b.moe = moe_config(c, b);
+  b.moe = moe_config(c, b, plan.experts);
   return b;
 }
 
-// Layer i has experts when c.is_moe_layer(i) (every moe_every-th), a dense MLP otherwise,
-// and its attention the window c.layer_window(i) (every layer's, or none on a global one).
 template <class T>
 std::vector<Block<T>> make_blocks(const TransformerConfig& c, Generator& gen) {
-  BlockConfig b = block_config(c);
   std::vector<Block<T>> blocks;
   blocks.reserve(c.layers);
-  for (std::size_t i = 0; i < c.layers; ++i) {
-    b.moe.experts = c.is_moe_layer(i) ? c.experts : 0;
-    b.attention.spec = c.attention_spec(i);
-    blocks.emplace_back(b, gen);
-  }
+  for (std::size_t i = 0; i < c.layers; ++i)
+    blocks.emplace_back(block_config(c, c.layer_plan(i)), gen);
   return blocks;
 }
 

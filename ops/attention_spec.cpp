@@ -15,7 +15,7 @@ void resolve_heads(const char* op, const Shape& q, const Shape& k, const Shape& 
                    const AttentionSpec& spec, const Shapes& shapes, AttentionDims& d) {
   if (spec.heads == 0) fail(op, "heads must be at least 1, got 0 ({})", shapes());
   d.heads = spec.heads;
-  d.kv_heads = spec.kv_heads ? spec.kv_heads : spec.heads;
+  d.kv_heads = resolve_kv_heads(spec.heads, spec.kv_heads);
   if (d.kv_heads > d.heads)
     fail(op, "kv_heads={} exceeds heads={}: each kv head serves a group of query heads ({})",
          d.kv_heads, d.heads, shapes());
@@ -49,10 +49,12 @@ double resolve_scale(const char* op, const AttentionSpec& spec, std::size_t head
   }
   if (head_dim == 0)
     fail(op, "the default scale 1/sqrt(head_dim) is undefined for head_dim=0 ({})", shapes());
-  return 1.0 / std::sqrt(double(head_dim));
+  return default_attention_scale(head_dim);
 }
 
 }  // namespace
+
+double default_attention_scale(std::size_t head_dim) { return 1.0 / std::sqrt(double(head_dim)); }
 
 AttentionDims check_attention_spec(const char* op, const Shape& q, const Shape& k, const Shape& v,
                                    const AttentionSpec& spec) {

@@ -60,6 +60,14 @@ struct AttentionSpec {
 #undef TAPEGRAD_DECLARE_SPEC_FIELD
 };
 
+// The defaults of a spec's zero fields, written here and nowhere else: kv_heads 0 is heads
+// (every query head has its own key/value head), and an unset scale is 1/sqrt(head_dim),
+// which keeps q.k of unit-variance vectors at unit variance whatever the head's width.
+inline std::size_t resolve_kv_heads(std::size_t heads, std::size_t kv_heads) {
+  return kv_heads ? kv_heads : heads;
+}
+double default_attention_scale(std::size_t head_dim);
+
 // "AttentionSpec(heads=4, kv_heads=2, head_dim=0, scale=None, causal=True, window=0,
 // bias='alibi', softcap=20)": every field, written as Python writes it.
 std::string to_string(const AttentionSpec& spec);

@@ -4,6 +4,7 @@
 // parameter counts of the published Llama 3 8B shapes.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include "helpers.hpp"
 #include "nn/io/checkpoint.hpp"
 #include "nn/config.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/transformer.hpp"
 #include "test_paths.hpp"
 
@@ -248,6 +250,48 @@ TEST_CASE("config: count_parameters equals the built model for every part", "[co
     INFO(config_summary(c));
     Transformer<float> model(c);
     CHECK(model.parameter_count() == count_parameters(c).total());
+  }
+}
+
+TEST_CASE("config: each layer's plan fills every default, and the model, its caches and the "
+          "exporters read it", "[config]") {
+  TransformerConfig c = preset("llama");
+  c.d_model = 32;
+  c.heads = 4;
+  c.kv_heads = 0;
+  c.layers = 4;
+  c.vocab = 11;
+  c.context = 16;
+  // kv_heads 0 is one key/value head per query head; the head is d_model / heads wide; the
+  // scale 1/sqrt(8) unless a field sets it, attention_scale before query_scale
+  CHECK(c.layer_plan(0).attention.kv_heads == 4);
+  CHECK(c.layer_plan(0).attention.head_dim == 8);
+  CHECK(*c.layer_plan(0).attention.scale == 1 / std::sqrt(8.0));
+  c.query_scale = 0.25;
+  CHECK(*c.layer_plan(1).attention.scale == 0.25);
+  c.attention_scale = 1.0;
+  CHECK(*c.layer_plan(1).attention.scale == 1.0);
+  c.attention_scale.reset();
+  // Gemma 2's pattern: a window on layers 0 and 2, every earlier key on 1 and 3; experts on
+  // every second layer
+  c.window = 5;
+  c.window_pattern = 2;
+  c.experts = 3;
+  c.experts_top_k = 2;
+  c.moe_every = 2;
+  const std::size_t windows[] = {5, 0, 5, 0}, experts[] = {0, 3, 0, 3};
+  Transformer<double> model(c);
+  KVCacheSet<double> caches(c, 1, 12);
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    INFO("layer " << l);
+    const LayerPlan plan = c.layer_plan(l);
+    CHECK(plan.attention.window == windows[l]);
+    CHECK(plan.experts == experts[l]);
+    CHECK(plan.attention.causal);
+    const AttentionSpec& built = model.blocks()[l].attention().spec();
+    CHECK(to_string(built) == to_string(plan.attention));
+    CHECK(caches[l].window() == windows[l]);
+    CHECK(caches[l].capacity() == (windows[l] ? windows[l] : 12));
   }
 }
 

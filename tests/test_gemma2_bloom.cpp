@@ -140,8 +140,8 @@ TEST_CASE("gemma2 and bloom: composed fused and flash attention give the same lo
   }
 }
 
-TEST_CASE("gemma2: a KV cache ringing the global layers too decodes other logits past the "
-          "window", "[gemma2][kv_cache]") {
+TEST_CASE("gemma2: a KV cache ringing the global layers too is refused before it decodes "
+          "other logits past the window", "[gemma2][kv_cache]") {
   const TransformerConfig c = small("gemma2");
   Transformer<double> model = spread_model<double>(c);
   const Indices tokens = random_tokens(1, c.context, c.vocab, 8);
@@ -153,7 +153,9 @@ TEST_CASE("gemma2: a KV cache ringing the global layers too decodes other logits
   TransformerConfig every_layer = c;
   every_layer.window_pattern = 0;
   KVCacheSet<double> wrong(every_layer, 1, c.context);
-  CHECK(decode_error(model, wrong, tokens, full) > 1e-3);
+  CHECK_THROWS_WITH(decode_error(model, wrong, tokens, full),
+                    Catch::Contains("KVCache: the attention's window=0 reaches further back "
+                                    "than this cache's window=8"));
 }
 
 TEST_CASE("gemma2 and bloom: bf16 products train, near float32's steps and not equal to them",

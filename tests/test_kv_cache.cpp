@@ -224,6 +224,30 @@ TEST_CASE("kv cache: a full-attention model stops at its context", "[kv_cache]")
   CHECK_FALSE(past_context_ok(lw));  // learned positions end at the table's last row
 }
 
+TEST_CASE("kv cache: a ring refuses a query that looks further back than it holds",
+          "[kv_cache]") {
+  AttentionSpec layer = causal_spec(2, 1, 3);
+  layer.head_dim = 4;
+  KVCache<double> ring(1, layer, 8);
+  CHECK(ring.capacity() == 3);
+  Generator gen(5);
+  NoGradGuard no_grad;
+  for (std::size_t p = 0; p < 5; ++p)
+    ring.append(Tensor<double>::randn({1, 1, 4}, gen), Tensor<double>::randn({1, 1, 4}, gen));
+  const Tensor<double> q = Tensor<double>::randn({1, 1, 8}, gen);
+  CHECK(ring.decode(q, layer).shape() == Shape{1, 1, 8});
+  AttentionSpec full = layer, wider = layer;
+  full.window = 0;
+  wider.window = 4;
+  for (const AttentionSpec& spec : {full, wider})
+    CHECK_THROWS_WITH(ring.decode(q, spec), Catch::Contains("reaches further back than this "
+                                                            "cache's window=3"));
+  // a full cache holds every key: any window reads a part of it
+  KVCache<double> all(1, full, 8);
+  all.append(Tensor<double>::randn({1, 1, 4}, gen), Tensor<double>::randn({1, 1, 4}, gen));
+  CHECK_NOTHROW(all.decode(q, layer));
+}
+
 TEST_CASE("kv cache: a wrapped ring decodes what attention() computes", "[kv_cache]") {
   // Keys and values appended one position at a time into a ring of capacity = window;
   // after the ring wraps, slot order is not position order. The decode of the newest

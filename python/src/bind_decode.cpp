@@ -59,7 +59,7 @@ void bind_attention_parts(py::module_& m) {
         fail("attention_mix", "weights must be (B, heads={}, Tq, Tk), got {}", spec.heads, W.shape_string());
       // The queries' shape the weights came from: (B, Tq, heads * head_dim), head_dim the
       // values' width when not given (mixing never reads q).
-      const std::size_t kv = spec.kv_heads ? spec.kv_heads : spec.heads;
+      const std::size_t kv = resolve_kv_heads(spec.heads, spec.kv_heads);
       const std::size_t hd = spec.head_dim ? spec.head_dim : (V.shape().size() == 3 ? V.shape()[2] / kv : 1);
       const Shape q_shape{ws[0], ws[2], spec.heads * hd};
       const Shape k_shape{ws[0], ws[3], kv * hd};

@@ -76,7 +76,7 @@ ConfigKey window_key() {
 bool gemma2_windows(const Config& c) {
   if (c.window == 0) return true;
   for (std::size_t l = 0; l < c.layers; ++l)
-    if (c.layer_window(l) != (l % 2 == 0 ? c.window : 0)) return false;
+    if (c.layer_plan(l).attention.window != (l % 2 == 0 ? c.window : 0)) return false;
   return true;
 }
 

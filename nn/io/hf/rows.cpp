@@ -149,7 +149,7 @@ std::vector<Requirement> parts(const Parts& has) {
 }
 
 bool default_scale(const Config& c) {
-  return c.resolved_attention_scale() == 1.0 / std::sqrt(double(c.resolved_head_dim()));
+  return c.resolved_attention_scale() == default_attention_scale(c.resolved_head_dim());
 }
 
 std::string scale_field(const Config& c) {
