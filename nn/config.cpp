@@ -306,7 +306,8 @@ RopeSpec TransformerConfig::rope() const {
 }
 
 std::size_t TransformerConfig::layer_window(std::size_t layer) const {
-  const bool global = window_pattern > 0 && (layer + 1) % window_pattern == 0;
+  const std::size_t counted = window_global_first ? layer : layer + 1;
+  const bool global = window_pattern > 0 && counted % window_pattern == 0;
   return global ? 0 : window;
 }
 

@@ -124,6 +124,9 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, std::size_t, window_pattern, 0, 0, 1 << 24, 7, 0,                             \
     "the layers the window applies to: 0 every layer; n: every n-th layer (n-1, 2n-1, ...) "    \
     "is global, the others windowed (Gemma 2: 2, windowed layers 0, 2, 4, ...)")                \
+  X(architecture, bool, window_global_first, false, 0, 0, 8, false,                             \
+    "window_pattern n's global layers are 0, n, 2n, ... instead of n-1, 2n-1, ... (GPT-Neo: "   \
+    "global, local, global, ...)")                                                              \
   X(architecture, bool, qk_norm, false, 0, 0, 2, false,                                         \
     "RMSNorm with a learned gain over each head's q and k, before RoPE")                        \
   X(initialisation, double, qk_norm_gain, 1.0, 1e-6, 1e6, 3, 1.0,                               \
@@ -191,7 +194,8 @@ struct TransformerConfig {
   // Layer l (from 0) has a mixture of experts: experts > 0 and (l + 1) % moe_every == 0.
   bool is_moe_layer(std::size_t layer) const;
   std::size_t moe_layers() const;
-  // Layer l's window: `window`, or 0 on the global layers of window_pattern.
+  // Layer l's window: `window`, or 0 on the global layers of window_pattern (l + 1 or, with
+  // window_global_first, l a multiple of it).
   std::size_t layer_window(std::size_t layer) const;
   // Everything layer l is, resolved: what its block builds, its KV cache holds and an
   // exporter writes.

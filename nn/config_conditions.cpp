@@ -50,6 +50,9 @@ std::optional<Unmet> unmet_condition(const TransformerConfig& c, const std::stri
       scaling != RopeScaling::yarn)
     return Unmet{"rope_scaling=llama3 or yarn", is("rope_scaling")};
   if (field == "window_pattern" && c.window == 0) return Unmet{"window > 0", is("window")};
+  if (field == "window_global_first" && (c.window == 0 || c.window_pattern == 0))
+    return Unmet{"window > 0 and window_pattern > 0",
+                 c.window == 0 ? is("window") : is("window_pattern")};
   if (field == "query_scale" && c.attention_scale)
     return Unmet{"attention_scale=default", is("attention_scale")};
   if (field == "qk_norm_gain" && !c.qk_norm) return Unmet{"qk_norm=true", is("qk_norm")};

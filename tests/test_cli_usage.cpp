@@ -86,7 +86,7 @@ TEST_CASE("train cli: --help shows each task's defaults and flags without {false
   // preset fields show every preset that differs from the default (mixtral is llama's)
   CHECK_THAT(help, Catch::Contains("--norm NAME=layer (llama rms, gemma2 gemma, gemma gemma, mixtral rms)"));
   CHECK_THAT(help, Catch::Contains("--experts UINT=0 (mixtral 8)"));
-  CHECK_THAT(help, Catch::Contains("--tie-embeddings, --no-tie-embeddings=off (gemma2 on, gemma on, starcoder2 on, bloom on)"));
+  CHECK_THAT(help, Catch::Contains("--tie-embeddings, --no-tie-embeddings=off (gpt_neo on, gemma2 on, gemma on, starcoder2 on, bloom on)"));
 }
 
 TEST_CASE("train cli: --text on a file that is not UTF-8 text warns and still trains", "[cli]") {

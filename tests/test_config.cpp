@@ -104,7 +104,7 @@ TEST_CASE("config: bad values and combinations name the field", "[config]") {
   require_shape_error([&] { set_field_from_string(s, "heads", "0"); }, {"config", "heads=0"});
   require_shape_error([&] { set_field_from_string(s, "attention_scale", "nan"); }, {"config", "attention_scale"});
   require_shape_error([&] { set_field_from_string(s, "bogus", "1"); }, {"config", "bogus"});
-  require_shape_error([&] { preset("mistral"); }, {"config", "unknown preset 'mistral'", "gpt2, llama"});
+  require_shape_error([&] { preset("mistral"); }, {"config", "unknown preset 'mistral'", "gpt2, gpt_neo, llama"});
   TransformerConfig y = sized(llama_preset());
   y.rope_scaling = RopeScaling::yarn;  // needs original_context
   require_shape_error([&] { y.validate(); }, {"original_context"});
@@ -387,6 +387,9 @@ TEST_CASE("config: a field refused as inapplicable changes nothing, and changes 
       {"mlp_multiple", "7", gpt2, llama, "mlp_multiple applies to mlp=swiglu or geglu only, not mlp=gelu"},
       {"mlp_multiple", "7", with(llama, "mlp_hidden", "20"), llama, "not mlp_hidden=20"},
       {"window_pattern", "2", gpt2, with(gpt2, "window", "3"), "window_pattern applies to window > 0 only, not window=0"},
+      {"window_global_first", "true", with(gpt2, "window", "3"), with(with(gpt2, "window", "3"), "window_pattern", "2"),
+       "window_global_first applies to window > 0 and window_pattern > 0 only, not window_pattern=0"},
+      {"window_global_first", "true", gpt2, with(with(gpt2, "window", "3"), "window_pattern", "2"), "not window=0"},
       {"query_scale", "0.25", with(gpt2, "attention_scale", "1"), gpt2, "query_scale applies to attention_scale=default only, not attention_scale=1"},
   };
   std::set<std::string> covered;

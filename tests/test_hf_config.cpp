@@ -115,6 +115,20 @@ const char* kStarcoder2 = R"({
   "torch_dtype": "bfloat16", "transformers_version": "4.37.0.dev0", "use_bias": true,
   "use_cache": true, "vocab_size": 49152})";
 
+// EleutherAI/gpt-neo-125M's config.json
+const char* kGptNeo = R"({
+  "activation_function": "gelu_new", "architectures": ["GPTNeoForCausalLM"],
+  "attention_dropout": 0, "attention_layers": ["global", "local", "global", "local", "global",
+  "local", "global", "local", "global", "local", "global", "local"],
+  "attention_types": [[["global", "local"], 6]], "bos_token_id": 50256, "embed_dropout": 0,
+  "eos_token_id": 50256, "gradient_checkpointing": false, "hidden_size": 768,
+  "initializer_range": 0.02, "intermediate_size": null, "layer_norm_epsilon": 1e-05,
+  "max_position_embeddings": 2048, "model_type": "gpt_neo", "num_heads": 12, "num_layers": 12,
+  "resid_dropout": 0, "summary_activation": null, "summary_first_dropout": 0.1,
+  "summary_proj_to_labels": true, "summary_type": "cls_index", "summary_use_proj": true,
+  "transformers_version": "4.9.0.dev0", "use_cache": true, "vocab_size": 50257,
+  "window_size": 256})";
+
 const char* kBloom = R"({
   "apply_residual_connection_post_layernorm": false, "architectures": ["BloomForCausalLM"],
   "attention_dropout": 0.0, "attention_softmax_in_fp32": true, "bias_dropout_fusion": true,
@@ -432,6 +446,52 @@ TEST_CASE("hf config: a StarCoder2-3B config with its 3030371328 parameters", "[
              Catch::Contains("hidden_act 'gelu' is not supported"));
 }
 
+TEST_CASE("hf config: gpt-neo-125M with its 125198592 parameters and unscaled scores", "[hf_config]") {
+  const HfModelConfig h = hf_config_from_json(kGptNeo, "gpt_neo/config.json");
+  const TransformerConfig& c = h.config;
+  CHECK(h.model_type == "gpt_neo");
+  CHECK(c.positions == PositionKind::learned);
+  CHECK(c.norm == NormKind::layer_norm);
+  CHECK(c.mlp == MlpKind::gelu);
+  CHECK(c.resolved_mlp_hidden() == 3072);
+  CHECK_FALSE(c.attn_qkv_bias);
+  CHECK(c.attn_out_bias);
+  CHECK(c.mlp_bias);
+  CHECK(c.tie_embeddings);
+  CHECK(c.context == 2048);
+  // GPTNeoSelfAttention: q k^T straight into the softmax
+  CHECK(c.resolved_attention_scale() == 1.0);
+  // layer 0 global, 1 local (the last 256 keys), 2 global, ...
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    INFO("layer " << l);
+    CHECK(c.layer_plan(l).attention.window == (l % 2 == 0 ? 0 : 256));
+  }
+  // by hand: 50257 x 768 + 2048 x 768 + 12 x (3 x 768^2, 768^2 + 768, 768 x 3072 + 3072,
+  // 3072 x 768 + 768, 2 x 2 x 768) + 2 x 768, as the hub's model card counts
+  CHECK(count_parameters(c).total() == 125198592ULL);
+  for (const char* k : {"summary_type", "gradient_checkpointing", "embed_dropout"})
+    CHECK(kept_of(h).contains(k));
+  // attention_types expanded when attention_layers is left out; the saved list when not
+  const TransformerConfig local_first = hf_config_from_json(
+      edited(kGptNeo, {{"attention_layers", nullptr},
+                       {"attention_types", json::parse(R"([[["local", "global"], 6]])")}}), "c").config;
+  CHECK(local_first.layer_plan(0).attention.window == 256);
+  CHECK(local_first.layer_plan(1).attention.window == 0);
+  const TransformerConfig all_global = hf_config_from_json(
+      edited(kGptNeo, {{"attention_layers", json(std::vector<std::string>(12, "global"))}}), "c").config;
+  CHECK(all_global.window == 0);
+  CHECK_THAT(import_refusal(edited(kGptNeo, {{"num_layers", 11}})),
+             Catch::Contains("attention_types expands to 12 layers but num_layers is 11"));
+  CHECK_THAT(import_refusal(edited(kGptNeo, {{"window_size", 0}})),
+             Catch::Contains("window_size must be positive"));
+  CHECK_THAT(import_refusal(edited(kGptNeo, {{"attention_layers", nullptr},
+                                             {"attention_types", json::parse(
+                                                 R"([[["global", "global", "local"], 4]])")}})),
+             Catch::Contains("not one global layer in every n"));
+  CHECK_THAT(import_refusal(edited(kGptNeo, {{"attention_types", json::parse(R"([[["sparse"], 12]])")}})),
+             Catch::Contains("\"global\" or \"local\""));
+}
+
 TEST_CASE("hf config: bloom-560m with its 559214592 parameters", "[hf_config]") {
   const HfModelConfig h = hf_config_from_json(kBloom, "bloom/config.json");
   const TransformerConfig& c = h.config;
@@ -537,7 +597,7 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
 TEST_CASE("hf config: every public configuration reads back the same after an export", "[hf_config]") {
   const std::string gemma = edited(kGemma, {{"hidden_act", "gelu_pytorch_tanh"}});
   for (const char* text : {kGpt2, kLlama3, kLlama31, kMistral, kMixtral, kQwen2, kGemma2, kBloom,
-                           gemma.c_str(), kStarcoder2}) {
+                           gemma.c_str(), kStarcoder2, kGptNeo}) {
     const HfModelConfig first = hf_config_from_json(text, "first");
     INFO(first.model_type);
     const std::string written = hf_config_to_json(first.config, first.kept_json);
@@ -578,6 +638,23 @@ TEST_CASE("hf config: an export picks the model_type the architecture is", "[hf_
   TransformerConfig unscaled = g;
   unscaled.attention_scale = 1.0;
   CHECK(json::parse(hf_config_to_json(unscaled)).at("scale_attn_weights") == false);
+  // a window over unscaled scores is GPT-Neo's: global layers where window_pattern says
+  TransformerConfig neo = unscaled;
+  neo.layers = 3;
+  neo.window = 4;
+  CHECK(type_of(neo) == "gpt_neo");
+  const json nj = json::parse(hf_config_to_json(neo));
+  CHECK(nj.at("window_size") == 4);
+  CHECK(nj.at("attention_types") == json::parse(R"([[["local"], 3]])"));
+  neo.window_pattern = 2;
+  neo.window_global_first = true;
+  CHECK(json::parse(hf_config_to_json(neo)).at("attention_layers") ==
+        json::parse(R"(["global", "local", "global"])"));
+  CHECK(json::parse(hf_config_to_json(neo)).at("attention_types") ==
+        json::parse(R"([[["global", "local"], 1], [["global"], 1]])"));
+  neo.window_global_first = false;
+  CHECK(json::parse(hf_config_to_json(neo)).at("attention_layers") ==
+        json::parse(R"(["local", "global", "local"])"));
 
   TransformerConfig l = llama_preset();
   l.vocab = 11;
@@ -690,22 +767,22 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
        "attn_softcap=50: of the supported model_types only gemma2 has it, and gemma2 also has "
        "embeddings scaled by sqrt(hidden_size), which this model has not (embed_scale=false)"},
       {edit(l, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30: of"},
+      // gpt_neo's windows differ by layer too, over learned positions: with RoPE, gemma2 claims it
       {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; }),
-       "window_pattern=2: of the supported model_types only gemma2"},
+       "embed_scale=false: gemma2 has embeddings scaled by sqrt(hidden_size)"},
       {edit(g, [](auto& c) { c.final_softcap = 30; }), "final_softcap=30: gpt2 has no soft-caps (gemma2 has)"},
       {edit(l, [](auto& c) { c.positions = PositionKind::alibi; }),
        "positions=alibi: of the supported model_types only bloom has it, and bloom also has "
        "word_embeddings_layernorm, which this model has not (embed_norm=false)"},
       {edit(g, [](auto& c) { c.positions = PositionKind::alibi; }), "positions=alibi: of"},
       {edit(l, [](auto& c) { c.embed_norm = true; }), "embed_norm=true: llama has no word_embeddings_layernorm (bloom has)"},
-      // GeGLU is gemma's too: the windows that differ by layer are what only gemma2 has
+      // GeGLU is gemma's too: the windows that differ by layer make it gemma2
       {edit(l, [](auto& c) { c.window = 3; c.window_pattern = 2; c.layers = 3; c.mlp = MlpKind::geglu; }),
-       "window_pattern=2: of the supported model_types only gemma2 has it, and gemma2 also has "
-       "embeddings scaled"},
+       "embed_scale=false: gemma2 has embeddings scaled"},
       {edit(l, [](auto& c) { c.mlp = MlpKind::geglu; }),
        "embed_scale=false: gemma has embeddings scaled by sqrt(hidden_size)"},
       {edit(l, [](auto& c) { c.norm = NormKind::gemma; c.embed_scale = true; c.mlp = MlpKind::geglu; c.window = 3; }),
-       "window=3: gemma has no sliding window (gemma2, starcoder2, mixtral, qwen2 and mistral have)"},
+       "window=3: gemma has no sliding window (gpt_neo, gemma2, starcoder2, mixtral, qwen2 and mistral have)"},
       {edit(gm, [](auto& c) { c.window = 3; c.window_pattern = 3; }),
        "window_pattern=3: gemma2 windows layers 0, 2, 4"},
       {edit(gm, [](auto& c) { c.post_norms = false; }),

@@ -55,7 +55,8 @@ IMPLEMENTED = {
     "rope_style", "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
     "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
     "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
-    "embed_norm", "embed_scale", "post_norms", "window_pattern", "query_scale",
+    "embed_norm", "embed_scale", "post_norms", "window_pattern", "window_global_first",
+    "query_scale",
     "experts", "experts_top_k", "moe_renorm", "moe_every",
     # applies in tapegrad's training forward only; inference is dropless, as this module is
     "moe_capacity",
@@ -101,9 +102,11 @@ class Derived:
         return self.query_scale if self.query_scale > 0 else 1 / math.sqrt(self.dh)
 
     def layer_window(self, layer):
-        """window_pattern n > 0: layers n-1, 2n-1, ... are global (no window)."""
+        """window_pattern n > 0: layers n-1, 2n-1, ... are global (no window); with
+        window_global_first, layers 0, n, 2n, ... are."""
         n = self.window_pattern
-        return 0 if n > 0 and (layer + 1) % n == 0 else self.window
+        counted = layer if self.window_global_first else layer + 1
+        return 0 if n > 0 and counted % n == 0 else self.window
 
 
 Config = dataclasses.make_dataclass(

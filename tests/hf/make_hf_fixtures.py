@@ -11,8 +11,8 @@ kinds, a Mistral window shorter than the test's longest prompt, a Mixtral of fiv
 a Gemma 2 of three layers (windowed, global, windowed; the window shorter than the longest
 prompt, soft-caps small enough to bite, a query_pre_attn_scalar that is not head_dim), a BLOOM
 of six heads (ALiBi's slopes for a head count that is not a power of two), a Gemma with one
-K/V head, a StarCoder2 with every bias and a window shorter than the longest prompt; one model saved in
-two shards (max_shard_size), one in BF16. The weights are drawn again from N(0, 0.2) (norm
+K/V head, a StarCoder2 with every bias and a window shorter than the longest prompt, a
+GPT-Neo of three layers (global, local, global; unscaled scores); one model saved in two shards (max_shard_size), one in BF16. The weights are drawn again from N(0, 0.2) (norm
 gains 1 + N(0, 0.2), Gemma's w, whose gain is 1 + w, N(0, 0.2)): transformers' N(0, 0.02)
 leaves attention nearly uniform, where a wrong RoPE pairing or window would hardly move the
 logits.
@@ -23,7 +23,8 @@ import sys
 
 import torch
 from transformers import (BloomConfig, BloomForCausalLM, Gemma2Config, Gemma2ForCausalLM,
-                          GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
+                          GPTNeoConfig, GPTNeoForCausalLM, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
                           Starcoder2ForCausalLM)
@@ -32,6 +33,7 @@ CONTEXT = 32  # every fixture takes the test's longest prompt, 30 tokens
 MISTRAL_WINDOW = 5
 GEMMA2_WINDOW = 7
 STARCODER2_WINDOW = 6
+GPT_NEO_WINDOW = 5
 
 
 def gpt2(tied):
@@ -94,6 +96,14 @@ def starcoder2():
         sliding_window=STARCODER2_WINDOW, norm_epsilon=1e-5, tie_word_embeddings=False)
 
 
+def gpt_neo():
+    # global, local, global: a period and a layer left over; scores never scaled
+    return GPTNeoForCausalLM, GPTNeoConfig(
+        vocab_size=51, max_position_embeddings=CONTEXT, hidden_size=24, num_layers=3,
+        num_heads=4, intermediate_size=None, window_size=GPT_NEO_WINDOW,
+        attention_types=[[["global", "local"], 1], [["global"], 1]])
+
+
 def bloom():
     return BloomForCausalLM, BloomConfig(vocab_size=59, hidden_size=24, n_layer=2, n_head=6,
                                          tie_word_embeddings=True)
@@ -122,6 +132,7 @@ FIXTURES = {
     "bloom_six_heads": (bloom(), {}),
     "gemma_mqa_tied": (gemma(), {}),
     "starcoder2_window_biases": (starcoder2(), {}),
+    "gpt_neo_global_local": (gpt_neo(), {}),
 }
 
 

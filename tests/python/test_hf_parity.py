@@ -2,13 +2,14 @@
 tests/hf/make_hf_fixtures.py (gpt2, llama with linear, llama3 and yarn RoPE, mistral with a
 window shorter than the prompts, mixtral, qwen2, gemma2 with its window on layers 0 and 2 and
 soft-caps, bloom with six heads, gemma with one K/V head, starcoder2 with biases and a
-window; GQA, tied and untied heads, biases, two shards, BF16), built
+window, gpt_neo with global and local layers and unscaled scores; GQA, tied and untied heads, biases, two shards, BF16), built
 into tmp_path at test time, give transformers' logits in tapegrad:
 
 - float32 within 1e-5 of the largest logit, on four prompts (1, 6, 17 and 30 tokens: past
   the Mistral window of 5 and the Gemma 2 window of 7);
 - float64 within 1e-12, against transformers' own code run with every float32 it forces
-  (RMSNorm's variance, RoPE's angles, ALiBi's slopes, the attention and router softmax) made
+  (RMSNorm's variance, RoPE's angles, ALiBi's slopes, the attention and router softmax,
+  GPT-Neo's q and k) made
   float64, and within float32's reach (1e-5) against it as it is; BLOOM within 1e-9, its GELU
   having sqrt(2/pi) cut to 0.79788456 (within 1e-12 with the exact constant);
 - an export (save_pretrained) loads in AutoModelForCausalLM with no missing, unexpected or
@@ -17,7 +18,8 @@ into tmp_path at test time, give transformers' logits in tapegrad:
   a Mixtral) export to transformers' logits;
 - the traps, shown failing: the same weights read with interleaved RoPE pairs, a Mistral,
   Gemma 2 or StarCoder2 window one key too short or too long, Gemma 2's window on every layer,
-  Gemma's norms read as plain RMSNorm (gain w, not 1 + w), BLOOM's
+  Gemma's norms read as plain RMSNorm (gain w, not 1 + w), GPT-Neo read with
+  1/sqrt(head_dim) or with its local layer global and its global layers local, BLOOM's
   query_key_value read as [all q | all k | all v] instead of per head, an interleaved model
   written without permuting q and k.
 
@@ -141,7 +143,7 @@ def vocab_of(model):
 @pytest.mark.parametrize("name", NAMES)
 def test_float32_logits_equal_transformers(folders, name):
     model = tg.nn.Transformer.from_pretrained(folders[name])
-    assert model.hf_model_type == name.split("_")[0]
+    assert name == model.hf_model_type or name.startswith(model.hf_model_type + "_")
     tokens = prompts(vocab_of(model))
     err = relative_error(tapegrad_logits(model, tokens),
                          reference_logits(folders[name], torch.float32, tokens))
@@ -254,13 +256,15 @@ def tapegrad_made(name):
         return tg.nn.Config.preset("bloom", **dict(small, heads=5, mlp_hidden=80))
     if name == "gemma_preset":
         return tg.nn.Config.preset("gemma", kv_heads=1, head_dim=6, **small)
+    if name == "gpt_neo_preset":  # the window (12, half the context) on layer 1 only
+        return tg.nn.Config.preset("gpt_neo", **small)
     if name == "starcoder2_window":  # no bias on o_proj: written as zeros
         return tg.nn.Config.preset("starcoder2", head_dim=6, window=5, attn_out_bias=False, **small)
     return tg.nn.Config.preset("mixtral", kv_heads=1, experts=3, experts_top_k=2, head_dim=6, **small)
 
 
 MADE = ["gpt2_preset", "llama_interleaved_gqa", "qwen2_window", "mixtral_mqa", "gemma2_preset",
-        "bloom_five_heads", "gemma_preset", "starcoder2_window"]
+        "bloom_five_heads", "gemma_preset", "starcoder2_window", "gpt_neo_preset"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -324,13 +328,16 @@ def test_an_interleaved_model_written_without_the_permutation_gives_other_logits
 
 WINDOWS = {"mistral_window": make_hf_fixtures.MISTRAL_WINDOW,
            "gemma2_window_caps": make_hf_fixtures.GEMMA2_WINDOW,
-           "starcoder2_window_biases": make_hf_fixtures.STARCODER2_WINDOW}
+           "starcoder2_window_biases": make_hf_fixtures.STARCODER2_WINDOW,
+           "gpt_neo_global_local": make_hf_fixtures.GPT_NEO_WINDOW}
 
 
 @pytest.mark.parametrize("name,window", [("mistral_window", 4), ("mistral_window", 6),
                                          ("gemma2_window_caps", 6), ("gemma2_window_caps", 8),
                                          ("starcoder2_window_biases", 5),
-                                         ("starcoder2_window_biases", 7)])
+                                         ("starcoder2_window_biases", 7),
+                                         ("gpt_neo_global_local", 4),
+                                         ("gpt_neo_global_local", 6)])
 def test_a_window_off_by_one_gives_other_logits(folders, tmp_path, name, window):
     # sliding_window W: a query sees W keys, its own among them, as tapegrad's window W
     model = tg.nn.Transformer.from_pretrained(folders[name])
@@ -356,6 +363,23 @@ def test_gemma2_windowed_on_every_layer_gives_other_logits(folders, tmp_path):
     reference = reference_logits(folders["gemma2_window_caps"], torch.float32, tokens)
     err = relative_error(tapegrad_logits(everywhere, tokens[2:]), reference[2:])
     print(f"gemma2 windowed on every layer: {err:.3g}")
+    assert err > 1e-3
+
+
+@pytest.mark.parametrize("misreading", ["scaled", "local_first"])
+def test_gpt_neo_read_scaled_or_with_its_layers_swapped_gives_other_logits(folders, tmp_path,
+                                                                          misreading):
+    # GPT-Neo's scores are q.k unscaled, its layers global, local, global; read with
+    # 1/sqrt(head_dim), or with the window on layers 0 and 2 instead of 1
+    model = tg.nn.Transformer.from_pretrained(folders["gpt_neo_global_local"])
+    assert model.config.attention_scale == 1.0 and model.config.window_global_first
+    changes = {"attention_scale": np.nan} if misreading == "scaled" else {"window_global_first": 0}
+    misread = rewritten(model, tmp_path, **changes)
+    tokens = prompts(vocab_of(model))
+    reference = reference_logits(folders["gpt_neo_global_local"], torch.float32, tokens)
+    long = tokens[2:] if misreading == "local_first" else tokens
+    err = relative_error(tapegrad_logits(misread, long), reference[len(tokens) - len(long):])
+    print(f"gpt_neo read {misreading}: {err:.3g}")
     assert err > 1e-3
 
 

@@ -25,7 +25,7 @@ def test_config_fields_come_from_the_one_list():
     assert c.attention_scale == 1.0 and c.norm == "rms"
     llama = nn.Config.preset("llama", vocab=10, context=8, d_model=32, heads=4)
     assert llama.mlp == "swiglu" and llama.positions == "rope" and llama.kv_heads == 2
-    assert sorted(nn.Config.preset_names()) == ["bloom", "gemma", "gemma2", "gpt2", "llama", "mixtral",
+    assert sorted(nn.Config.preset_names()) == ["bloom", "gemma", "gemma2", "gpt2", "gpt_neo", "llama", "mixtral",
                                                "starcoder2"]
     with pytest.raises(tg.ShapeError, match="norm"):
         c.norm = "batch"

@@ -7,6 +7,7 @@
 namespace tapegrad::hf {
 
 const Family& gpt2_family();
+const Family& gpt_neo_family();
 const Family& bloom_family();
 const Family& gemma2_family();
 const Family& gemma_family();
@@ -15,6 +16,10 @@ const Family& starcoder2_family();
 const Family& qwen2_family();
 const Family& mistral_family();
 const Family& llama_family();
+
+// What only GPT-Neo writes of a model with learned positions: a window, over unscaled
+// scores (GPT-2, which has no window, claims the others).
+bool has_gpt_neo_marks(const TransformerConfig& c);
 
 // Mistral's requirements, which Mixtral shares (with experts).
 std::vector<Requirement> mistral_requirements(bool experts);

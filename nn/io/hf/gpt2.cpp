@@ -95,7 +95,9 @@ const Family& gpt2_family() {
                        "summary_use_proj", "summary_activation", "summary_proj_to_labels",
                        "summary_first_dropout", "n_ctx", "reorder_and_upcast_attn"};
     f.requirements = requirements();
-    f.claims = [](const Config& c) { return c.positions == PositionKind::learned; };
+    f.claims = [](const Config& c) {
+      return c.positions == PositionKind::learned && !has_gpt_neo_marks(c);
+    };
     f.biases = [](const Config&) { return FileBiases{true, true, true}; };
     f.tensors = tensors();
     return f;
