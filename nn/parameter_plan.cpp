@@ -47,11 +47,13 @@ void plan_attention(Params& out, const TransformerConfig& c) {
     add_one(out, "attn.q_norm.weight", {dh}, ParameterRole::qk_norm);
     add_one(out, "attn.k_norm.weight", {dh}, ParameterRole::qk_norm);
   }
-  if (c.learned_temperature) add_one(out, "attn.temperature", {c.heads, 1}, ParameterRole::temperature);
+  if (c.learned_temperature)
+    add_one(out, "attn.temperature", {c.heads, 1}, ParameterRole::temperature);
 }
 
 // FeedForward<T> (nn/feed_forward.cpp): fc and proj, or a gated kind's gate, up and down.
-void plan_feed_forward(Params& out, const std::string& at, const TransformerConfig& c, bool expert) {
+void plan_feed_forward(Params& out, const std::string& at, const TransformerConfig& c,
+                       bool expert) {
   const std::size_t D = c.d_model, F = c.resolved_mlp_hidden();
   const bool b = c.mlp_bias;
   const ParameterRole role = ParameterRole::feed_forward;
@@ -108,7 +110,8 @@ ParameterPlan::ParameterPlan(const TransformerConfig& c)
   namespace parts = parameter_plan_parts;
   parts::add_one(first_, "tok_emb.weight", {c.vocab, c.d_model}, ParameterRole::token_embedding);
   if (c.positions == PositionKind::learned)
-    parts::add_one(first_, "pos_emb.weight", {c.context, c.d_model}, ParameterRole::position_embedding);
+    parts::add_one(first_, "pos_emb.weight", {c.context, c.d_model},
+                   ParameterRole::position_embedding);
   if (c.embed_norm) parts::plan_norm(first_, "embed_norm", c);
 
   const bool has_mlp = c.mlp != MlpKind::none;
@@ -153,7 +156,8 @@ void ParameterPlan::for_each(
 void ParameterPlan::for_each_kind(
     const std::function<void(const PlannedParameter&, std::uint64_t)>& f) const {
   for (const PlannedParameter& p : first_) f(p, 1);
-  for (const auto& [block, layers] : {std::pair{&dense_, dense_layers_}, std::pair{&moe_, moe_layers_}}) {
+  for (const auto& [block, layers] :
+       {std::pair{&dense_, dense_layers_}, std::pair{&moe_, moe_layers_}}) {
     if (layers == 0) continue;
     for (const PlannedParameter& p : block->before) f(p, layers);
     for (const PlannedParameter& p : block->expert) f(p, layers * experts_);

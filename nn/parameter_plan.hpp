@@ -60,7 +60,8 @@ class ParameterPlan {
   // Every parameter in the order of Transformer<T>::named_parameters(), with its full name
   // ("blocks.3.moe.experts.1.up.weight"): one call per parameter the model holds, so only
   // for a model about to be built or tested; the totals below are for the rest.
-  void for_each(const std::function<void(const std::string& name, const PlannedParameter&)>& f) const;
+  void for_each(
+      const std::function<void(const std::string& name, const PlannedParameter&)>& f) const;
 
   // Each described parameter once, with how many of it the model holds (1 outside the
   // blocks; the layers of its block's kind; times `experts` for an expert's).

@@ -200,6 +200,21 @@ TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkp
   save_npz(dir.file("giant.npz"), entries);
   require_error([&] { load_checkpoint<float>(dir.file("giant.npz")); },
                 {"giant.npz", "the config describes", "parameters but the file holds"});
+
+  // one attention-only layer whose four matrices hold 2^64 numbers each (d_model 2^16, heads
+  // x head_dim 2^48), which a count in 64-bit integers wraps to 0, leaving 1,769,472 (below
+  // the floor of 2^22 a guard lets through): counted in long double from the shapes, it is
+  // refused too
+  TransformerConfig wrapping = model.config();
+  wrapping.layers = 1;
+  wrapping.mlp = MlpKind::none;
+  wrapping.d_model = std::size_t{1} << 16;
+  wrapping.heads = wrapping.kv_heads = wrapping.head_dim = std::size_t{1} << 24;
+  REQUIRE(count_parameters(wrapping).total() == 1769472);
+  entries = config_entries(wrapping);
+  save_npz(dir.file("wrapping.npz"), entries);
+  require_error([&] { load_checkpoint<float>(dir.file("wrapping.npz")); },
+                {"wrapping.npz", "the config describes", "parameters but the file holds"});
 }
 
 // The tensor guard counts from the config what the model will register: a file of the

@@ -160,8 +160,9 @@ TEST_CASE("parameter plan: the walk is the built model's named_parameters, in or
     const std::vector<NamedParameter<float>>& built = model.named_parameters();
     CHECK(planned.size() == built.size());
     for (std::size_t i = 0; i < std::min(planned.size(), built.size()); ++i) {
-      INFO("parameter " << i << ": planned " << planned[i].first << " " << shape_str(planned[i].second)
-                        << ", built " << built[i].name << " " << built[i].tensor.shape_string());
+      INFO("parameter " << i << ": planned " << planned[i].first << " "
+                        << shape_str(planned[i].second) << ", built " << built[i].name << " "
+                        << built[i].tensor.shape_string());
       REQUIRE(planned[i].first == built[i].name);
       REQUIRE(planned[i].second == built[i].tensor.shape());
       CHECK(to_string(roles[i]) == to_string(role_by_name(built[i].name)));
@@ -219,7 +220,8 @@ TEST_CASE("parameter plan: the totals of a config of 2^24 layers, without walkin
   const long double dense = 2 * D + 4 * D * D + 3 * D * D;
   const long double moe = 2 * D + 4 * D * D + D * E + E * 3 * D * D;
   const long double outside = D * D + D + D * D;  // tok_emb, norm_f, head
-  CHECK(double(plan.scalars()) == Approx(double(outside + L / 2 * dense + L / 2 * moe)).epsilon(1e-15));
+  const long double scalars = outside + L / 2 * dense + L / 2 * moe;
+  CHECK(double(plan.scalars()) == Approx(double(scalars)).epsilon(1e-15));
   CHECK(plan.tensors() == 3 + L / 2 * (2 + 4 + 3) + L / 2 * (2 + 4 + 1 + E * 3));
   CHECK(plan.moe_layers() == L / 2);
 }
