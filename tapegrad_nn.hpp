@@ -1,9 +1,9 @@
 #pragma once
 // Everything: tapegrad.hpp (the engine and the ops) and nn/: the model's configuration and
 // presets, Module, Linear, Embedding, the norms, MLP, SwiGLU, attention, Block, the
-// Transformer (and its deprecated old name, nn/tinygpt.hpp), init, SGD/AdamW, the
-// learning-rate schedule, .npz checkpoints, Hugging Face model folders, the KV cache,
-// sampling and generation.
+// Transformer (and its deprecated old name, nn/tinygpt.hpp) and its parameter plan, init,
+// SGD/AdamW, the learning-rate schedule, .npz checkpoints, Hugging Face model folders, the
+// KV cache, sampling and generation.
 #include "tapegrad.hpp"
 
 #include "nn/block.hpp"
@@ -19,6 +19,7 @@
 #include "nn/io/npz.hpp"
 #include "nn/io/pretrained.hpp"
 #include "nn/optim.hpp"
+#include "nn/parameter_plan.hpp"
 #include "nn/sampling.hpp"
 #include "nn/schedule.hpp"
 #include "nn/tinygpt.hpp"

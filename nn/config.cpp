@@ -427,34 +427,7 @@ std::uint64_t ParameterCounts::total() const {
          qk_norm + temperature + feed_forward + router + norms + unembedding;
 }
 
-ParameterCounts count_parameters(const TransformerConfig& c) {
-  using U = std::uint64_t;
-  const U V = c.vocab, D = c.d_model, L = c.layers, H = c.heads, KV = c.resolved_kv_heads();
-  const U dh = c.resolved_head_dim(), F = c.resolved_mlp_hidden();
-  const U norm = c.norm == NormKind::layer_norm ? 2 * D : D;  // gain (+ bias)
-  const U block_norms = (c.mlp == MlpKind::none ? 1 : 2) * (c.post_norms ? 2 : 1);
-  ParameterCounts p;
-  p.token_embedding = V * D;
-  p.position_embedding = c.positions == PositionKind::learned ? U(c.context) * D : 0;
-  const U qkv_bias = c.attn_qkv_bias ? 1 : 0, out_bias = c.attn_out_bias ? 1 : 0;
-  p.attention_q = L * (D + qkv_bias) * H * dh;
-  p.attention_kv = L * 2 * (D + qkv_bias) * KV * dh;
-  p.attention_out = L * (H * dh + out_bias) * D;
-  p.qk_norm = c.qk_norm ? L * 2 * dh : 0;
-  p.temperature = c.learned_temperature ? L * H : 0;
-  const U matrices = mlp_matrices(c.mlp);
-  const U biases = c.mlp_bias && matrices > 0 ? (matrices - 1) * F + D : 0;
-  const U one_mlp = matrices * D * F + biases;
-  // an MoE layer holds `experts` MLPs and the router W_router (D, E); a token uses top_k
-  const U moe = c.moe_layers(), E = c.experts;
-  p.feed_forward = (L - moe) * one_mlp + moe * E * one_mlp;
-  p.router = moe * D * E;
-  p.inactive_experts = moe > 0 ? moe * (E - c.experts_top_k) * one_mlp : 0;
-  // attention-only: no norm2; post_norms: one after each sub-layer too
-  p.norms = (block_norms * L + 1 + (c.embed_norm ? 1 : 0)) * norm;
-  p.unembedding = c.tie_embeddings ? 0 : D * V;
-  return p;
-}
+// count_parameters sums the parameter plan: nn/parameter_plan.cpp.
 
 std::uint64_t kv_cache_bytes_per_token(const TransformerConfig& c, std::size_t bytes_per_value) {
   return std::uint64_t(2) * c.layers * c.resolved_kv_heads() * c.resolved_head_dim() *

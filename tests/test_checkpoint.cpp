@@ -200,6 +200,21 @@ TEST_CASE("checkpoint rejects a wrong dtype and a file without config", "[checkp
   save_npz(dir.file("giant.npz"), entries);
   require_error([&] { load_checkpoint<float>(dir.file("giant.npz")); },
                 {"giant.npz", "the config describes", "parameters but the file holds"});
+
+  // one attention-only layer whose four matrices hold 2^64 numbers each (d_model 2^16, heads
+  // x head_dim 2^48), which a count in 64-bit integers wraps to 0, leaving 1,769,472 (below
+  // the floor of 2^22 a guard lets through): counted in long double from the shapes, it is
+  // refused too
+  TransformerConfig wrapping = model.config();
+  wrapping.layers = 1;
+  wrapping.mlp = MlpKind::none;
+  wrapping.d_model = std::size_t{1} << 16;
+  wrapping.heads = wrapping.kv_heads = wrapping.head_dim = std::size_t{1} << 24;
+  REQUIRE(count_parameters(wrapping).total() == 1769472);
+  entries = config_entries(wrapping);
+  save_npz(dir.file("wrapping.npz"), entries);
+  require_error([&] { load_checkpoint<float>(dir.file("wrapping.npz")); },
+                {"wrapping.npz", "the config describes", "parameters but the file holds"});
 }
 
 // The tensor guard counts from the config what the model will register: a file of the
@@ -222,6 +237,35 @@ TEST_CASE("checkpoint: the tensor guard counts every norm of gemma2 and bloom", 
                   {fmt::format("the config describes {} parameter tensors but the file holds 0",
                                registered)});
   }
+}
+
+// Thousands of tiny layers, experts in every other one: the tensor guard counts both kinds
+// from the parameter plan and refuses the file before any layer is built. The count here is
+// the built models' own: four layers hold base + 2 (dense + MoE), two hold base + dense + MoE.
+TEST_CASE("checkpoint: the tensor guard counts tiny MoE layers in every other layer", "[checkpoint]") {
+  TempDir dir;
+  TransformerConfig c;  // gpt2: LayerNorm, biased GELU experts
+  c.vocab = 3;
+  c.context = 4;
+  c.d_model = 2;
+  c.heads = 1;
+  c.mlp_hidden = 1;
+  c.experts = 8;
+  c.experts_top_k = 2;
+  c.moe_every = 2;
+  const auto tensors_of = [&](std::size_t layers) {
+    TransformerConfig small = c;
+    small.layers = layers;
+    return Transformer<float>::to_be_loaded(small).named_parameters().size();
+  };
+  const std::size_t two = tensors_of(2), pair = tensors_of(4) - two;
+  c.layers = 16384;  // building these took minutes before the guard (fuzz/fuzz_checkpoint)
+  const std::size_t described = two + (c.layers / 2 - 1) * pair;
+  REQUIRE(described > 400000);
+  save_npz(dir.file("config_only.npz"), config_entries(c));
+  require_error([&] { load_checkpoint<float>(dir.file("config_only.npz")); },
+                {fmt::format("the config describes {} parameter tensors but the file holds 0",
+                             described)});
 }
 
 TEST_CASE("checkpoint rejects truncated corrupted and missing files", "[checkpoint]") {

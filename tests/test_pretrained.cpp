@@ -336,6 +336,19 @@ TEST_CASE("pretrained: a missing unexpected or wrong-shape tensor is refused nam
              Catch::Contains("config.json describes 3000 layers, whose llama model has 27003 "
                              "tensors; the folder holds 21"));
 
+  // and a mixtral folder's: each layer's two norms, q k v o, the router and 3 experts' w1 w3
+  // w2 (16 tensors), and outside them the embedding, the final norm and the head
+  Transformer<double> mixtral(configs()[7].second);
+  REQUIRE(mixtral.config().experts == 3);
+  save_pretrained(mixtral, dir.file("moe"));
+  json moe = json::parse(read_bytes(dir.file("moe/config.json")));
+  REQUIRE(moe.at("model_type") == "mixtral");
+  moe["num_hidden_layers"] = 1400;
+  write_bytes(dir.file("moe/config.json"), moe.dump());
+  CHECK_THAT(refusal_of_load(dir.file("moe")),
+             Catch::Contains("config.json describes 1400 layers, whose mixtral model has 22403 "
+                             "tensors; the folder holds 35"));
+
   CHECK_THAT(refusal_of_load(dir.file("nowhere")), Catch::Contains("not a folder holding config.json"));
   CHECK_FALSE(is_pretrained_folder(dir.file("nowhere")));
   CHECK_FALSE(is_pretrained_folder(file));

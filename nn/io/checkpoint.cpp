@@ -12,6 +12,7 @@
 
 #include "autograd/errors.hpp"  // fail_with, shape_str
 #include "autograd/tape.hpp"
+#include "nn/parameter_plan.hpp"
 
 namespace tapegrad {
 
@@ -56,28 +57,6 @@ V read_scalar(const std::vector<NpzEntry>& entries, const std::string& field,
   return a.data()[0];
 }
 
-// The number of scalars and of parameter tensors of a model of config c, in long double
-// so that a hostile config cannot overflow them (count_parameters in nn/config.hpp lists them).
-long double expected_parameters(const TransformerConfig& c) {
-  const ParameterCounts p = count_parameters(c);
-  return static_cast<long double>(p.token_embedding) + p.position_embedding + p.attention_q +
-         p.attention_kv + p.attention_out + p.qk_norm + p.temperature + p.feed_forward + p.router + p.norms +
-         p.unembedding;
-}
-
-long double expected_tensors(const TransformerConfig& c) {
-  const long double norm = c.norm == NormKind::layer_norm ? 2 : 1;
-  const long double mlp = mlp_matrices(c.mlp) * (c.mlp_bias ? 2 : 1);
-  const long double block_norms = (c.mlp == MlpKind::none ? 1 : 2) * (c.post_norms ? 2 : 1);
-  const long double block =
-      block_norms * norm + 4 + (c.attn_qkv_bias ? 3 : 0) + (c.attn_out_bias ? 1 : 0) +
-      (c.qk_norm ? 2 : 0) + (c.learned_temperature ? 1 : 0) + mlp;
-  // an MoE layer: the router's matrix and `experts` MLPs in place of the one
-  const long double moe_layers = static_cast<long double>(c.moe_layers());
-  const long double moe_extra = moe_layers * (1 + (static_cast<long double>(c.experts) - 1) * mlp);
-  return 1 + (c.positions == PositionKind::learned) + static_cast<long double>(c.layers) * block +
-         moe_extra + norm * (c.embed_norm ? 2 : 1) + (c.tie_embeddings ? 0 : 1);
-}
 // A model of at most this many tensors is cheap to build whatever the file holds.
 constexpr long double kAlwaysBuildableTensors = 1024;
 
@@ -256,7 +235,10 @@ Transformer<T> checkpoint_model(const std::vector<NpzEntry>& entries, const std:
       held += n;
       held_tensors += 1;
     }
-  const long double expected = expected_parameters(config);
+  // the scalars and tensors the config describes, from its parameter plan (long double: a
+  // hostile config cannot overflow them)
+  const ParameterPlan plan(config);
+  const long double expected = plan.scalars();
   if (expected > held && expected > kAlwaysBuildable)
     fail_with<CheckpointError>(checkpoint_op(path),
                                "the config describes {:.0f} parameters but the file "
@@ -264,7 +246,7 @@ Transformer<T> checkpoint_model(const std::vector<NpzEntry>& entries, const std:
                                static_cast<double>(expected), static_cast<double>(held));
   // Tiny layers can keep the scalar count small while the tensor count explodes (16385
   // layers of d_model 4 took minutes to build: found by fuzz/fuzz_checkpoint).
-  const long double tensors = expected_tensors(config);
+  const long double tensors = plan.tensors();
   if (tensors > held_tensors && tensors > kAlwaysBuildableTensors)
     fail_with<CheckpointError>(checkpoint_op(path),
                                "the config describes {:.0f} parameter tensors but the "

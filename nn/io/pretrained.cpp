@@ -1,6 +1,7 @@
 #include "nn/io/pretrained.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -17,6 +18,7 @@
 #include "nn/io/finite_weights.hpp"  // nonfinite_value
 #include "nn/io/hf_weights.hpp"
 #include "nn/io/safetensors.hpp"
+#include "nn/parameter_plan.hpp"
 
 namespace tapegrad {
 
@@ -94,33 +96,46 @@ constexpr long double kAlwaysBuildable = 1 << 22;
 void check_size(const SafetensorsFolder& folder, const HfModelConfig& hf, const std::string& dir) {
   long double held = 0;
   for (const std::string& name : folder.names()) held += folder.find(name)->elements();
-  const long double wanted = count_parameters(hf.config).total();
+  const long double wanted = ParameterPlan(hf.config).scalars();
   if (wanted > held && wanted > kAlwaysBuildable)
     fail_with<CheckpointError>(load_op(dir), "config.json describes a model of {:.0f} parameters, "
                                "the folder's tensors hold {:.0f} values", double(wanted), double(held));
 }
 
-// How many tensors a folder of `layout` holds for a model of `config`, in all and per layer,
-// from the same map (hf_tensors) on two models of one and two layers at the smallest width:
-// the count follows the model's parts, not their sizes. nullopt where layers differ in their
-// parts (MoE in every n-th layer) or the small model is not a valid one.
+// How many tensors a folder of `layout` holds for a model of `config`: in all, and in its
+// smallest layer. The count follows the model's parts, not their sizes, so it comes from
+// the same map (hf_tensors) on models of one and two layers at the smallest width, for each
+// kind of layer the model has (dense, experts: c.is_moe_layer): a layer of the kind, and
+// what is outside the layers. hf_tensors builds each file tensor around the model's own
+// parameters (fused ones such as GPT-2's c_attn from several), so it counts on a model.
+// nullopt when a small model is not a valid one. No family's config.json has experts in
+// only every n-th layer yet (moe_every 1 is a requirement row); the count is ready for one.
 struct TensorCount {
-  std::size_t total, per_layer;
+  std::size_t total, smallest_layer;
 };
 
 template <class T>
 std::optional<TensorCount> tensors_wanted(const TransformerConfig& config, const HfLayout& layout) {
-  if (config.experts > 0 && config.moe_every != 1) return std::nullopt;
   TransformerConfig small = config;  // one head of two dimensions, d_model = heads * head_dim
   small.heads = small.kv_heads = small.vocab = small.mlp_hidden = 1;
   small.head_dim = small.d_model = 2;
-  const auto count = [&](std::size_t layers) {
+  small.moe_every = 1;
+  const auto count = [&](bool experts, std::size_t layers) {
+    small.experts = experts ? config.experts : 0;
     small.layers = layers;
     return hf_tensors(Transformer<T>::to_be_loaded(small), layout).size();
   };
+  const std::size_t moe_layers = config.moe_layers(), dense_layers = config.layers - moe_layers;
   try {
-    const std::size_t one = count(1), per_layer = count(2) - one;
-    return TensorCount{one - per_layer + per_layer * config.layers, per_layer};
+    std::size_t outside = 0, total = 0, smallest = SIZE_MAX;
+    for (const auto& [experts, layers] : {std::pair{false, dense_layers}, std::pair{true, moe_layers}}) {
+      if (layers == 0) continue;
+      const std::size_t one = count(experts, 1), per_layer = count(experts, 2) - one;
+      outside = one - per_layer;
+      total += per_layer * layers;
+      smallest = std::min(smallest, per_layer);
+    }
+    return TensorCount{outside + total, smallest};
   } catch (const ShapeError&) {
     return std::nullopt;
   } catch (const CheckpointError&) {
@@ -136,7 +151,7 @@ void check_tensor_count(const SafetensorsFolder& folder, const HfModelConfig& hf
                         const HfLayout& layout, const std::string& dir) {
   const std::optional<TensorCount> wanted = tensors_wanted<T>(hf.config, layout);
   const std::size_t held = folder.names().size();
-  if (wanted && held + wanted->per_layer <= wanted->total)
+  if (wanted && held + wanted->smallest_layer <= wanted->total)
     fail_with<CheckpointError>(load_op(dir), "config.json describes {} layers, whose {} model "
                                "has {} tensors; the folder holds {}", hf.config.layers,
                                hf.model_type, wanted->total, held);
