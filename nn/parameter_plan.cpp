@@ -141,7 +141,7 @@ void ParameterPlan::for_each(
     const std::function<void(const std::string&, const PlannedParameter&)>& f) const {
   for (const PlannedParameter& p : first_) f(p.name, p);
   for (std::size_t l = 0; l < config_.layers; ++l) {
-    const BlockPlan& block = config_.is_moe_layer(l) ? moe_ : dense_;
+    const BlockPlan& block = config_.layer_plan(l).experts > 0 ? moe_ : dense_;
     const std::string at = fmt::format("blocks.{}.", l);
     for (const PlannedParameter& p : block.before) f(at + p.name, p);
     for (std::size_t e = 0; e < experts_ && !block.expert.empty(); ++e) {

@@ -8,8 +8,8 @@
 //
 // A hostile config may have 2^24 layers of 2^16 experts, so the plan never lists every
 // layer: it holds the parameters before the blocks, one block of each kind (dense, and
-// mixture of experts where c.is_moe_layer(l)), one expert's parameters and those after the
-// blocks. The totals multiply each by how many the model holds.
+// mixture of experts where c.layer_plan(l) has experts), one expert's parameters and those
+// after the blocks. The totals multiply each by how many the model holds.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -84,7 +84,7 @@ class ParameterPlan {
   struct BlockPlan {
     std::vector<PlannedParameter> before, expert, after;
   };
-  TransformerConfig config_;  // its is_moe_layer(l) says which block layer l is
+  TransformerConfig config_;  // its layer_plan(l) says which block layer l is
   std::vector<PlannedParameter> first_, last_;  // before the blocks, after them
   BlockPlan dense_, moe_;
   std::uint64_t dense_layers_ = 0, moe_layers_ = 0, experts_ = 0;

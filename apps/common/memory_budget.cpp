@@ -7,6 +7,7 @@
 
 #include "apps/common/run_options.hpp"
 #include "platform/format_bytes.hpp"
+#include "nn/parameter_plan.hpp"
 #include "nn/transformer.hpp"  // automatic_head_chunk_rows
 #include "tasks/evaluate.hpp"    // kEvalLogitsBytes
 
@@ -89,14 +90,9 @@ std::string MemoryNeed::describe() const {
 }
 
 double parameter_count(const TransformerConfig& c) {
-  // An upper bound in doubles first: nn/config's exact count is in 64-bit integers, which
-  // sizes near the fields' limits (2^24 each) would overflow.
-  const double V = double(c.vocab), D = double(c.d_model), L = double(c.layers);
-  const double H = double(c.heads), KV = double(c.resolved_kv_heads());
-  const double dh = double(c.resolved_head_dim()), F = double(c.resolved_mlp_hidden());
-  const double block = D * (2 * H + 2 * KV) * dh + 3 * (D + 1) * F + 6 * D + 2 * dh + H;
-  const double bound = 2 * V * D + double(c.context) * D + L * block + 2 * D;
-  return bound < 0x1p60 ? double(count_parameters(c).total()) : bound;
+  // the plan's total in long double: 64-bit counts of sizes near the fields' limits (2^24
+  // each, experts included) would wrap
+  return double(ParameterPlan(c).scalars());
 }
 
 MemoryNeed training_memory(const TransformerConfig& c, std::size_t batch, std::size_t tokens,
