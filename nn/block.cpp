@@ -21,7 +21,8 @@ Block<T>::Block(const BlockConfig& c, Generator& gen)
       attn_(c.attention, gen),
       norm1_post_(optional_norm<T>(c.post_norms, c)),
       norm2_(optional_norm<T>(c.mlp != MlpKind::none, c)),
-      norm2_post_(optional_norm<T>(c.post_norms && c.mlp != MlpKind::none, c)) {
+      norm2_post_(optional_norm<T>(c.post_norms && c.mlp != MlpKind::none, c)),
+      residual_multiplier_(c.residual_multiplier) {
   const std::size_t D = c.attention.d_model;
   if (c.mlp == MlpKind::none) {
     if (c.moe.experts > 0)
@@ -55,23 +56,26 @@ void Block<T>::set_hooks(Hooks<T>* hooks, const std::string& prefix) {
 // h = x + attn(norm1(x)); y = h + mlp(norm2(h)): every sub-layer reads a normalised copy
 // and adds into the residual stream, which itself is never normalised (pre-norm, GPT-2).
 // With post_norms each sub-layer's output is normalised as well before it is added, so
-// that no layer can grow the stream by more than the norm's gain allows (Gemma 2).
+// that no layer can grow the stream by more than the norm's gain allows (Gemma 2); and
+// times residual_multiplier (Granite's muP-style damping of every layer's update).
 // Each named activation passes its hook point (the identity when no hooks are attached).
 template <class T>
 Tensor<T> Block<T>::forward(const Tensor<T>& input, KVCache<T>* cache) {
   const Tensor<T> x = hook_("resid_pre", input);
   const Tensor<T> a = hook_("attn_out", attn_.forward(hook_("ln1.out", norm1_(x)), cache));
-  const Tensor<T> h = hook_("resid_mid", x + post_norm(norm1_post_, "ln1_post.out", a));
+  const Tensor<T> h = hook_("resid_mid", x + into_stream(norm1_post_, "ln1_post.out", a));
   if (!norm2_) return hook_("resid_post", h);  // attention-only
   const Tensor<T> m = hook_("mlp_out", feed_forward(hook_("ln2.out", (*norm2_)(h))));
-  return hook_("resid_post", h + post_norm(norm2_post_, "ln2_post.out", m));
+  return hook_("resid_post", h + into_stream(norm2_post_, "ln2_post.out", m));
 }
 
-// A sub-layer's output as the residual stream receives it: normalised under post_norms.
+// A sub-layer's output as the residual stream receives it: normalised under post_norms,
+// times the residual multiplier.
 template <class T>
-Tensor<T> Block<T>::post_norm(const std::optional<Norm<T>>& norm, const char* hook_name,
-                              const Tensor<T>& out) {
-  return norm ? hook_(hook_name, (*norm)(out)) : out;
+Tensor<T> Block<T>::into_stream(const std::optional<Norm<T>>& norm, const char* hook_name,
+                                const Tensor<T>& out) {
+  const Tensor<T> normed = norm ? hook_(hook_name, (*norm)(out)) : out;
+  return residual_multiplier_ == 1.0 ? normed : normed * Scalar<T>(residual_multiplier_);
 }
 
 template <class T>

@@ -1,7 +1,8 @@
 #pragma once
 // The transformer's repeated unit: the pre-norm residual Block
 // x + attn(norm1(x)),  then  x + mlp(norm2(x)),
-// with post_norms (Gemma 2's sandwich) x + norm1_post(attn(norm1(x))), then likewise.
+// with post_norms (Gemma 2's sandwich) x + norm1_post(attn(norm1(x))), then likewise; with
+// a residual_multiplier r (Granite) x + r * attn(norm1(x)).
 #include <cstddef>
 #include <string>
 
@@ -25,6 +26,7 @@ struct BlockConfig {
   bool mlp_bias = true;
   NormKind norm = NormKind::layer_norm;
   bool post_norms = false;                // a norm on each sub-layer's output too
+  double residual_multiplier = 1.0;       // on each sub-layer's output before the add
   double std = init::gpt2_std;            // the feed-forward's input weights
   MoEConfig moe;  // moe.experts > 0: a mixture of experts in place of the one feed-forward
 };
@@ -56,11 +58,12 @@ class Block : public Module<T> {
   std::optional<Norm<T>> norm2_post_;  // post_norms with a feed-forward only
   std::optional<FeedForward<T>> mlp_;  // the dense feed-forward
   std::optional<MixtureOfExperts<T>> moe_;
+  double residual_multiplier_ = 1.0;
   HookPoint<T> hook_;
 
   Tensor<T> feed_forward(const Tensor<T>& x);
-  Tensor<T> post_norm(const std::optional<Norm<T>>& norm, const char* hook_name,
-                      const Tensor<T>& out);
+  Tensor<T> into_stream(const std::optional<Norm<T>>& norm, const char* hook_name,
+                        const Tensor<T>& out);
 };
 
 extern template class Block<float>;

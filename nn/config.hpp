@@ -80,6 +80,13 @@ inline constexpr double kUnbounded = 1e300;
   X(architecture, bool, post_norms, false, 0, 0, 7, false,                                      \
     "a norm on the attention's and the feed-forward's outputs before each residual add, "       \
     "besides the pre-norms (Gemma 2's sandwich)")                                               \
+  X(architecture, double, embed_multiplier, 1.0, 1e-6, 1e6, 8, 1.0,                             \
+    "token embeddings times this before the first block (after embed_scale); a tied head uses " \
+    "the plain matrix (Granite's embedding_multiplier)")                                        \
+  X(architecture, double, residual_multiplier, 1.0, 1e-6, 1e6, 8, 1.0,                          \
+    "each sub-layer's output times this before it is added to the residual stream (Granite)")   \
+  X(architecture, double, logit_divisor, 1.0, 1e-6, 1e6, 8, 1.0,                                \
+    "the logits divided by this, before final_softcap (Granite's logits_scaling)")              \
   X(architecture, double, norm_eps, 1e-5, 1e-12, 1.0, 2, 1e-5,                                  \
     "epsilon inside every norm")                                                                \
   X(architecture, MlpKind, mlp, MlpKind::gelu, 0, 0, 2, MlpKind::gelu,                          \

@@ -71,6 +71,7 @@ BlockConfig block_config(const TransformerConfig& c, const LayerPlan& plan) {
   b.mlp_bias = c.mlp_bias;
   b.norm = c.norm;
   b.post_norms = c.post_norms;
+  b.residual_multiplier = c.residual_multiplier;
   b.std = init::gpt2_std;
   b.moe = moe_config(c, b, plan.experts);
   return b;
@@ -172,7 +173,7 @@ Tensor<T> Transformer<T>::forward(const Indices& tokens, KVCacheSet<T>& caches) 
 }
 
 // tokens (B, T) -> embed (B, T, D) (below)
-// -> blocks (each with its layer's cache, if any) -> norm_f -> head (B, T, V)
+// -> blocks (each with its layer's cache, if any) -> norm_f [/ logit_divisor] -> head (B, T, V)
 // [-> final_softcap c: c * tanh(logits / c)]
 // tied head: h (B, T, D) @ tok_emb^T (D, V), so tok_emb's gradient sums both of its uses.
 // backward: every step is an op on the tape (embedding's scatter-add, add's sum over B
@@ -205,10 +206,12 @@ Tensor<T> Transformer<T>::trunk(const Indices& tokens, KVCacheSet<T>* caches) {
     x = checkpoint<T>(x, block->parameters(),
                       [block](const Tensor<T>& in) { return block->forward(in, nullptr); });
   }
-  return hook_("ln_final.out", norm_f_(x));
+  const Tensor<T> h = hook_("ln_final.out", norm_f_(x));
+  // logits / s as h / s before the head: every head path (the chunked loss too) sees it
+  return config_.logit_divisor == 1.0 ? h : h / Scalar<T>(config_.logit_divisor);
 }
 
-// tokens (B, T) -> tok_emb (B, T, D) [* sqrt(D)] [+ pos_emb (T, D) at positions
+// tokens (B, T) -> tok_emb (B, T, D) [* sqrt(D)] [* embed_multiplier] [+ pos_emb (T, D) at positions
 // start..start+T-1] [-> embed_norm]
 template <class T>
 Tensor<T> Transformer<T>::embed(const Indices& tokens, std::size_t start) {
@@ -216,6 +219,7 @@ Tensor<T> Transformer<T>::embed(const Indices& tokens, std::size_t start) {
   Tensor<T> x = tok_emb_(tokens);
   // the tied head reads tok_emb's matrix itself: the scale is on this use only
   if (config_.embed_scale) x = x * Scalar<T>(std::sqrt(double(config_.d_model)));
+  if (config_.embed_multiplier != 1.0) x = x * Scalar<T>(config_.embed_multiplier);
   x = hook_("embed", x);
   if (pos_emb_) {
     Indices positions = Indices::from_shape({Tn});

@@ -115,6 +115,18 @@ const char* kStarcoder2 = R"({
   "torch_dtype": "bfloat16", "transformers_version": "4.37.0.dev0", "use_bias": true,
   "use_cache": true, "vocab_size": 49152})";
 
+// ibm-granite/granite-3.0-2b-base's config.json
+const char* kGranite = R"({
+  "architectures": ["GraniteForCausalLM"], "attention_bias": false, "attention_dropout": 0.1,
+  "attention_multiplier": 0.015625, "bos_token_id": 0, "embedding_multiplier": 12.0,
+  "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 8192, "logits_scaling": 8.0, "max_position_embeddings": 4096,
+  "mlp_bias": false, "model_type": "granite", "num_attention_heads": 32,
+  "num_hidden_layers": 40, "num_key_value_heads": 8, "pad_token_id": 0,
+  "residual_multiplier": 0.22, "rms_norm_eps": 1e-05, "rope_scaling": null,
+  "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.46.0.dev0", "use_cache": true, "vocab_size": 49155})";
+
 // EleutherAI/gpt-neo-125M's config.json
 const char* kGptNeo = R"({
   "activation_function": "gelu_new", "architectures": ["GPTNeoForCausalLM"],
@@ -492,6 +504,36 @@ TEST_CASE("hf config: gpt-neo-125M with its 125198592 parameters and unscaled sc
              Catch::Contains("\"global\" or \"local\""));
 }
 
+TEST_CASE("hf config: granite-3.0-2b with its 2533531648 parameters and its four multipliers",
+          "[hf_config]") {
+  const HfModelConfig h = hf_config_from_json(kGranite, "granite/config.json");
+  const TransformerConfig& c = h.config;
+  CHECK(h.model_type == "granite");
+  CHECK(c.positions == PositionKind::rope);
+  CHECK(c.norm == NormKind::rms_norm);
+  CHECK(c.mlp == MlpKind::swiglu);
+  CHECK(c.resolved_kv_heads() == 8);
+  CHECK(c.tie_embeddings);
+  CHECK(c.embed_multiplier == 12.0);
+  CHECK(c.residual_multiplier == 0.22);
+  CHECK(c.logit_divisor == 8.0);
+  // 1/64 = 1/head_dim in place of 1/sqrt(head_dim) = 1/8
+  CHECK(c.resolved_attention_scale() == 0.015625);
+  CHECK(c.layer_plan(0).attention.scale == 0.015625);
+  // by hand: 49155 x 2048 + 40 x (q and o 2048^2, k and v 2048 x 512, 3 x 2048 x 8192,
+  // 2 x 2048) + 2048, the tied head once
+  CHECK(count_parameters(c).total() == 2533531648ULL);
+  // GraniteConfig's defaults: every multiplier 1, the scores unscaled
+  const TransformerConfig bare = hf_config_from_json(
+      edited(kGranite, {{"attention_multiplier", nullptr}, {"embedding_multiplier", nullptr},
+                        {"residual_multiplier", nullptr}, {"logits_scaling", nullptr}}), "c").config;
+  CHECK(bare.resolved_attention_scale() == 1.0);
+  CHECK(bare.embed_multiplier == 1.0);
+  CHECK(bare.logit_divisor == 1.0);
+  CHECK_THAT(import_refusal(edited(kGranite, {{"residual_multiplier", 0}})),
+             Catch::Contains("residual_multiplier=0 must be positive"));
+}
+
 TEST_CASE("hf config: bloom-560m with its 559214592 parameters", "[hf_config]") {
   const HfModelConfig h = hf_config_from_json(kBloom, "bloom/config.json");
   const TransformerConfig& c = h.config;
@@ -597,7 +639,7 @@ TEST_CASE("hf config: each refusal names its field", "[hf_config]") {
 TEST_CASE("hf config: every public configuration reads back the same after an export", "[hf_config]") {
   const std::string gemma = edited(kGemma, {{"hidden_act", "gelu_pytorch_tanh"}});
   for (const char* text : {kGpt2, kLlama3, kLlama31, kMistral, kMixtral, kQwen2, kGemma2, kBloom,
-                           gemma.c_str(), kStarcoder2, kGptNeo}) {
+                           gemma.c_str(), kStarcoder2, kGptNeo, kGranite}) {
     const HfModelConfig first = hf_config_from_json(text, "first");
     INFO(first.model_type);
     const std::string written = hf_config_to_json(first.config, first.kept_json);
@@ -684,6 +726,16 @@ TEST_CASE("hf config: an export picks the model_type the architecture is", "[hf_
   TransformerConfig m = l;
   m.experts = 4;
   CHECK(type_of(m) == "mixtral");
+  // a scale other than 1/sqrt(head_dim), or a multiplier, is Granite's
+  TransformerConfig unscaled_llama = l;
+  unscaled_llama.attention_scale = 1.0;
+  CHECK(type_of(unscaled_llama) == "granite");
+  CHECK(json::parse(hf_config_to_json(unscaled_llama)).at("attention_multiplier") == 1.0);
+  TransformerConfig damped = l;
+  damped.residual_multiplier = 0.25;
+  CHECK(type_of(damped) == "granite");
+  CHECK(json::parse(hf_config_to_json(damped)).at("attention_multiplier") == 0.5);  // 1/sqrt(4)
+  CHECK(json::parse(hf_config_to_json(damped)).at("residual_multiplier") == 0.25);
   // the kept model_type when it still expresses the model: a Mistral without its window
   const HfModelConfig mistral = hf_config_from_json(
       edited(kMistral, {{"hidden_size", 16}, {"intermediate_size", 32}, {"num_attention_heads", 4},
@@ -796,7 +848,12 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
        "kv_heads=2: bloom has one K/V head"},
       {edit(b, [](auto& c) { c.query_scale = 0.3; }),
        "query_scale=0.3: bloom scales by 1/sqrt(head_dim)"},
-      {edit(l, [](auto& c) { c.query_scale = 0.3; }), "query_scale=0.3: llama scales by 1/sqrt(head_dim)"},
+      {edit(g, [](auto& c) { c.residual_multiplier = 0.5; }),
+       "residual_multiplier=0.5: gpt2 has no embedding, residual or logit multipliers (granite has)"},
+      // the multiplier makes it granite, whose layers see every earlier key
+      {edit(l, [](auto& c) { c.window = 3; c.logit_divisor = 2; }),
+       "window=3: granite has no sliding window (gpt_neo, gemma2, starcoder2, mixtral, qwen2 and "
+       "mistral have)"},
       {edit(g, [](auto& c) { c.positions = PositionKind::none; }), "positions=none"},
       {edit(l, [](auto& c) { c.mlp = MlpKind::none; }), "mlp=none"},
       {edit(l, [](auto& c) { c.rope_scaling = RopeScaling::ntk; c.rope_factor = 2; }), "rope_scaling=ntk"},
@@ -805,7 +862,6 @@ TEST_CASE("hf config: an export refuses by name what no model_type expresses", "
       // LayerNorm with RoPE is starcoder2's, whose feed-forward is GELU
       {edit(l, [](auto& c) { c.norm = NormKind::layer_norm; }), "mlp=swiglu: starcoder2's feed-forward is GELU"},
       {edit(l, [](auto& c) { c.mlp = MlpKind::gelu; }), "mlp=gelu: llama's feed-forward is SwiGLU"},
-      {edit(l, [](auto& c) { c.attention_scale = 1.0; }), "attention_scale=1: llama scales by 1/sqrt(head_dim)"},
       {edit(g, [](auto& c) { c.norm = NormKind::rms_norm; }), "norm=rms: gpt2 has LayerNorm"},
       {edit(g, [](auto& c) { c.mlp = MlpKind::swiglu; }), "mlp=swiglu: gpt2's feed-forward is GELU"},
       {edit(g, [](auto& c) { c.window = 3; }), "window=3: gpt2 has no sliding window"},

@@ -5,10 +5,12 @@ Every switch of tapegrad's configuration (nn/config.hpp) is a field of `Config` 
 same name and default (the gpt2 preset's; the list is read from checkpoint_schema.json),
 and means the same thing:
 
-  tokens (B, T) -> tok_emb [* sqrt(d_model): embed_scale] [+ pos_emb] [-> embed_norm]
-          -> layers x Block -> norm_f -> head (tied: tok_emb's unscaled matrix) -> logits (B, T, V)
+  tokens (B, T) -> tok_emb [* sqrt(d_model): embed_scale] [* embed_multiplier] [+ pos_emb]
+          [-> embed_norm] -> layers x Block -> norm_f -> head (tied: tok_emb's unscaled
+          matrix) -> logits (B, T, V) [/ logit_divisor]
   Block:  x = x + attn(norm1(x));  x = x + mlp(norm2(x))                       (pre-norm)
           post_norms: x = x + norm1_post(attn(norm1(x))), likewise norm2_post  (Gemma 2)
+          residual_multiplier r: x = x + r * attn(norm1(x)), likewise          (Granite)
   norm:   LayerNorm (layer), RMSNorm with gain w (rms) or 1 + w, w from 0 (gemma)
   attn:   q, k, v = wq(x), wk(x), wv(x)  (biases: attn_qkv_bias; kv_heads K/V heads, each shared by heads/kv_heads
           query heads) -> [RMSNorm per head: qk_norm] -> [RoPE] -> s = scale q.k^T
@@ -56,6 +58,7 @@ IMPLEMENTED = {
     "rope_original_context", "rope_beta_fast", "rope_beta_slow", "window", "qk_norm",
     "tie_embeddings", "attention_scale", "attn_softcap", "final_softcap",
     "embed_norm", "embed_scale", "post_norms", "window_pattern", "window_global_first",
+    "embed_multiplier", "residual_multiplier", "logit_divisor",
     "query_scale",
     "experts", "experts_top_k", "moe_renorm", "moe_every",
     # applies in tapegrad's training forward only; inference is dropless, as this module is
@@ -309,6 +312,7 @@ class Block(nn.Module):
         self.attn = Attention(c, layer)
         self.norm1_post = make_norm(c, c.d_model) if c.post_norms else nn.Identity()
         self.attention_only = c.mlp == "none"
+        self.residual_multiplier = c.residual_multiplier
         if not self.attention_only:
             self.norm2 = make_norm(c, c.d_model)
             if c.experts > 0 and (layer + 1) % c.moe_every == 0:
@@ -318,11 +322,12 @@ class Block(nn.Module):
             self.norm2_post = make_norm(c, c.d_model) if c.post_norms else nn.Identity()
 
     def forward(self, x):
-        x = x + self.norm1_post(self.attn(self.norm1(x)))
+        r = self.residual_multiplier
+        x = x + self.norm1_post(self.attn(self.norm1(x))) * r
         if self.attention_only:
             return x
         feed_forward = self.moe if hasattr(self, "moe") else self.mlp
-        return x + self.norm2_post(feed_forward(self.norm2(x)))
+        return x + self.norm2_post(feed_forward(self.norm2(x))) * r
 
 
 class Transformer(nn.Module):
@@ -344,6 +349,7 @@ class Transformer(nn.Module):
         x = self.tok_emb(tokens)
         if self.config.embed_scale:  # the factor in the model's dtype, as Gemma's normalizer
             x = x * torch.tensor(math.sqrt(self.config.d_model), dtype=x.dtype)
+        x = x * self.config.embed_multiplier
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=tokens.device))
         x = self.embed_norm(x)
@@ -351,7 +357,7 @@ class Transformer(nn.Module):
             x = block(x)
         h = self.norm_f(x)
         logits = h @ self.tok_emb.weight.t() if self.head is None else self.head(h)
-        return softcap(logits, self.config.final_softcap)
+        return softcap(logits / self.config.logit_divisor, self.config.final_softcap)
 
     def loss(self, tokens, targets, ignore_index=-100):
         logits = self(tokens)

@@ -12,7 +12,8 @@ a Gemma 2 of three layers (windowed, global, windowed; the window shorter than t
 prompt, soft-caps small enough to bite, a query_pre_attn_scalar that is not head_dim), a BLOOM
 of six heads (ALiBi's slopes for a head count that is not a power of two), a Gemma with one
 K/V head, a StarCoder2 with every bias and a window shorter than the longest prompt, a
-GPT-Neo of three layers (global, local, global; unscaled scores); one model saved in two shards (max_shard_size), one in BF16. The weights are drawn again from N(0, 0.2) (norm
+GPT-Neo of three layers (global, local, global; unscaled scores), a Granite with every
+multiplier away from 1; one model saved in two shards (max_shard_size), one in BF16. The weights are drawn again from N(0, 0.2) (norm
 gains 1 + N(0, 0.2), Gemma's w, whose gain is 1 + w, N(0, 0.2)): transformers' N(0, 0.02)
 leaves attention nearly uniform, where a wrong RoPE pairing or window would hardly move the
 logits.
@@ -24,7 +25,8 @@ import sys
 import torch
 from transformers import (BloomConfig, BloomForCausalLM, Gemma2Config, Gemma2ForCausalLM,
                           GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
-                          GPTNeoConfig, GPTNeoForCausalLM, LlamaConfig,
+                          GPTNeoConfig, GPTNeoForCausalLM, GraniteConfig, GraniteForCausalLM,
+                          LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
                           Starcoder2ForCausalLM)
@@ -104,6 +106,15 @@ def gpt_neo():
         attention_types=[[["global", "local"], 1], [["global"], 1]])
 
 
+def granite():
+    # every multiplier away from 1; the scale 0.09 is neither 1/sqrt(head_dim) nor 1
+    return GraniteForCausalLM, GraniteConfig(
+        vocab_size=49, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=CONTEXT,
+        embedding_multiplier=3.0, residual_multiplier=0.4, logits_scaling=2.5,
+        attention_multiplier=0.09, tie_word_embeddings=True)
+
+
 def bloom():
     return BloomForCausalLM, BloomConfig(vocab_size=59, hidden_size=24, n_layer=2, n_head=6,
                                          tie_word_embeddings=True)
@@ -133,6 +144,7 @@ FIXTURES = {
     "gemma_mqa_tied": (gemma(), {}),
     "starcoder2_window_biases": (starcoder2(), {}),
     "gpt_neo_global_local": (gpt_neo(), {}),
+    "granite_multipliers": (granite(), {}),
 }
 
 

@@ -2,7 +2,8 @@
 tests/hf/make_hf_fixtures.py (gpt2, llama with linear, llama3 and yarn RoPE, mistral with a
 window shorter than the prompts, mixtral, qwen2, gemma2 with its window on layers 0 and 2 and
 soft-caps, bloom with six heads, gemma with one K/V head, starcoder2 with biases and a
-window, gpt_neo with global and local layers and unscaled scores; GQA, tied and untied heads, biases, two shards, BF16), built
+window, gpt_neo with global and local layers and unscaled scores, granite with its four
+multipliers; GQA, tied and untied heads, biases, two shards, BF16), built
 into tmp_path at test time, give transformers' logits in tapegrad:
 
 - float32 within 1e-5 of the largest logit, on four prompts (1, 6, 17 and 30 tokens: past
@@ -256,6 +257,10 @@ def tapegrad_made(name):
         return tg.nn.Config.preset("bloom", **dict(small, heads=5, mlp_hidden=80))
     if name == "gemma_preset":
         return tg.nn.Config.preset("gemma", kv_heads=1, head_dim=6, **small)
+    if name == "granite_multiplied":  # the multipliers on a llama
+        return tg.nn.Config.preset("llama", kv_heads=2, head_dim=6, attention_scale=0.2,
+                                   embed_multiplier=2.0, residual_multiplier=0.5,
+                                   logit_divisor=3.0, **small)
     if name == "gpt_neo_preset":  # the window (12, half the context) on layer 1 only
         return tg.nn.Config.preset("gpt_neo", **small)
     if name == "starcoder2_window":  # no bias on o_proj: written as zeros
@@ -264,7 +269,8 @@ def tapegrad_made(name):
 
 
 MADE = ["gpt2_preset", "llama_interleaved_gqa", "qwen2_window", "mixtral_mqa", "gemma2_preset",
-        "bloom_five_heads", "gemma_preset", "starcoder2_window", "gpt_neo_preset"]
+        "bloom_five_heads", "gemma_preset", "starcoder2_window", "gpt_neo_preset",
+        "granite_multiplied"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -380,6 +386,20 @@ def test_gpt_neo_read_scaled_or_with_its_layers_swapped_gives_other_logits(folde
     long = tokens[2:] if misreading == "local_first" else tokens
     err = relative_error(tapegrad_logits(misread, long), reference[len(tokens) - len(long):])
     print(f"gpt_neo read {misreading}: {err:.3g}")
+    assert err > 1e-3
+
+
+@pytest.mark.parametrize("field", ["embed_multiplier", "residual_multiplier", "logit_divisor",
+                                   "attention_scale"])
+def test_granite_read_without_one_multiplier_gives_other_logits(folders, tmp_path, field):
+    # each of Granite's four numbers moves the logits: the same weights with one of them 1
+    model = tg.nn.Transformer.from_pretrained(folders["granite_multipliers"])
+    assert getattr(model.config, field) != 1.0
+    misread = rewritten(model, tmp_path, **{field: 1.0})
+    tokens = prompts(vocab_of(model))
+    reference = reference_logits(folders["granite_multipliers"], torch.float32, tokens)
+    err = relative_error(tapegrad_logits(misread, tokens), reference)
+    print(f"granite read with {field} 1: {err:.3g}")
     assert err > 1e-3
 
 

@@ -11,6 +11,7 @@ const Family& gpt_neo_family();
 const Family& bloom_family();
 const Family& gemma2_family();
 const Family& gemma_family();
+const Family& granite_family();
 const Family& mixtral_family();
 const Family& starcoder2_family();
 const Family& qwen2_family();

@@ -8,9 +8,9 @@ namespace tapegrad::hf {
 // it: the first whose `claims` holds, else llama, which claims what no other type does.
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> all = {
-      &gpt2_family(),   &gpt_neo_family(), &llama_family(),   &gemma2_family(),  &gemma_family(),
-      &starcoder2_family(), &mixtral_family(), &qwen2_family(),   &mistral_family(),
-      &bloom_family()};
+      &gpt2_family(),       &gpt_neo_family(), &llama_family(),   &gemma2_family(),
+      &gemma_family(),      &granite_family(), &starcoder2_family(), &mixtral_family(),
+      &qwen2_family(),      &mistral_family(), &bloom_family()};
   return all;
 }
 

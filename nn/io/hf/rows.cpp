@@ -110,6 +110,12 @@ std::string soft_cap_field(const Config& c) {
   return c.attn_softcap > 0 ? "attn_softcap" : "final_softcap";
 }
 
+// The first of Granite's multipliers the model moves from 1.
+std::string multiplier_field(const Config& c) {
+  if (c.residual_multiplier != 1.0) return "residual_multiplier";
+  return c.logit_divisor != 1.0 ? "logit_divisor" : "embed_multiplier";
+}
+
 // A part the type has exactly when `has` (`holds` says whether the model has it).
 Requirement part(const char* field, bool has, std::function<bool(const Config&)> in_model,
                  const char* what) {
@@ -139,6 +145,15 @@ std::vector<Requirement> parts(const Parts& has) {
     }, "has no soft-caps");
     caps.hint = true;
     out.push_back(caps);
+  }
+  if (has.multipliers) {
+    out.push_back(may_have(multiplier_field));
+  } else {
+    Requirement none = need(multiplier_field, [](const Config& c) {
+      return c.embed_multiplier == 1.0 && c.residual_multiplier == 1.0 && c.logit_divisor == 1.0;
+    }, "has no embedding, residual or logit multipliers");
+    none.hint = true;
+    out.push_back(none);
   }
   if (has.per_layer_windows)
     out.push_back(may_have([](const Config&) { return "window_pattern"; }));

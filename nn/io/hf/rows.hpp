@@ -54,7 +54,7 @@ Requirement may_have(std::function<std::string(const Config&)> field);
 // The parts only some types have, first in every family's requirements in this order.
 struct Parts {
   bool embed_norm = false, embed_scale = false, post_norms = false;
-  bool soft_caps = false, per_layer_windows = false;  // allowed, not required
+  bool soft_caps = false, per_layer_windows = false, multipliers = false;  // allowed, not required
 };
 std::vector<Requirement> parts(const Parts& has);
 
