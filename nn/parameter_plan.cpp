@@ -180,26 +180,29 @@ long double ParameterPlan::tensors() const {
   return n;
 }
 
+void add_to_row(ParameterCounts& counts, ParameterRole role, std::uint64_t n) {
+  switch (role) {
+    case ParameterRole::token_embedding: counts.token_embedding += n; break;
+    case ParameterRole::position_embedding: counts.position_embedding += n; break;
+    case ParameterRole::attention_q: counts.attention_q += n; break;
+    case ParameterRole::attention_kv: counts.attention_kv += n; break;
+    case ParameterRole::attention_out: counts.attention_out += n; break;
+    case ParameterRole::qk_norm: counts.qk_norm += n; break;
+    case ParameterRole::temperature: counts.temperature += n; break;
+    case ParameterRole::feed_forward: counts.feed_forward += n; break;
+    case ParameterRole::router: counts.router += n; break;
+    case ParameterRole::norm: counts.norms += n; break;
+    case ParameterRole::unembedding: counts.unembedding += n; break;
+  }
+}
+
 // The plan summed by role, modulo 2^64 as the per-component formulas it replaces counted. A
 // token runs top_k of an MoE layer's experts: the other experts - top_k are inactive.
 ParameterCounts count_parameters(const TransformerConfig& c) {
   const ParameterPlan plan(c);
   ParameterCounts p;
   plan.for_each_kind([&](const PlannedParameter& param, std::uint64_t copies) {
-    const std::uint64_t n = copies * param.size();
-    switch (param.role) {
-      case ParameterRole::token_embedding: p.token_embedding += n; break;
-      case ParameterRole::position_embedding: p.position_embedding += n; break;
-      case ParameterRole::attention_q: p.attention_q += n; break;
-      case ParameterRole::attention_kv: p.attention_kv += n; break;
-      case ParameterRole::attention_out: p.attention_out += n; break;
-      case ParameterRole::qk_norm: p.qk_norm += n; break;
-      case ParameterRole::temperature: p.temperature += n; break;
-      case ParameterRole::feed_forward: p.feed_forward += n; break;
-      case ParameterRole::router: p.router += n; break;
-      case ParameterRole::norm: p.norms += n; break;
-      case ParameterRole::unembedding: p.unembedding += n; break;
-    }
+    add_to_row(p, param.role, copies * param.size());
     if (param.expert)
       p.inactive_experts += plan.moe_layers() * (c.experts - c.experts_top_k) * param.size();
   });

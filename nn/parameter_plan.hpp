@@ -37,6 +37,8 @@ enum class ParameterRole {
   unembedding,
 };
 std::string to_string(ParameterRole role);
+// Adds n parameters of `role` to their row of `counts` (norm: norms).
+void add_to_row(ParameterCounts& counts, ParameterRole role, std::uint64_t n);
 
 struct PlannedParameter {
   // A block's parameter without its "blocks.<l>." and an expert's without its block's and its

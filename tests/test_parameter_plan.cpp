@@ -124,19 +124,7 @@ ParameterCounts counts_of(const Transformer<float>& model) {
   ParameterCounts p;
   for (const NamedParameter<float>& param : model.named_parameters()) {
     const std::uint64_t n = param.tensor.size();
-    switch (role_by_name(param.name)) {
-      case ParameterRole::token_embedding: p.token_embedding += n; break;
-      case ParameterRole::position_embedding: p.position_embedding += n; break;
-      case ParameterRole::attention_q: p.attention_q += n; break;
-      case ParameterRole::attention_kv: p.attention_kv += n; break;
-      case ParameterRole::attention_out: p.attention_out += n; break;
-      case ParameterRole::qk_norm: p.qk_norm += n; break;
-      case ParameterRole::temperature: p.temperature += n; break;
-      case ParameterRole::feed_forward: p.feed_forward += n; break;
-      case ParameterRole::router: p.router += n; break;
-      case ParameterRole::norm: p.norms += n; break;
-      case ParameterRole::unembedding: p.unembedding += n; break;
-    }
+    add_to_row(p, role_by_name(param.name), n);
     if (param.name.find(".moe.experts.0.") != std::string::npos)
       p.inactive_experts += (c.experts - c.experts_top_k) * n;
   }

@@ -259,6 +259,15 @@ std::vector<Requirement> rope_requirements() {
   return {ntk, yarn_context, yarn_factor};
 }
 
+std::vector<ConfigKey> llama_bias_and_scaling_keys() {
+  return {attention_bias_key(), flag_key("mlp_bias", &Config::mlp_bias, false), rope_scaling_key()};
+}
+
+FileBiases llama_biases(const Config& c) {
+  const bool attention = c.attn_qkv_bias || c.attn_out_bias;
+  return FileBiases{attention, attention, c.mlp_bias};
+}
+
 std::vector<Requirement> llama_parts_requirements() {
   return {has_rope(),
           need("norm", [](const Config& c) { return c.norm == NormKind::rms_norm; }, "has RMSNorm"),

@@ -45,6 +45,10 @@ ConfigKey silu_key();
 // attention_bias: one switch for q, k, v and o (a model with only some of them is written
 // with zeros for the others).
 ConfigKey attention_bias_key();
+// Llama's own last rows, which Granite shares: attention_bias, mlp_bias, rope_scaling.
+std::vector<ConfigKey> llama_bias_and_scaling_keys();
+// The biases a file of Llama's layout holds: attention_bias one switch for q, k, v and o.
+FileBiases llama_biases(const TransformerConfig& c);
 
 // The base of the RoPE presets: rotary positions, RMSNorm, SwiGLU without biases, untied.
 TransformerConfig rope_preset();

@@ -22,6 +22,10 @@ const Family& llama_family();
 // scores (GPT-2, which has no window, claims the others).
 bool has_gpt_neo_marks(const TransformerConfig& c);
 
+// GPT-2's parts, which GPT-Neo shares: learned positions, LayerNorm, GELU, no experts, one
+// K/V head per query head, heads d_model/heads wide.
+std::vector<Requirement> gpt2_layout_requirements();
+
 // Mistral's requirements, which Mixtral shares (with experts).
 std::vector<Requirement> mistral_requirements(bool experts);
 

@@ -134,10 +134,7 @@ const Family& gemma2_family() {
       return c.positions == PositionKind::rope &&
              (c.post_norms || c.attn_softcap > 0 || c.final_softcap > 0 || !c.uniform_window());
     };
-    f.biases = [](const Config& c) {
-      const bool attention = c.attn_qkv_bias || c.attn_out_bias;
-      return FileBiases{attention, attention, c.mlp_bias};
-    };
+    f.biases = llama_biases;
     f.tensors = decoder_tensor_names();
     f.tensors.norm1_post = "post_attention_layernorm";
     f.tensors.norm2 = "pre_feedforward_layernorm";

@@ -44,17 +44,8 @@ std::vector<ConfigKey> keys() {
 
 std::vector<Requirement> requirements() {
   return concat<Requirement>(
-      {parts({}),
-       {need("positions", [](const Config& c) { return c.positions == PositionKind::learned; },
-             "has learned positions"),
-        need("norm", [](const Config& c) { return c.norm == NormKind::layer_norm; }, "has LayerNorm"),
-        need("mlp", [](const Config& c) { return c.mlp == MlpKind::gelu; }, "'s feed-forward is GELU"),
-        need("experts", [](const Config& c) { return c.experts == 0; }, "has no mixture of experts"),
-        need("window", [](const Config& c) { return c.window == 0; }, "has no sliding window"),
-        need("kv_heads", [](const Config& c) { return c.resolved_kv_heads() == c.heads; },
-             "has one K/V head per query head"),
-        need("head_dim", [](const Config& c) { return c.resolved_head_dim() * c.heads == c.d_model; },
-             "'s heads are d_model/heads wide"),
+      {parts({}), gpt2_layout_requirements(),
+       {need("window", [](const Config& c) { return c.window == 0; }, "has no sliding window"),
         need(scale_field,
              [](const Config& c) { return c.resolved_attention_scale() == 1.0 || default_scale(c); },
              "scales by 1/sqrt(head_dim) or (scale_attn_weights false) by 1")}});
@@ -79,6 +70,18 @@ TensorNames tensors() {
 }
 
 }  // namespace gpt2_parts
+
+std::vector<Requirement> gpt2_layout_requirements() {
+  return {need("positions", [](const Config& c) { return c.positions == PositionKind::learned; },
+               "has learned positions"),
+          need("norm", [](const Config& c) { return c.norm == NormKind::layer_norm; }, "has LayerNorm"),
+          need("mlp", [](const Config& c) { return c.mlp == MlpKind::gelu; }, "'s feed-forward is GELU"),
+          need("experts", [](const Config& c) { return c.experts == 0; }, "has no mixture of experts"),
+          need("kv_heads", [](const Config& c) { return c.resolved_kv_heads() == c.heads; },
+               "has one K/V head per query head"),
+          need("head_dim", [](const Config& c) { return c.resolved_head_dim() * c.heads == c.d_model; },
+               "'s heads are d_model/heads wide")};
+}
 
 const Family& gpt2_family() {
   static const Family family = [] {

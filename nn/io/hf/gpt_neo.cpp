@@ -149,16 +149,8 @@ std::vector<Requirement> requirements() {
   has.per_layer_windows = true;
   return concat<Requirement>(
       {parts(has),
-       {need("positions", [](const Config& c) { return c.positions == PositionKind::learned; },
-             "has learned positions"),
-        need("norm", [](const Config& c) { return c.norm == NormKind::layer_norm; }, "has LayerNorm"),
-        need("mlp", [](const Config& c) { return c.mlp == MlpKind::gelu; }, "'s feed-forward is GELU"),
-        need("experts", [](const Config& c) { return c.experts == 0; }, "has no mixture of experts"),
-        need("kv_heads", [](const Config& c) { return c.resolved_kv_heads() == c.heads; },
-             "has one K/V head per query head"),
-        need("head_dim", [](const Config& c) { return c.resolved_head_dim() * c.heads == c.d_model; },
-             "'s heads are d_model/heads wide"),
-        need("attn_qkv_bias", [](const Config& c) { return !c.attn_qkv_bias; },
+       gpt2_layout_requirements(),
+       {need("attn_qkv_bias", [](const Config& c) { return !c.attn_qkv_bias; },
              "has no biases on q, k and v"),
         need(scale_field, [](const Config& c) { return c.resolved_attention_scale() == 1.0; },
              "does not scale its scores (attention_scale 1)")}});

@@ -51,8 +51,7 @@ const Family& granite_family() {
     f.preset = rope_preset;
     f.keys = concat<ConfigKey>({decoder_size_keys(kDefaults), {silu_key()},
                                 decoder_position_keys(kDefaults), granite_keys(),
-                                {attention_bias_key(), flag_key("mlp_bias", &Config::mlp_bias, false),
-                                 rope_scaling_key()}});
+                                llama_bias_and_scaling_keys()});
     f.harmless_keys = {"attention_dropout"};
     Parts has;
     has.multipliers = true;
@@ -71,10 +70,7 @@ const Family& granite_family() {
              (c.embed_multiplier != 1.0 || c.residual_multiplier != 1.0 ||
               c.logit_divisor != 1.0 || !default_scale(c));
     };
-    f.biases = [](const Config& c) {
-      const bool attention = c.attn_qkv_bias || c.attn_out_bias;
-      return FileBiases{attention, attention, c.mlp_bias};
-    };
+    f.biases = llama_biases;
     f.tensors = decoder_tensor_names();
     return f;
   }();

@@ -24,8 +24,7 @@ const Family& llama_family() {
     f.finish_preset = group_kv_heads;
     f.keys = concat<ConfigKey>({decoder_size_keys(kDefaults), {silu_key()},
                                 decoder_position_keys(kDefaults),
-                                {attention_bias_key(), flag_key("mlp_bias", &Config::mlp_bias, false),
-                                 rope_scaling_key()}});
+                                llama_bias_and_scaling_keys()});
     f.harmless_keys = {"attention_dropout", "pretraining_tp"};
     f.requirements = concat<Requirement>(
         {parts({}),
@@ -33,10 +32,7 @@ const Family& llama_family() {
          rope_requirements(), expert_requirements(false),
          {need_with_hint("window", [](const Config& c) { return c.window == 0; },
                          "has no sliding window")}});
-    f.biases = [](const Config& c) {
-      const bool attention = c.attn_qkv_bias || c.attn_out_bias;
-      return FileBiases{attention, attention, c.mlp_bias};
-    };
+    f.biases = llama_biases;
     f.tensors = decoder_tensor_names();
     return f;
   }();
