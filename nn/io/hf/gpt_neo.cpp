@@ -156,21 +156,16 @@ std::vector<Requirement> requirements() {
              "does not scale its scores (attention_scale 1)")}});
 }
 
+// GPT-2's names but for attention: q, k, v and out apart, under attn.attention, as
+// nn.Linear (out, in).
 TensorNames tensors() {
-  TensorNames n;
-  n.prefix = "transformer.";
-  n.embed = "wte";
-  n.positions = "wpe";
-  n.layers = "h.";
-  n.final_norm = "ln_f";
-  n.norm1 = "ln_1";
-  n.norm2 = "ln_2";
+  TensorNames n = gpt2_family().tensors;
+  n.qkv.clear();
   n.q = "attn.attention.q_proj";
   n.k = "attn.attention.k_proj";
   n.v = "attn.attention.v_proj";
   n.o = "attn.attention.out_proj";
-  n.fc = "mlp.c_fc";
-  n.proj = "mlp.c_proj";
+  n.conv1d = false;
   // the causal mask's buffers, which files written before 4.x kept
   n.dropped_suffixes = {".attn.attention.bias", ".attn.attention.masked_bias"};
   return n;
