@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,13 +45,12 @@ void adapt_prefix(HfLayout& layout, const SafetensorsFolder& folder) {
 constexpr const char* kHeadName = "lm_head.weight";
 
 // Every name, shape and dtype of the folder against the tensors the configuration needs,
-// before any value is read: a tensor it does not expect, one it needs that is missing, a
+// before the model is built or any value read: a tensor it does not expect, one it needs that is missing, a
 // wrong shape or a dtype that is not a float, each named with its file.
-template <class T>
-void check_folder(const SafetensorsFolder& folder, const std::vector<HfTensor<T>>& wanted,
+void check_folder(const SafetensorsFolder& folder, const std::vector<HfTensorSpec>& wanted,
                   const HfModelConfig& hf, const std::string& dir) {
   std::set<std::string> expected;
-  for (const HfTensor<T>& t : wanted) expected.insert(t.name);
+  for (const HfTensorSpec& t : wanted) expected.insert(t.name);
   for (const std::string& name : folder.names()) {
     if (expected.count(name) || hf_dropped_buffer(hf.model_type, name)) continue;
     if (name == kHeadName && hf.config.tie_embeddings) continue;  // check_tied_head_copy
@@ -60,7 +58,7 @@ void check_folder(const SafetensorsFolder& folder, const std::vector<HfTensor<T>
                                "config.json does not have", folder.file_of(name), name,
                                hf.model_type);
   }
-  for (const HfTensor<T>& t : wanted) {
+  for (const HfTensorSpec& t : wanted) {
     const SafetensorsTensor* held = folder.find(t.name);
     if (!held)
       fail_with<CheckpointError>(load_op(dir), "tensor '{}' {} is missing{}", t.name,
@@ -102,59 +100,18 @@ void check_size(const SafetensorsFolder& folder, const HfModelConfig& hf, const 
                                "the folder's tensors hold {:.0f} values", double(wanted), double(held));
 }
 
-// How many tensors a folder of `layout` holds for a model of `config`: in all, and in its
-// smallest layer. The count follows the model's parts, not their sizes, so it comes from
-// the same map (hf_tensors) on models of one and two layers at the smallest width, for each
-// kind of layer the model has (dense, experts: c.is_moe_layer): a layer of the kind, and
-// what is outside the layers. hf_tensors builds each file tensor around the model's own
-// parameters (fused ones such as GPT-2's c_attn from several), so it counts on a model.
-// nullopt when a small model is not a valid one. No family's config.json has experts in
-// only every n-th layer yet (moe_every 1 is a requirement row); the count is ready for one.
-struct TensorCount {
-  std::size_t total, smallest_layer;
-};
-
-template <class T>
-std::optional<TensorCount> tensors_wanted(const TransformerConfig& config, const HfLayout& layout) {
-  TransformerConfig small = config;  // one head of two dimensions, d_model = heads * head_dim
-  small.heads = small.kv_heads = small.vocab = small.mlp_hidden = 1;
-  small.head_dim = small.d_model = 2;
-  small.moe_every = 1;
-  const auto count = [&](bool experts, std::size_t layers) {
-    small.experts = experts ? config.experts : 0;
-    small.layers = layers;
-    return hf_tensors(Transformer<T>::to_be_loaded(small), layout).size();
-  };
-  const std::size_t moe_layers = config.moe_layers(), dense_layers = config.layers - moe_layers;
-  try {
-    std::size_t outside = 0, total = 0, smallest = SIZE_MAX;
-    for (const auto& [experts, layers] : {std::pair{false, dense_layers}, std::pair{true, moe_layers}}) {
-      if (layers == 0) continue;
-      const std::size_t one = count(experts, 1), per_layer = count(experts, 2) - one;
-      outside = one - per_layer;
-      total += per_layer * layers;
-      smallest = std::min(smallest, per_layer);
-    }
-    return TensorCount{outside + total, smallest};
-  } catch (const ShapeError&) {
-    return std::nullopt;
-  } catch (const CheckpointError&) {
-    return std::nullopt;
-  }
-}
-
-// A folder a whole layer's tensors short cannot load: said before the model is built, which
-// for a config.json of thousands of layers would build every one of them first. (A tensor or
-// two short is named by check_folder once the model is built.)
-template <class T>
+// A folder a whole layer's tensors short cannot load: said from the description of one layer
+// of each kind (hf_tensor_count), before the tensors are listed one by one or the model is
+// built, which for a config.json of thousands of layers would take each of them. (A tensor
+// or two short is named by check_folder.)
 void check_tensor_count(const SafetensorsFolder& folder, const HfModelConfig& hf,
                         const HfLayout& layout, const std::string& dir) {
-  const std::optional<TensorCount> wanted = tensors_wanted<T>(hf.config, layout);
-  const std::size_t held = folder.names().size();
-  if (wanted && held + wanted->smallest_layer <= wanted->total)
+  const HfTensorCount wanted = hf_tensor_count(hf.config, layout);
+  const std::uint64_t held = folder.names().size();
+  if (wanted.smallest_layer > 0 && held + wanted.smallest_layer <= wanted.total)
     fail_with<CheckpointError>(load_op(dir), "config.json describes {} layers, whose {} model "
                                "has {} tensors; the folder holds {}", hf.config.layers,
-                               hf.model_type, wanted->total, held);
+                               hf.model_type, wanted.total, held);
 }
 
 // A tied model's folder may hold the head anyway (some tools write it); transformers then
@@ -241,10 +198,11 @@ PretrainedModel<T> load_pretrained(const std::string& dir, bool allow_nonfinite)
   HfLayout layout = hf_layout(hf.config, hf.model_type);
   adapt_prefix(layout, folder);
   check_size(folder, hf, dir);
-  check_tensor_count<T>(folder, hf, layout, dir);
+  check_tensor_count(folder, hf, layout, dir);
+  const std::vector<HfTensorSpec> specs = hf_tensor_specs(hf.config, layout);
+  check_folder(folder, specs, hf, dir);
   Transformer<T> model = Transformer<T>::to_be_loaded(hf.config);
-  const std::vector<HfTensor<T>> tensors = hf_tensors(model, layout);
-  check_folder(folder, tensors, hf, dir);
+  const std::vector<HfTensor<T>> tensors = hf_bind_tensors(model, specs, hf.model_type);
   std::vector<T> values;  // one tensor at a time, in the file's layout, where it differs
   for (const HfTensor<T>& t : tensors) {
     if (t.direct) {
