@@ -1,5 +1,8 @@
 #include "nn/parameter_plan.hpp"
 
+#include <optional>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "autograd/errors.hpp"
@@ -65,6 +68,31 @@ void plan_feed_forward(Params& out, const std::string& at, const TransformerConf
   plan_linear(out, at + "gate", D, F, b, role, expert);
   plan_linear(out, at + "up", D, F, b, role, expert);
   plan_linear(out, at + "down", F, D, b, role, expert);
+}
+
+// The parameter of that name in `list`, or nullptr.
+const PlannedParameter* find_in(const Params& list, std::string_view name) {
+  for (const PlannedParameter& p : list)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// Reads "<n>." off the front of `name`: n written as fmt writes it (no sign, no leading
+// zero), below `limit`; nullopt otherwise (the name is then no parameter's).
+std::optional<std::size_t> take_index(std::string_view& name, std::uint64_t limit) {
+  std::size_t digits = 0;
+  while (digits < name.size() && digits < 20 && name[digits] >= '0' && name[digits] <= '9') ++digits;
+  if (digits == 0 || digits >= name.size() || name[digits] != '.' || (digits > 1 && name[0] == '0'))
+    return std::nullopt;
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < digits; ++i) {
+    const std::uint64_t d = std::uint64_t(name[i] - '0');
+    if (n > (UINT64_MAX - d) / 10) return std::nullopt;  // n * 10 + d would wrap
+    n = n * 10 + d;
+  }
+  if (n >= limit) return std::nullopt;
+  name.remove_prefix(digits + 1);
+  return std::size_t(n);
 }
 
 }  // namespace parameter_plan_parts
@@ -151,6 +179,27 @@ void ParameterPlan::for_each(
     for (const PlannedParameter& p : block.after) f(at + p.name, p);
   }
   for (const PlannedParameter& p : last_) f(p.name, p);
+}
+
+const PlannedParameter* ParameterPlan::find(const std::string& full) const {
+  namespace parts = parameter_plan_parts;
+  std::string_view name = full;
+  constexpr std::string_view kBlocks = "blocks.", kExperts = "moe.experts.";
+  if (name.substr(0, kBlocks.size()) != kBlocks) {
+    if (const PlannedParameter* p = parts::find_in(first_, name)) return p;
+    return parts::find_in(last_, name);
+  }
+  name.remove_prefix(kBlocks.size());
+  const std::optional<std::size_t> layer = parts::take_index(name, config_.layers);
+  if (!layer) return nullptr;
+  const BlockPlan& block = config_.layer_plan(*layer).experts > 0 ? moe_ : dense_;
+  if (name.substr(0, kExperts.size()) == kExperts && !block.expert.empty()) {
+    name.remove_prefix(kExperts.size());
+    if (!parts::take_index(name, experts_)) return nullptr;
+    return parts::find_in(block.expert, name);
+  }
+  if (const PlannedParameter* p = parts::find_in(block.before, name)) return p;
+  return parts::find_in(block.after, name);
 }
 
 void ParameterPlan::for_each_kind(

@@ -70,6 +70,10 @@ class ParameterPlan {
   void for_each_kind(
       const std::function<void(const PlannedParameter&, std::uint64_t copies)>& f) const;
 
+  // The parameter of that full name ("blocks.3.moe.experts.1.up.weight"), or nullptr when the
+  // model has none: looked up in the block of layer 3's kind, without listing the layers.
+  const PlannedParameter* find(const std::string& name) const;
+
   // The model's scalars and parameter tensors, in long double: no config overflows them.
   long double scalars() const;
   long double tensors() const;

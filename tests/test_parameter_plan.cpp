@@ -213,3 +213,41 @@ TEST_CASE("parameter plan: the totals of a config of 2^24 layers, without walkin
   CHECK(plan.tensors() == 3 + L / 2 * (2 + 4 + 3) + L / 2 * (2 + 4 + 1 + E * 3));
   CHECK(plan.moe_layers() == L / 2);
 }
+
+// find() looks a full name up in its layer's block without walking the layers: every
+// planned name is found with its shape, and names the model lacks are not (an index past
+// the layers or the experts, one written otherwise than fmt writes it, an expert's name in a
+// dense layer, a dense layer's feed-forward in an MoE one).
+TEST_CASE("parameter plan: find gives each parameter by its full name, and no other", "[plan]") {
+  for (const auto& [what, c] : configs()) {
+    INFO(what);
+    const ParameterPlan plan(c);
+    plan.for_each([&](const std::string& name, const PlannedParameter& p) {
+      INFO(name);
+      const PlannedParameter* found = plan.find(name);
+      REQUIRE(found);
+      CHECK(found->shape == p.shape);
+      CHECK(to_string(found->role) == to_string(p.role));
+    });
+  }
+  TransformerConfig c = from_preset("llama");
+  c.layers = 4;
+  c.experts = 3;
+  c.experts_top_k = 2;
+  c.moe_every = 2;  // layers 1 and 3 have experts
+  const ParameterPlan plan(c);
+  CHECK(plan.find("blocks.1.moe.experts.2.up.weight"));
+  CHECK(plan.find("blocks.0.mlp.up.weight"));
+  CHECK(plan.find("tok_emb.weight"));
+  CHECK(plan.find("norm_f.weight"));
+  for (const char* absent :
+       {"blocks.4.attn.Wq", "blocks.01.attn.Wq", "blocks.-1.attn.Wq", "blocks..attn.Wq",
+        "blocks.1", "blocks.1.", "blocks.18446744073709551616.attn.Wq",
+        "blocks.99999999999999999999999.attn.Wq", "blocks.1.moe.experts.3.up.weight",
+        "blocks.1.moe.experts.01.up.weight", "blocks.0.moe.experts.0.up.weight",
+        "blocks.1.mlp.up.weight", "blocks.0.moe.router.weight", "attn.Wq", "up.weight",
+        "blocks.0.tok_emb.weight", "pos_emb.weight", "", "blocks.", "head"}) {
+    INFO(absent);
+    CHECK_FALSE(plan.find(absent));
+  }
+}

@@ -17,6 +17,7 @@
 
 #include "autograd/tape.hpp"
 #include "helpers.hpp"
+#include "nn/io/hf_weights.hpp"
 #include "nn/io/pretrained.hpp"
 #include "nn/io/safetensors.hpp"
 #include "temp_files.hpp"
@@ -352,6 +353,67 @@ TEST_CASE("pretrained: a missing unexpected or wrong-shape tensor is refused nam
   CHECK_THAT(refusal_of_load(dir.file("nowhere")), Catch::Contains("not a folder holding config.json"));
   CHECK_FALSE(is_pretrained_folder(dir.file("nowhere")));
   CHECK_FALSE(is_pretrained_folder(file));
+}
+
+// Gemma 2's layers alternate windowed and global (window_pattern 2), which a model of one
+// layer cannot be: the count comes from the config's own description, not from small models
+// built to count, so it holds for this family too and refuses before any layer is built.
+TEST_CASE("pretrained: thousands of gemma2 layers over a 3-layer folder are refused by the count", "[pretrained]") {
+  TempDir dir;
+  const auto& all = configs();
+  const auto it = std::find_if(all.begin(), all.end(), [](const auto& c) {
+    return c.first == "gemma2 window on layers 0 and 2";
+  });
+  REQUIRE(it != all.end());
+  REQUIRE(it->second.window_pattern == 2);
+  Transformer<double> model(it->second);
+  save_pretrained(model, dir.file("g"));
+  json config = json::parse(read_bytes(dir.file("g/config.json")));
+  REQUIRE(config.at("model_type") == "gemma2");
+  config["num_hidden_layers"] = 3000;
+  write_bytes(dir.file("g/config.json"), config.dump());
+  // each layer's four norms, q k v o and gate up down; the embedding and the final norm
+  CHECK_THAT(refusal_of_load(dir.file("g")),
+             Catch::Contains("config.json describes 3000 layers, whose gemma2 model has 33002 "
+                             "tensors; the folder holds 35"));
+}
+
+// The description from the config alone (hf_tensor_specs, hf_tensor_count) is the built
+// model's map (hf_tensors), name for name, shape for shape and part for part, for every
+// family; and the count, from one layer of each kind, is the full list's length, with experts
+// in every layer or every other one.
+TEST_CASE("pretrained: the tensors described from the config are the built model's", "[pretrained]") {
+  std::vector<std::pair<std::string, TransformerConfig>> all = configs();
+  TransformerConfig every_other = all[7].second;  // mixtral's, experts in layers 1 and 3
+  REQUIRE(every_other.experts == 3);
+  every_other.layers = 4;
+  every_other.moe_every = 2;
+  for (const auto& [name, c] : all) {
+    INFO(name);
+    const std::string type = json::parse(hf_config_to_json(c)).at("model_type");
+    const HfLayout layout = hf_layout(c, type);
+    const std::vector<HfTensorSpec> specs = hf_tensor_specs(c, layout);
+    const Transformer<float> model(c);
+    const std::vector<HfTensor<float>> bound = hf_tensors(model, layout);
+    REQUIRE(specs.size() == bound.size());
+    std::size_t parts = 0;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      CHECK(specs[i].name == bound[i].name);
+      CHECK(specs[i].shape == bound[i].shape);
+      CHECK(specs[i].elements() == bound[i].elements());
+      for (const HfPart& p : specs[i].parts) parts += p.parameter.empty() ? 0 : 1;
+    }
+    CHECK(parts == model.named_parameters().size());  // each parameter in exactly one
+    const HfTensorCount count = hf_tensor_count(c, layout);
+    CHECK(count.total == specs.size());
+    CHECK(count.smallest_layer * c.layers + 2 <= specs.size());
+  }
+  const HfLayout mixtral = hf_layout(every_other, "mixtral");
+  const HfTensorCount count = hf_tensor_count(every_other, mixtral);
+  CHECK(count.total == hf_tensor_specs(every_other, mixtral).size());
+  // a dense layer: two norms, q k v o, w1 w3 w2; an MoE one the router and 3 experts' three
+  CHECK(count.smallest_layer == 9);
+  CHECK(count.total == 2 * 9 + 2 * (6 + 1 + 9) + 3);
 }
 
 TEST_CASE("pretrained: a model no model_type expresses is refused and nothing is written", "[pretrained]") {

@@ -65,7 +65,9 @@ void load_parameters(const std::string& path, Module<T>& module);
 // save_parameters(path, model, config_entries(model.config()))
 template <class T>
 void save_checkpoint(const std::string& path, const Transformer<T>& model);
-// A new Transformer built from the file's config, with the file's parameters.
+// A new Transformer built from the file's config, with the file's parameters; the file's
+// counts, names, shapes and dtypes are checked against the config's parameter plan before
+// the model is built (nn/io/weight_loader.hpp).
 template <class T>
 Transformer<T> load_checkpoint(const std::string& path);
 // The same from the file's entries already read (`path` names them in errors), for a caller

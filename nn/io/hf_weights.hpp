@@ -1,6 +1,7 @@
 #pragma once
-// The tensor maps between a Transformer's parameters and a Hugging Face folder's tensors
-// (docs/INTEROP.md):
+// The tensors of a Hugging Face folder bound to a built Transformer's storage: the
+// description of hf_tensor_map.hpp (names, shapes, which parameters) with the functions that
+// move values between the file's layout and the parameters (docs/INTEROP.md):
 //   - a Linear's weight is (in, out) in tapegrad and (out, in) in nn.Linear: transposed;
 //     GPT-2's Conv1D is (in, out) already;
 //   - GPT-2's c_attn is [q | k | v] along its columns, weight (d, 3d) and bias (3d); BLOOM's
@@ -24,26 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "nn/config.hpp"
+#include "nn/io/hf_tensor_map.hpp"  // HfLayout, hf_layout, HfTensorSpec: the described tensors
 
 namespace tapegrad {
 
 template <class T>
 class Transformer;
-namespace hf {
-struct Family;
-}
-
-// Which tensors a folder of one model_type holds for a configuration.
-struct HfLayout {
-  std::string model_type;
-  const hf::Family* family = nullptr;  // its names (nn/io/hf/family.hpp)
-  bool qkv_bias = false, out_bias = false, mlp_bias = false;  // biases the file holds
-  std::string prefix;  // "transformer." (GPT-2, BLOOM) or "model.": hub files may have none
-};
-// The layout a file of `model_type` has for a model of `config`; CheckpointError for a
-// model_type not in the registry.
-HfLayout hf_layout(const TransformerConfig& config, const std::string& model_type);
 
 // One tensor of the folder: its name and shape as the file holds it, and the two
 // directions between its values (row-major, in the file's layout) and the model's
@@ -66,13 +53,12 @@ struct HfTensor {
 template <class T>
 std::vector<HfTensor<T>> hf_tensors(const Transformer<T>& model, const HfLayout& layout);
 
-// The token embedding's name in a file of `layout` ("transformer.wte.weight", ...): whether
-// a folder's names carry the prefix.
-std::string hf_embedding_name(const HfLayout& layout);
-
-// Names a folder of `model_type` may hold that carry no weight of the model, dropped on
-// import: GPT-2's causal-mask buffers (attn.bias, attn.masked_bias) and the RoPE
-// frequencies older Llama files saved (rotary_emb.inv_freq).
-bool hf_dropped_buffer(const std::string& model_type, const std::string& name);
+// The same for tensors already described (hf_tensor_specs of the model's config): each
+// spec's parts bound to the model's parameters of those names and shapes, every one of the
+// model's parameters in exactly one; CheckpointError otherwise.
+template <class T>
+std::vector<HfTensor<T>> hf_bind_tensors(const Transformer<T>& model,
+                                         const std::vector<HfTensorSpec>& specs,
+                                         const std::string& model_type);
 
 }  // namespace tapegrad

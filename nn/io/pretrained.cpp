@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
-#include <optional>
-#include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -15,9 +15,9 @@
 
 #include "autograd/errors.hpp"
 #include "platform/file_io.hpp"
-#include "nn/io/finite_weights.hpp"  // nonfinite_value
 #include "nn/io/hf_weights.hpp"
 #include "nn/io/safetensors.hpp"
+#include "nn/io/weight_loader.hpp"
 #include "nn/parameter_plan.hpp"
 
 namespace tapegrad {
@@ -45,37 +45,6 @@ void adapt_prefix(HfLayout& layout, const SafetensorsFolder& folder) {
 
 constexpr const char* kHeadName = "lm_head.weight";
 
-// Every name, shape and dtype of the folder against the tensors the configuration needs,
-// before any value is read: a tensor it does not expect, one it needs that is missing, a
-// wrong shape or a dtype that is not a float, each named with its file.
-template <class T>
-void check_folder(const SafetensorsFolder& folder, const std::vector<HfTensor<T>>& wanted,
-                  const HfModelConfig& hf, const std::string& dir) {
-  std::set<std::string> expected;
-  for (const HfTensor<T>& t : wanted) expected.insert(t.name);
-  for (const std::string& name : folder.names()) {
-    if (expected.count(name) || hf_dropped_buffer(hf.model_type, name)) continue;
-    if (name == kHeadName && hf.config.tie_embeddings) continue;  // check_tied_head_copy
-    fail_with<CheckpointError>(load_op(dir), "{} holds tensor '{}', which a {} model of this "
-                               "config.json does not have", folder.file_of(name), name,
-                               hf.model_type);
-  }
-  for (const HfTensor<T>& t : wanted) {
-    const SafetensorsTensor* held = folder.find(t.name);
-    if (!held)
-      fail_with<CheckpointError>(load_op(dir), "tensor '{}' {} is missing{}", t.name,
-                                 shape_text(t.shape),
-                                 t.name == kHeadName ? " (tie_word_embeddings is false)" : "");
-    if (held->shape != t.shape)
-      fail_with<CheckpointError>(load_op(dir), "{}: tensor '{}' has shape {}, config.json "
-                                 "describes {}", folder.file_of(t.name), t.name,
-                                 shape_text(held->shape), shape_text(t.shape));
-    if (!safetensors_float_dtype(held->dtype))
-      fail_with<CheckpointError>(load_op(dir), "{}: tensor '{}' is {}, not a float (F64, F32, "
-                                 "BF16 or F16)", folder.file_of(t.name), t.name, held->dtype);
-  }
-}
-
 // What transformers writes beside config.json: the token ids generation starts and stops
 // at, from the kept fields.
 std::string generation_config(const std::string& config_text) {
@@ -84,77 +53,6 @@ std::string generation_config(const std::string& config_text) {
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "transformers_version"})
     if (config.contains(key) && !config[key].is_null()) out[key] = config[key];
   return out.dump(2) + "\n";
-}
-
-// A model of at most this many parameters is cheap enough to build just to name the
-// tensors a folder lacks (as the checkpoint loader does).
-constexpr long double kAlwaysBuildable = 1 << 22;
-
-// A config.json that describes more parameters than the folder holds values cannot load:
-// said before a large model is built, which for a hostile or mismatched file could take
-// more memory than there is.
-void check_size(const SafetensorsFolder& folder, const HfModelConfig& hf, const std::string& dir) {
-  long double held = 0;
-  for (const std::string& name : folder.names()) held += folder.find(name)->elements();
-  const long double wanted = ParameterPlan(hf.config).scalars();
-  if (wanted > held && wanted > kAlwaysBuildable)
-    fail_with<CheckpointError>(load_op(dir), "config.json describes a model of {:.0f} parameters, "
-                               "the folder's tensors hold {:.0f} values", double(wanted), double(held));
-}
-
-// How many tensors a folder of `layout` holds for a model of `config`: in all, and in its
-// smallest layer. The count follows the model's parts, not their sizes, so it comes from
-// the same map (hf_tensors) on models of one and two layers at the smallest width, for each
-// kind of layer the model has (dense, experts: c.is_moe_layer): a layer of the kind, and
-// what is outside the layers. hf_tensors builds each file tensor around the model's own
-// parameters (fused ones such as GPT-2's c_attn from several), so it counts on a model.
-// nullopt when a small model is not a valid one. No family's config.json has experts in
-// only every n-th layer yet (moe_every 1 is a requirement row); the count is ready for one.
-struct TensorCount {
-  std::size_t total, smallest_layer;
-};
-
-template <class T>
-std::optional<TensorCount> tensors_wanted(const TransformerConfig& config, const HfLayout& layout) {
-  TransformerConfig small = config;  // one head of two dimensions, d_model = heads * head_dim
-  small.heads = small.kv_heads = small.vocab = small.mlp_hidden = 1;
-  small.head_dim = small.d_model = 2;
-  small.moe_every = 1;
-  const auto count = [&](bool experts, std::size_t layers) {
-    small.experts = experts ? config.experts : 0;
-    small.layers = layers;
-    return hf_tensors(Transformer<T>::to_be_loaded(small), layout).size();
-  };
-  const std::size_t moe_layers = config.moe_layers(), dense_layers = config.layers - moe_layers;
-  try {
-    std::size_t outside = 0, total = 0, smallest = SIZE_MAX;
-    for (const auto& [experts, layers] : {std::pair{false, dense_layers}, std::pair{true, moe_layers}}) {
-      if (layers == 0) continue;
-      const std::size_t one = count(experts, 1), per_layer = count(experts, 2) - one;
-      outside = one - per_layer;
-      total += per_layer * layers;
-      smallest = std::min(smallest, per_layer);
-    }
-    return TensorCount{outside + total, smallest};
-  } catch (const ShapeError&) {
-    return std::nullopt;
-  } catch (const CheckpointError&) {
-    return std::nullopt;
-  }
-}
-
-// A folder a whole layer's tensors short cannot load: said before the model is built, which
-// for a config.json of thousands of layers would build every one of them first. (A tensor or
-// two short is named by check_folder once the model is built.)
-template <class T>
-void check_tensor_count(const SafetensorsFolder& folder, const HfModelConfig& hf,
-                        const HfLayout& layout, const std::string& dir) {
-  const std::optional<TensorCount> wanted = tensors_wanted<T>(hf.config, layout);
-  const std::size_t held = folder.names().size();
-  if (wanted && held + wanted->smallest_layer <= wanted->total)
-    fail_with<CheckpointError>(load_op(dir), "config.json describes {} layers, whose {} model "
-                               "has {} tensors; the folder holds {}", hf.config.layers,
-                               hf.model_type, wanted->total, held);
 }
 
 // A tied model's folder may hold the head anyway (some tools write it); transformers then
@@ -211,19 +109,95 @@ void refuse_pickled_weights(const std::string& dir) {
                                  "safe_serialization=True)", pickled);
 }
 
-// A value that is NaN or Inf would make every logit NaN: refused where it is read, naming
-// the file's tensor and element, as the programs and load_checkpoint in Python refuse one.
-template <class T>
-void check_finite(const SafetensorsFolder& folder, const HfTensor<T>& t, const T* values,
-                  const std::string& dir) {
-  const std::string why =
-      nonfinite_value(t.name, shape_text(t.shape), values, t.elements());
-  if (!why.empty())
-    fail_with<CheckpointError>(load_op(dir), "{}: tensor {} (allow_nonfinite loads it anyway)",
-                               folder.file_of(t.name), why);
+}  // namespace
+
+// Named, not anonymous: the library compiles in unity batches.
+namespace pretrained_parts {
+
+// A folder's safetensors file or shards as a source of weights (nn/io/weight_loader.hpp):
+// every float dtype converts (BF16 and F16 widen exactly, F64 into float rounds to nearest);
+// the model_type's buffers that carry no weight are passed over, and so is a tied model's
+// stored head (check_tied_head_copy compares it with the embedding). Each refusal names the
+// tensor's file.
+class FolderWeights final : public WeightSource {
+ public:
+  FolderWeights(const SafetensorsFolder& folder, const HfModelConfig& hf, std::string dir)
+      : folder_(folder), hf_(hf), dir_(std::move(dir)) {
+    for (const std::string& name : folder.names()) {
+      const SafetensorsTensor* t = folder.find(name);
+      held_.emplace(name, HeldTensor{t->shape, t->dtype});
+    }
+  }
+  std::vector<std::string> names() const override { return folder_.names(); }
+  const HeldTensor* find(const std::string& name) const override {
+    const auto it = held_.find(name);
+    return it == held_.end() ? nullptr : &it->second;
+  }
+  bool ignored(const std::string& name) const override {
+    return hf_dropped_buffer(hf_.model_type, name) || (name == kHeadName && hf_.config.tie_embeddings);
+  }
+  bool converts(const std::string& dtype, bool) const override {
+    return safetensors_float_dtype(dtype);
+  }
+  void read(const std::string& name, float* out) const override { folder_.read(name, out); }
+  void read(const std::string& name, double* out) const override { folder_.read(name, out); }
+
+  std::string op() const override { return load_op(dir_); }
+  std::string unexpected(const std::string& name) const override {
+    return fmt::format("{} holds tensor '{}', which a {} model of this config.json does not have",
+                       folder_.file_of(name), name, hf_.model_type);
+  }
+  std::string missing(const std::string& name, const std::vector<std::size_t>& shape) const override {
+    return fmt::format("tensor '{}' {} is missing{}", name, shape_text(shape),
+                       name == kHeadName ? " (tie_word_embeddings is false)" : "");
+  }
+  std::string wrong_shape(const std::string& name, const std::vector<std::size_t>& held,
+                          const std::vector<std::size_t>& wanted) const override {
+    return fmt::format("{}: tensor '{}' has shape {}, config.json describes {}",
+                       folder_.file_of(name), name, shape_text(held), shape_text(wanted));
+  }
+  std::string wrong_dtype(const std::string& name, const std::string& dtype, bool) const override {
+    return fmt::format("{}: tensor '{}' is {}, not a float (F64, F32, BF16 or F16)",
+                       folder_.file_of(name), name, dtype);
+  }
+  std::string too_few_scalars(long double wanted, long double held) const override {
+    return fmt::format("config.json describes a model of {:.0f} parameters, the folder's tensors "
+                       "hold {:.0f} values", double(wanted), double(held));
+  }
+  std::string too_few_tensors(long double wanted, long double held) const override {
+    return fmt::format("config.json describes {} layers, whose {} model has {:.0f} tensors; the "
+                       "folder holds {:.0f}", hf_.config.layers, hf_.model_type, double(wanted),
+                       double(held));
+  }
+  // A value that is NaN or Inf would make every logit NaN: refused where it is read, as the
+  // programs and load_checkpoint in Python refuse one.
+  std::string nonfinite(const std::string& name, const std::string& why) const override {
+    return fmt::format("{}: tensor {} (allow_nonfinite loads it anyway)", folder_.file_of(name), why);
+  }
+
+ private:
+  const SafetensorsFolder& folder_;
+  const HfModelConfig& hf_;
+  std::string dir_;
+  std::map<std::string, HeldTensor> held_;
+};
+
+// What a config.json describes: the plan's scalars, and the folder's tensors counted from one
+// layer of each kind (hf_tensor_count). A folder one whole layer short is refused before the
+// tensors are listed one by one or the model is built, which for a config.json of thousands
+// of layers would take each of them; a tensor or two short is named by check_names.
+WantedCounts wanted_counts(const HfModelConfig& hf, const HfLayout& layout) {
+  const HfTensorCount count = hf_tensor_count(hf.config, layout);
+  WantedCounts wanted;
+  wanted.scalars = ParameterPlan(hf.config).scalars();
+  wanted.tensors = static_cast<long double>(count.total);
+  wanted.tolerated_shortfall = count.smallest_layer > 0
+                                   ? static_cast<long double>(count.smallest_layer) - 1
+                                   : std::numeric_limits<long double>::infinity();
+  return wanted;
 }
 
-}  // namespace
+}  // namespace pretrained_parts
 
 bool is_pretrained_folder(const std::string& path) {
   std::error_code ec;
@@ -240,23 +214,17 @@ PretrainedModel<T> load_pretrained(const std::string& dir, bool allow_nonfinite)
   const SafetensorsFolder folder(dir);
   HfLayout layout = hf_layout(hf.config, hf.model_type);
   adapt_prefix(layout, folder);
-  check_size(folder, hf, dir);
-  check_tensor_count<T>(folder, hf, layout, dir);
+  const pretrained_parts::FolderWeights source(folder, hf, dir);
+  check_counts(source, pretrained_parts::wanted_counts(hf, layout));
+  const std::vector<HfTensorSpec> specs = hf_tensor_specs(hf.config, layout);
+  std::vector<WantedTensor> wanted;
+  for (const HfTensorSpec& t : specs) wanted.push_back({t.name, t.shape});
+  check_names(source, wanted, std::is_same_v<T, double>);
   Transformer<T> model = Transformer<T>::to_be_loaded(hf.config);
-  const std::vector<HfTensor<T>> tensors = hf_tensors(model, layout);
-  check_folder(folder, tensors, hf, dir);
-  std::vector<T> values;  // one tensor at a time, in the file's layout, where it differs
-  for (const HfTensor<T>& t : tensors) {
-    if (t.direct) {
-      folder.read(t.name, t.direct);
-      if (!allow_nonfinite) check_finite(folder, t, t.direct, dir);
-      continue;
-    }
-    values.resize(t.elements());
-    folder.read(t.name, values.data());
-    if (!allow_nonfinite) check_finite(folder, t, values.data(), dir);
-    t.load(values.data());
-  }
+  const std::vector<HfTensor<T>> tensors = hf_bind_tensors(model, specs, hf.model_type);
+  std::vector<LoadTarget<T>> targets;
+  for (const HfTensor<T>& t : tensors) targets.push_back({t.name, t.shape, t.direct, t.load});
+  read_weights(source, targets, !allow_nonfinite);
   if (hf.config.tie_embeddings) check_tied_head_copy(folder, tensors, layout, dir);
   return {std::move(model), hf.model_type, hf.kept_json};
 }
