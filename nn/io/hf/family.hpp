@@ -3,8 +3,9 @@
 // its base preset, the config.json keys as rows read on import and written on export, the
 // keys that change nothing, the parts a model must have to be written as this type, and the
 // names and layouts of its tensors. Import (hf_config.cpp), export (hf_config_export.cpp)
-// and the tensor map (hf_weights.cpp) are generic code that walks these descriptors; each
-// family is one file in this folder, listed once in registry.cpp.
+// and the tensor map (hf_tensor_map.cpp, bound to a model by hf_weights.cpp) are generic
+// code that walks these descriptors; each family is one file in this folder, listed once in
+// registry.cpp.
 //
 // Each family's facts are transformers 4.49's (configuration_<type>.py, modeling_<type>.py).
 #include <functional>
