@@ -67,6 +67,11 @@ std::vector<std::pair<std::string, TransformerConfig>> variants() {
   TransformerConfig gemma3 = gemma2; gemma3.window = 3; gemma3.window_pattern = 4;
   add("gemma2, window 3 on layers 0-2", gemma3);
   add("bloom", small(bloom_preset()));
+  // GPT-Neo (layers 0 and 2 global, 1 and 3 a ring of 10, unscaled) and Granite's multipliers
+  TransformerConfig neo = small(preset("gpt_neo")); neo.layers = 4;
+  finish_preset("gpt_neo", neo); add("gpt_neo", neo);
+  TransformerConfig granite = l; granite.embed_multiplier = 3; granite.residual_multiplier = 0.4;
+  granite.logit_divisor = 2.5; granite.attention_scale = 0.09; add("granite multipliers", granite);
   return out;
 }
 

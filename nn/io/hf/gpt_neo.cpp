@@ -187,6 +187,7 @@ const Family& gpt_neo_family() {
     f.preset = [] {
       TransformerConfig c;  // GPT-2's parts: learned positions, LayerNorm, GELU
       c.attn_qkv_bias = false;
+      c.attn_out_bias = c.mlp_bias = true;  // out_proj and the feed-forward's biases
       c.attention_scale = 1.0;
       c.tie_embeddings = true;
       c.window_pattern = 2;
