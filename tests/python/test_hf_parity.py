@@ -20,7 +20,8 @@ into tmp_path at test time, give transformers' logits in tapegrad:
 - the traps, shown failing: the same weights read with interleaved RoPE pairs, a Mistral,
   Gemma 2 or StarCoder2 window one key too short or too long, Gemma 2's window on every layer,
   Gemma's norms read as plain RMSNorm (gain w, not 1 + w), GPT-Neo read with
-  1/sqrt(head_dim) or with its local layer global and its global layers local, BLOOM's
+  1/sqrt(head_dim) or with its local layer global and its global layers local, Granite's
+  multipliers read as 1 or its residual multiplier applied after the add, BLOOM's
   query_key_value read as [all q | all k | all v] instead of per head, an interleaved model
   written without permuting q and k.
 
@@ -401,6 +402,35 @@ def test_granite_read_without_one_multiplier_gives_other_logits(folders, tmp_pat
     err = relative_error(tapegrad_logits(misread, tokens), reference)
     print(f"granite read with {field} 1: {err:.3g}")
     assert err > 1e-3
+
+
+def test_granite_residual_multiplier_after_the_add_gives_other_logits(folders, monkeypatch):
+    # Granite multiplies each sub-layer's output before the add: x + r f(x). A model that
+    # multiplies after it, (x + f(x)) r, computes other logits from the same folder.
+    granite = importlib.import_module("transformers.models.granite.modeling_granite")
+
+    def after_the_add(self, hidden_states, attention_mask=None, position_ids=None,
+                      past_key_value=None, output_attentions=False, use_cache=False,
+                      cache_position=None, position_embeddings=None, **kwargs):
+        r = self.residual_multiplier
+        attended, _ = self.self_attn(
+            hidden_states=self.input_layernorm(hidden_states), attention_mask=attention_mask,
+            position_ids=position_ids, past_key_value=past_key_value,
+            output_attentions=output_attentions, use_cache=use_cache,
+            cache_position=cache_position, position_embeddings=position_embeddings, **kwargs)
+        hidden_states = (hidden_states + attended) * r
+        hidden_states = (hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))) * r
+        return (hidden_states,)
+
+    model = tg.nn.Transformer.from_pretrained(folders["granite_multipliers"])
+    tokens = prompts(vocab_of(model))
+    right = reference_logits(folders["granite_multipliers"], torch.float32, tokens)
+    assert relative_error(tapegrad_logits(model, tokens), right) <= F32
+    monkeypatch.setattr(granite.GraniteDecoderLayer, "forward", after_the_add)
+    wrong = reference_logits(folders["granite_multipliers"], torch.float32, tokens)
+    err = relative_error(tapegrad_logits(model, tokens), wrong)
+    print(f"granite with the residual multiplier after the add: {err:.3g}")
+    assert err > 1e-2
 
 
 def test_gemma_norms_read_as_plain_rmsnorm_give_other_logits(folders, tmp_path):
