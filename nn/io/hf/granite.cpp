@@ -12,32 +12,33 @@ namespace granite_parts {
 const DecoderDefaults kDefaults = {32000, 4096, 11008, 2048, std::nullopt, 1e-6, 10000.0,
                                    std::nullopt, 32, 32, std::nullopt, false};
 
-// A positive multiplier read into `field`, written back as it is.
-ConfigKey multiplier_key(std::string key, double Config::*field) {
+// A positive multiplier, 1 when the file leaves it out: `set` puts it in the
+// configuration, `get` reads it back for the export.
+ConfigKey multiplier_key(std::string key, std::function<void(Config&, double)> set,
+                         std::function<double(const Config&)> get) {
   return {key,
           [=](ConfigReader& r, Config& c) {
             const double m = r.real(key, 1.0);
             if (!(m > 0)) r.refuse("{}={} must be positive", key, m);
-            c.*field = m;
+            set(c, m);
           },
-          [=](const Config& c, const json&) { return json(c.*field); }};
+          [=](const Config& c, const json&) { return json(get(c)); }};
 }
 
-ConfigKey attention_multiplier_key() {
-  return {"attention_multiplier",
-          [](ConfigReader& r, Config& c) {
-            const double m = r.real("attention_multiplier", 1.0);
-            if (!(m > 0)) r.refuse("attention_multiplier={} must be positive", m);
-            c.attention_scale = m;  // GraniteAttention: self.scaling = attention_multiplier
-          },
-          [](const Config& c, const json&) { return json(c.resolved_attention_scale()); }};
+ConfigKey field_multiplier_key(std::string key, double Config::*field) {
+  return multiplier_key(
+      std::move(key), [=](Config& c, double m) { c.*field = m; },
+      [=](const Config& c) { return c.*field; });
 }
 
 std::vector<ConfigKey> granite_keys() {
-  return {multiplier_key("embedding_multiplier", &Config::embed_multiplier),
-          multiplier_key("residual_multiplier", &Config::residual_multiplier),
-          multiplier_key("logits_scaling", &Config::logit_divisor),
-          attention_multiplier_key()};
+  return {field_multiplier_key("embedding_multiplier", &Config::embed_multiplier),
+          field_multiplier_key("residual_multiplier", &Config::residual_multiplier),
+          field_multiplier_key("logits_scaling", &Config::logit_divisor),
+          // GraniteAttention: self.scaling = attention_multiplier, in place of 1/sqrt(head_dim)
+          multiplier_key(
+              "attention_multiplier", [](Config& c, double m) { c.attention_scale = m; },
+              [](const Config& c) { return c.resolved_attention_scale(); })};
 }
 
 }  // namespace granite_parts
